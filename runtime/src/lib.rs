@@ -1,0 +1,221 @@
+//! The blameprof runtime, injected into the profiled program with `LD_PRELOAD`.
+//!
+//! Job: the exported entry points only. Each interposed function resolves the real one once
+//! (`dlsym(RTLD_NEXT)`), calls the lifecycle hooks in `blameprof::sampler::lifecycle`, and
+//! forwards; the logic lives in the `blameprof` library so it can be tested without
+//! preloading. The CLI never links this crate, so it never interposes anything itself.
+//!
+//! Interposed: `pthread_create` (every thread gets a timer), `dlopen`/`dlclose` (module set),
+//! `execve`/`execv`/`execvp`/`execvpe`/`fexecve` and, in [`exec_variadic`], `execl`/`execlp`/
+//! `execle` (flush before the image is replaced),
+//! `_exit`/`_Exit` (flush), `sigaction`/`signal` (the sampling signal stays ours).
+
+mod exec_variadic;
+mod real;
+
+use blameprof::sampler::lifecycle;
+use libc::{c_char, c_int, c_void};
+
+/// Runs before `main` (and before the program's own constructors).
+extern "C" fn on_load() {
+    real::resolve_all();
+    lifecycle::init();
+}
+
+/// Runs at `exit`, after the program's own destructors and `atexit` handlers.
+extern "C" fn on_unload() {
+    lifecycle::process_exit();
+}
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = on_load;
+
+#[used]
+#[link_section = ".fini_array"]
+static FINI: extern "C" fn() = on_unload;
+
+type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
+
+struct Start {
+    routine: StartRoutine,
+    arg: *mut c_void,
+}
+
+extern "C" fn thread_trampoline(start: *mut c_void) -> *mut c_void {
+    // SAFETY: `start` is the Box<Start> leaked by `pthread_create` below, handed to exactly
+    // one new thread.
+    let Start { routine, arg } = *unsafe { Box::from_raw(start as *mut Start) };
+    lifecycle::thread_started(routine as usize);
+    routine(arg)
+}
+
+/// # Safety
+/// Same contract as POSIX `pthread_create`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    routine: StartRoutine,
+    arg: *mut c_void,
+) -> c_int {
+    let real = real::pthread_create();
+    if !lifecycle::sampling_enabled() {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        return unsafe { real(thread, attr, routine, arg) };
+    }
+    let start = Box::into_raw(Box::new(Start { routine, arg }));
+    // SAFETY: forwarding the caller's arguments; the trampoline takes ownership of `start`.
+    let rc = unsafe { real(thread, attr, thread_trampoline, start.cast()) };
+    if rc != 0 {
+        // SAFETY: the thread was not created, so `start` is still ours.
+        drop(unsafe { Box::from_raw(start) });
+    }
+    rc
+}
+
+/// # Safety
+/// Same contract as `dlopen(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
+    // SAFETY: forwarding the caller's arguments unchanged.
+    let handle = unsafe { real::dlopen()(file, mode) };
+    if !handle.is_null() {
+        lifecycle::modules_changed();
+    }
+    handle
+}
+
+/// # Safety
+/// Same contract as `dlclose(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
+    // SAFETY: forwarding the caller's argument unchanged.
+    let rc = unsafe { real::dlclose()(handle) };
+    lifecycle::modules_changed();
+    rc
+}
+
+/// Flushes the image's profile part, runs `exec`, and resumes profiling if it failed.
+fn around_exec(exec: impl FnOnce() -> c_int) -> c_int {
+    let finished = lifecycle::before_exec();
+    let rc = exec();
+    // SAFETY: __errno_location is always valid for the calling thread.
+    let errno = unsafe { *libc::__errno_location() };
+    lifecycle::exec_failed(finished);
+    // SAFETY: as above; the caller must see exec's errno.
+    unsafe { *libc::__errno_location() = errno };
+    rc
+}
+
+/// # Safety
+/// Same contract as `execve(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: forwarding the caller's arguments unchanged.
+    around_exec(|| unsafe { real::execve()(path, argv, envp) })
+}
+
+/// # Safety
+/// Same contract as `execv(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: forwarding the caller's arguments unchanged.
+    around_exec(|| unsafe { real::execv()(path, argv) })
+}
+
+/// # Safety
+/// Same contract as `execvp(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: forwarding the caller's arguments unchanged.
+    around_exec(|| unsafe { real::execvp()(file, argv) })
+}
+
+/// # Safety
+/// Same contract as `execvpe(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: forwarding the caller's arguments unchanged.
+    around_exec(|| unsafe { real::execvpe()(file, argv, envp) })
+}
+
+/// # Safety
+/// Same contract as `fexecve(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: forwarding the caller's arguments unchanged.
+    around_exec(|| unsafe { real::fexecve()(fd, argv, envp) })
+}
+
+/// # Safety
+/// Same contract as `_exit(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    lifecycle::process_exit();
+    // SAFETY: forwarding the caller's argument.
+    unsafe { real::exit_now()(status) }
+}
+
+/// # Safety
+/// Same contract as `_Exit(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    lifecycle::process_exit();
+    // SAFETY: forwarding the caller's argument.
+    unsafe { real::exit_now()(status) }
+}
+
+/// Keeps the sampling signal's handler ours: a program that resets every signal's
+/// disposition would otherwise make the next sample kill it. Changes to that one signal are
+/// accepted and ignored; the program still sees success.
+///
+/// # Safety
+/// Same contract as `sigaction(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(
+    signum: c_int,
+    act: *const libc::sigaction,
+    oldact: *mut libc::sigaction,
+) -> c_int {
+    if lifecycle::sampling_signal() == Some(signum) && !act.is_null() {
+        if !oldact.is_null() {
+            // SAFETY: `oldact` is a caller-supplied writable sigaction; report the default.
+            unsafe { std::ptr::write_bytes(oldact, 0, 1) };
+        }
+        return 0;
+    }
+    // SAFETY: forwarding the caller's arguments unchanged.
+    unsafe { real::sigaction()(signum, act, oldact) }
+}
+
+/// # Safety
+/// Same contract as `signal(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn signal(signum: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    if lifecycle::sampling_signal() == Some(signum) {
+        return libc::SIG_DFL;
+    }
+    // SAFETY: forwarding the caller's arguments unchanged.
+    unsafe { real::signal()(signum, handler) }
+}
+
+/// Whether the calling thread is inside the sampling signal handler. Exported for the
+/// test that proves the handler never allocates (a preloaded allocator shim asks this on
+/// every allocation).
+#[no_mangle]
+pub extern "C" fn blameprof_rt_in_signal_handler() -> c_int {
+    c_int::from(lifecycle::in_signal_handler())
+}

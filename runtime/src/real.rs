@@ -1,0 +1,68 @@
+//! The real implementations of the interposed functions, resolved once with
+//! `dlsym(RTLD_NEXT)`.
+//!
+//! Resolution happens in the library constructor, before the program runs, and lazily for
+//! calls that arrive earlier (another library's constructor creating a thread). Not
+//! async-signal-safe; never used from the signal handler.
+
+use libc::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
+    let cached = slot.load(Ordering::Acquire);
+    if cached != 0 {
+        return cached;
+    }
+    // SAFETY: `name` is a NUL-terminated symbol name; RTLD_NEXT finds the next definition
+    // after this library, i.e. libc's.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    if p == 0 {
+        // Without the real function nothing can work; say which and stop.
+        let msg = b"blameprof: fatal: cannot resolve an interposed libc function\n";
+        // SAFETY: writing a static message to stderr.
+        unsafe {
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::abort();
+        }
+    }
+    slot.store(p, Ordering::Release);
+    p
+}
+
+macro_rules! real_fns {
+    ($($fn_name:ident = $sym:literal : $ty:ty;)*) => {
+        $(
+            pub fn $fn_name() -> $ty {
+                static SLOT: AtomicUsize = AtomicUsize::new(0);
+                let p = resolve(&SLOT, $sym);
+                // SAFETY: `p` is the address of the libc function named `$sym`, whose C
+                // signature is `$ty`.
+                unsafe { std::mem::transmute::<usize, $ty>(p) }
+            }
+        )*
+
+        /// Resolves every real function up front.
+        pub fn resolve_all() {
+            $( let _ = $fn_name(); )*
+        }
+    };
+}
+
+type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
+type Argv = *const *const c_char;
+
+real_fns! {
+    pthread_create = b"pthread_create\0":
+        unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, StartRoutine, *mut c_void) -> c_int;
+    dlopen = b"dlopen\0": unsafe extern "C" fn(*const c_char, c_int) -> *mut c_void;
+    dlclose = b"dlclose\0": unsafe extern "C" fn(*mut c_void) -> c_int;
+    execve = b"execve\0": unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int;
+    execv = b"execv\0": unsafe extern "C" fn(*const c_char, Argv) -> c_int;
+    execvp = b"execvp\0": unsafe extern "C" fn(*const c_char, Argv) -> c_int;
+    execvpe = b"execvpe\0": unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int;
+    fexecve = b"fexecve\0": unsafe extern "C" fn(c_int, Argv, Argv) -> c_int;
+    exit_now = b"_exit\0": unsafe extern "C" fn(c_int) -> !;
+    sigaction = b"sigaction\0":
+        unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
+    signal = b"signal\0": unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+}

@@ -1,0 +1,129 @@
+//! The profile format: the small, versioned contract between the measurement runtime and the
+//! analysis. Documented for humans in `docs/profile-format.md`.
+//!
+//! A profile is a directory holding one *part* file (`*.bpp`) per process image (a fork or an
+//! exec starts a new part). A part is a 16-byte file header followed by self-contained chunks,
+//! each with its own length and CRC-32, so a process that dies leaves every chunk it had
+//! written readable. Chunks hold records; see [`RecordTag`].
+//!
+//! [`wire`] encodes without allocating (async-signal-safe); [`read`] decodes (allocates; not
+//! for the runtime).
+
+pub mod read;
+pub mod wire;
+
+/// First 8 bytes of every part file.
+pub const FILE_MAGIC: [u8; 8] = *b"BLMPROF\0";
+/// First 4 bytes of every chunk.
+pub const CHUNK_MAGIC: [u8; 4] = *b"BCK1";
+/// The format version this build writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// File name suffix of part files inside a profile directory.
+pub const PART_SUFFIX: &str = ".bpp";
+/// Stack depth at which the runtime truncates a call path; the path then ends with a
+/// [`Frame::TRUNCATED`] marker frame on the root side.
+pub const MAX_STACK_DEPTH: usize = 512;
+
+/// Record types inside a chunk payload. Each record is the tag byte followed by its fields,
+/// integers as LEB128 varints and strings/byte strings as a varint length plus bytes.
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordTag {
+    /// pid, ppid, exec generation, start time (ns since the epoch), argv count + strings,
+    /// executable path, sample source name, requested Hz, effective period (ns),
+    /// metric count + (name, unit, description).
+    Process = 1,
+    /// id, base (load bias), start, end, path, build-id bytes.
+    ModuleLoad = 2,
+    /// id.
+    ModuleUnload = 3,
+    /// tid, start routine frame (module, offset; module 0 and offset 0 = none), name, flags
+    /// (bit 0: main thread).
+    ThreadStart = 4,
+    /// tid, name, thread CPU time (ns).
+    ThreadEnd = 5,
+    /// metric index, value, flags ([`SAMPLE_TRUNCATED`], [`SAMPLE_FIRST_IS_RETURN`]),
+    /// depth, shared (root-side frames equal to the previous sample of the same chunk), then
+    /// `depth - shared` frames, leaf first. The thread is the chunk's writer.
+    Sample = 6,
+    /// name, value: a cumulative counter of the process (lost samples and why).
+    Counter = 7,
+    /// Clean end of the process image: exit reason (0 exit, 1 exec).
+    ProcessEnd = 8,
+}
+
+impl RecordTag {
+    pub fn from_u8(v: u8) -> Option<RecordTag> {
+        Some(match v {
+            1 => RecordTag::Process,
+            2 => RecordTag::ModuleLoad,
+            3 => RecordTag::ModuleUnload,
+            4 => RecordTag::ThreadStart,
+            5 => RecordTag::ThreadEnd,
+            6 => RecordTag::Sample,
+            7 => RecordTag::Counter,
+            8 => RecordTag::ProcessEnd,
+            _ => return None,
+        })
+    }
+}
+
+/// Sample flag: the call path was cut at [`MAX_STACK_DEPTH`].
+pub const SAMPLE_TRUNCATED: u8 = 1;
+/// Sample flag: frame 0 is a return address (synchronous unwind), not an interrupted pc.
+pub const SAMPLE_FIRST_IS_RETURN: u8 = 2;
+
+/// One frame of a call path as recorded: a module-relative address. For frames other than
+/// the first, `offset` is a return address (look up `offset - 1` for the call site).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Frame {
+    /// Module id from a [`RecordTag::ModuleLoad`] record; 0 = no known module, and then
+    /// `offset` is the absolute address.
+    pub module: u32,
+    /// Address relative to the module's load bias (= the ELF virtual address).
+    pub offset: u64,
+}
+
+impl Frame {
+    /// Marker placed at the root end of a truncated call path.
+    pub const TRUNCATED: Frame = Frame {
+        module: u32::MAX,
+        offset: 0,
+    };
+}
+
+/// Definition of a metric carried by samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricDef {
+    pub name: String,
+    pub unit: String,
+    pub description: String,
+}
+
+/// Names of the process counters the runtime writes (see [`RecordTag::Counter`]).
+pub mod counters {
+    /// Samples dropped because the thread was inside the runtime (guard held).
+    pub const DROPPED_BUSY: &str = "samples_dropped_busy";
+    /// Samples dropped while the module list was being updated (dlopen/dlclose).
+    pub const DROPPED_MODULES_UPDATING: &str = "samples_dropped_modules_updating";
+    /// Samples dropped because the per-thread buffer could not be flushed.
+    pub const DROPPED_FLUSH_FAILED: &str = "samples_dropped_flush_failed";
+    /// Samples dropped because the thread had no runtime state (not yet set up / torn down).
+    pub const DROPPED_NO_THREAD_STATE: &str = "samples_dropped_no_thread_state";
+    /// Samples whose call path was cut at the maximum depth (kept, marked truncated).
+    pub const TRUNCATED_STACKS: &str = "stacks_truncated";
+    /// Samples whose unwind stopped early with an error (kept, shorter path).
+    pub const UNWIND_ERRORS: &str = "unwind_errors";
+    /// Threads whose timer could not be created (they are not sampled).
+    pub const TIMER_FAILURES: &str = "timer_failures";
+    /// Bytes of sample data that could not be written to the profile.
+    pub const WRITE_ERRORS: &str = "write_errors";
+
+    /// Counters that count lost samples (summed into "lost samples" by reports).
+    pub const LOST_SAMPLE_COUNTERS: &[&str] = &[
+        DROPPED_BUSY,
+        DROPPED_MODULES_UPDATING,
+        DROPPED_FLUSH_FAILED,
+        DROPPED_NO_THREAD_STATE,
+    ];
+}

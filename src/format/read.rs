@@ -1,0 +1,548 @@
+//! Decoding of profile directories and part files into an in-memory [`Profile`].
+//!
+//! Job: turn bytes written by the runtime back into processes, modules, threads, counters
+//! and samples, with call paths interned in a [`StackTable`]. Not async-signal-safe
+//! (allocates); used by the analysis only.
+//!
+//! Invariants: every chunk is checked (magic, length, CRC) before any of its records is
+//! believed; a damaged chunk is an error unless [`ReadOptions::salvage`] is set, in which case
+//! reading stops there and the damage is reported in [`ProcessProfile::damage`].
+
+use super::{Frame, MetricDef, RecordTag, CHUNK_MAGIC, FILE_MAGIC, FORMAT_VERSION, PART_SUFFIX};
+use super::{MAX_STACK_DEPTH, SAMPLE_FIRST_IS_RETURN, SAMPLE_TRUNCATED};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Why a profile could not be read. Messages name the file and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("profile '{0}' does not exist: pass the path printed by 'blameprof run'")]
+    Missing(PathBuf),
+    #[error("cannot read profile '{path}': {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("profile '{0}' is empty: the profiled program wrote nothing; re-run 'blameprof run'")]
+    Empty(PathBuf),
+    #[error("'{0}' contains no profile parts (*.bpp): pass a directory written by 'blameprof run'")]
+    NoParts(PathBuf),
+    #[error("'{0}' is not a blameprof profile (bad magic number)")]
+    NotAProfile(PathBuf),
+    #[error("profile '{path}' has format version {found}, newer than this blameprof reads ({FORMAT_VERSION}): upgrade blameprof")]
+    NewerVersion { path: PathBuf, found: u32 },
+    #[error("profile '{path}' is truncated at byte {offset}: re-record it, or pass --salvage to read the intact part")]
+    Truncated { path: PathBuf, offset: u64 },
+    #[error("profile '{path}' is corrupted at byte {offset} ({what}): re-record it, or pass --salvage to read the intact part")]
+    Corrupted {
+        path: PathBuf,
+        offset: u64,
+        what: &'static str,
+    },
+}
+
+/// How to read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadOptions {
+    /// Keep what precedes the first damaged chunk instead of failing.
+    pub salvage: bool,
+}
+
+/// Interned call paths: each distinct path is stored once.
+#[derive(Debug, Default)]
+pub struct StackTable {
+    frames: Vec<Frame>,
+    ranges: Vec<(u32, u32)>,
+    index: HashMap<Vec<Frame>, u32>,
+}
+
+/// Index of a call path in a [`StackTable`].
+pub type StackId = u32;
+
+impl StackTable {
+    /// Returns the id of `path` (leaf first), adding it if new.
+    pub fn intern(&mut self, path: &[Frame]) -> StackId {
+        if let Some(&id) = self.index.get(path) {
+            return id;
+        }
+        let start = self.frames.len() as u32;
+        self.frames.extend_from_slice(path);
+        let id = self.ranges.len() as u32;
+        self.ranges.push((start, path.len() as u32));
+        self.index.insert(path.to_vec(), id);
+        id
+    }
+
+    /// The frames of a path, leaf first.
+    pub fn get(&self, id: StackId) -> &[Frame] {
+        let (start, len) = self.ranges[id as usize];
+        &self.frames[start as usize..(start + len) as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
+/// One sample: `value` units of `metric` charged to a thread's call path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    pub tid: u32,
+    pub metric: u8,
+    pub flags: u8,
+    pub value: u64,
+    pub stack: StackId,
+}
+
+impl Sample {
+    pub fn truncated(&self) -> bool {
+        self.flags & SAMPLE_TRUNCATED != 0
+    }
+    /// Whether frame 0 of the path is a return address rather than an interrupted pc.
+    pub fn first_is_return(&self) -> bool {
+        self.flags & SAMPLE_FIRST_IS_RETURN != 0
+    }
+}
+
+/// A loaded module (executable, shared library, vdso).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleInfo {
+    pub id: u32,
+    pub path: String,
+    pub build_id: Vec<u8>,
+    /// Load bias: absolute address = base + ELF virtual address.
+    pub base: u64,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// A thread seen by the runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ThreadInfo {
+    pub tid: u32,
+    pub name: String,
+    pub start_routine: Option<Frame>,
+    pub is_main: bool,
+    /// CPU time at thread end, when the thread ended cleanly.
+    pub cpu_ns: Option<u64>,
+}
+
+/// What the runtime said about the process image at start.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProcessHeader {
+    pub pid: u32,
+    pub ppid: u32,
+    /// 0 for the first image of a pid, then 1, 2, ... after each exec.
+    pub exec_generation: u32,
+    pub start_time_ns: u64,
+    pub argv: Vec<String>,
+    pub exe: String,
+    pub sample_source: String,
+    pub requested_hz: u64,
+    pub period_ns: u64,
+    pub metrics: Vec<MetricDef>,
+}
+
+/// Everything one part file holds.
+#[derive(Debug, Default)]
+pub struct ProcessProfile {
+    pub path: PathBuf,
+    pub header: ProcessHeader,
+    pub modules: Vec<ModuleInfo>,
+    pub threads: Vec<ThreadInfo>,
+    pub samples: Vec<Sample>,
+    pub stacks: StackTable,
+    /// Cumulative counters by name (lost samples and their reasons).
+    pub counters: Vec<(String, u64)>,
+    /// Whether the image ended cleanly (exit or exec) rather than crashing or being killed.
+    pub ended_cleanly: bool,
+    /// Damage skipped in salvage mode.
+    pub damage: Option<String>,
+}
+
+impl ProcessProfile {
+    pub fn counter(&self, name: &str) -> u64 {
+        self.counters
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+            .sum()
+    }
+
+    /// Samples lost for any reason.
+    pub fn lost_samples(&self) -> u64 {
+        super::counters::LOST_SAMPLE_COUNTERS
+            .iter()
+            .map(|c| self.counter(c))
+            .sum()
+    }
+
+    pub fn module(&self, id: u32) -> Option<&ModuleInfo> {
+        self.modules.iter().find(|m| m.id == id)
+    }
+
+    pub fn thread(&self, tid: u32) -> Option<&ThreadInfo> {
+        self.threads.iter().find(|t| t.tid == tid)
+    }
+}
+
+/// A whole profile: one entry per process image, ordered by start time.
+#[derive(Debug, Default)]
+pub struct Profile {
+    pub path: PathBuf,
+    pub processes: Vec<ProcessProfile>,
+}
+
+/// Reads a profile directory, or a single part file.
+pub fn read_profile(path: &Path, opts: ReadOptions) -> Result<Profile, ReadError> {
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ReadError::Missing(path.to_owned()),
+        _ => ReadError::Io {
+            path: path.to_owned(),
+            source: e,
+        },
+    })?;
+    let mut processes = Vec::new();
+    if meta.is_dir() {
+        let entries = std::fs::read_dir(path).map_err(|source| ReadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut parts: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.to_string_lossy().ends_with(PART_SUFFIX))
+            .collect();
+        parts.sort();
+        if parts.is_empty() {
+            return Err(ReadError::NoParts(path.to_owned()));
+        }
+        for part in parts {
+            processes.push(read_part(&part, opts)?);
+        }
+    } else {
+        processes.push(read_part(path, opts)?);
+    }
+    processes.sort_by_key(|p| (p.header.start_time_ns, p.header.pid, p.header.exec_generation));
+    Ok(Profile {
+        path: path.to_owned(),
+        processes,
+    })
+}
+
+/// Reads one part file.
+pub fn read_part(path: &Path, opts: ReadOptions) -> Result<ProcessProfile, ReadError> {
+    let data = std::fs::read(path).map_err(|source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    decode_part(path, &data, opts)
+}
+
+/// Decodes the bytes of one part file.
+pub fn decode_part(path: &Path, data: &[u8], opts: ReadOptions) -> Result<ProcessProfile, ReadError> {
+    use super::wire::{CHUNK_HEADER_LEN, FILE_HEADER_LEN};
+    if data.is_empty() {
+        return Err(ReadError::Empty(path.to_owned()));
+    }
+    if data.len() < 8 || data[..8] != FILE_MAGIC {
+        return Err(ReadError::NotAProfile(path.to_owned()));
+    }
+    if data.len() < FILE_HEADER_LEN {
+        return Err(ReadError::Truncated {
+            path: path.to_owned(),
+            offset: data.len() as u64,
+        });
+    }
+    let version = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
+    if version > FORMAT_VERSION {
+        return Err(ReadError::NewerVersion {
+            path: path.to_owned(),
+            found: version,
+        });
+    }
+    if version == 0 {
+        return Err(ReadError::Corrupted {
+            path: path.to_owned(),
+            offset: 8,
+            what: "version 0",
+        });
+    }
+    let mut builder = Builder {
+        profile: ProcessProfile {
+            path: path.to_owned(),
+            ..Default::default()
+        },
+        last_stack: HashMap::new(),
+        counters: HashMap::new(),
+        known_tids: Default::default(),
+    };
+    let mut pos = FILE_HEADER_LEN;
+    while pos < data.len() {
+        let damage = |err: ReadError| -> Result<(), ReadError> {
+            if opts.salvage {
+                Ok(())
+            } else {
+                Err(err)
+            }
+        };
+        if data.len() - pos < CHUNK_HEADER_LEN {
+            let err = ReadError::Truncated {
+                path: path.to_owned(),
+                offset: pos as u64,
+            };
+            builder.profile.damage = Some(err.to_string());
+            damage(err)?;
+            break;
+        }
+        let header = &data[pos..pos + CHUNK_HEADER_LEN];
+        if header[..4] != CHUNK_MAGIC {
+            let err = ReadError::Corrupted {
+                path: path.to_owned(),
+                offset: pos as u64,
+                what: "bad chunk magic",
+            };
+            builder.profile.damage = Some(err.to_string());
+            damage(err)?;
+            break;
+        }
+        let len = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+        let tid = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
+        let body_start = pos + CHUNK_HEADER_LEN;
+        if data.len() - body_start < len {
+            let err = ReadError::Truncated {
+                path: path.to_owned(),
+                offset: pos as u64,
+            };
+            builder.profile.damage = Some(err.to_string());
+            damage(err)?;
+            break;
+        }
+        let body = &data[body_start..body_start + len];
+        if crc32fast::hash(body) != crc {
+            let err = ReadError::Corrupted {
+                path: path.to_owned(),
+                offset: pos as u64,
+                what: "checksum mismatch",
+            };
+            builder.profile.damage = Some(err.to_string());
+            damage(err)?;
+            break;
+        }
+        if let Err(what) = builder.chunk(tid, body) {
+            let err = ReadError::Corrupted {
+                path: path.to_owned(),
+                offset: pos as u64,
+                what,
+            };
+            builder.profile.damage = Some(err.to_string());
+            damage(err)?;
+            break;
+        }
+        pos = body_start + len;
+    }
+    Ok(builder.finish())
+}
+
+struct Builder {
+    profile: ProcessProfile,
+    /// Previous sample's path per thread within the current chunk.
+    last_stack: HashMap<u32, Vec<Frame>>,
+    counters: HashMap<String, u64>,
+    /// Threads already listed in `profile.threads`.
+    known_tids: std::collections::HashSet<u32>,
+}
+
+struct Cursor<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+type Decode<T> = Result<T, &'static str>;
+
+impl<'a> Cursor<'a> {
+    fn u8(&mut self) -> Decode<u8> {
+        let v = *self.data.get(self.pos).ok_or("record runs past its chunk")?;
+        self.pos += 1;
+        Ok(v)
+    }
+    fn varint(&mut self) -> Decode<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("overlong varint")
+    }
+    fn u32(&mut self) -> Decode<u32> {
+        u32::try_from(self.varint()?).map_err(|_| "value out of range")
+    }
+    fn bytes(&mut self) -> Decode<&'a [u8]> {
+        let len = usize::try_from(self.varint()?).map_err(|_| "length out of range")?;
+        let end = self.pos.checked_add(len).ok_or("length out of range")?;
+        let v = self.data.get(self.pos..end).ok_or("string runs past its chunk")?;
+        self.pos = end;
+        Ok(v)
+    }
+    fn string(&mut self) -> Decode<String> {
+        Ok(String::from_utf8_lossy(self.bytes()?).into_owned())
+    }
+    fn frame(&mut self) -> Decode<Frame> {
+        Ok(Frame {
+            module: self.u32()?,
+            offset: self.varint()?,
+        })
+    }
+}
+
+impl Builder {
+    fn chunk(&mut self, tid: u32, body: &[u8]) -> Decode<()> {
+        self.last_stack.clear();
+        let mut c = Cursor { data: body, pos: 0 };
+        while c.pos < body.len() {
+            let tag = RecordTag::from_u8(c.u8()?).ok_or("unknown record type")?;
+            self.record(tid, tag, &mut c)?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, tid: u32, tag: RecordTag, c: &mut Cursor) -> Decode<()> {
+        let p = &mut self.profile;
+        match tag {
+            RecordTag::Process => {
+                let h = &mut p.header;
+                h.pid = c.u32()?;
+                h.ppid = c.u32()?;
+                h.exec_generation = c.u32()?;
+                h.start_time_ns = c.varint()?;
+                let argc = c.varint()?;
+                h.argv = (0..argc).map(|_| c.string()).collect::<Decode<_>>()?;
+                h.exe = c.string()?;
+                h.sample_source = c.string()?;
+                h.requested_hz = c.varint()?;
+                h.period_ns = c.varint()?;
+                let n = c.varint()?;
+                h.metrics = (0..n)
+                    .map(|_| {
+                        Ok(MetricDef {
+                            name: c.string()?,
+                            unit: c.string()?,
+                            description: c.string()?,
+                        })
+                    })
+                    .collect::<Decode<_>>()?;
+            }
+            RecordTag::ModuleLoad => {
+                let m = ModuleInfo {
+                    id: c.u32()?,
+                    base: c.varint()?,
+                    start: c.varint()?,
+                    end: c.varint()?,
+                    path: c.string()?,
+                    build_id: c.bytes()?.to_vec(),
+                };
+                p.modules.retain(|old| old.id != m.id);
+                p.modules.push(m);
+            }
+            RecordTag::ModuleUnload => {
+                // Modules stay known after unload: samples taken while they were loaded refer
+                // to them by id, and ids are never reused.
+                c.u32()?;
+            }
+            RecordTag::ThreadStart => {
+                let tid = c.u32()?;
+                let routine = c.frame()?;
+                let name = c.string()?;
+                let flags = c.u8()?;
+                let t = thread_entry(&mut p.threads, tid);
+                t.start_routine = (routine != Frame::default()).then_some(routine);
+                if !name.is_empty() {
+                    t.name = name;
+                }
+                t.is_main = flags & 1 != 0;
+            }
+            RecordTag::ThreadEnd => {
+                let tid = c.u32()?;
+                let name = c.string()?;
+                let cpu = c.varint()?;
+                let t = thread_entry(&mut p.threads, tid);
+                if !name.is_empty() {
+                    t.name = name;
+                }
+                t.cpu_ns = Some(cpu);
+            }
+            RecordTag::Sample => {
+                let metric = c.u8()?;
+                let value = c.varint()?;
+                let flags = c.u8()?;
+                let depth = usize::try_from(c.varint()?).map_err(|_| "depth out of range")?;
+                let shared = usize::try_from(c.varint()?).map_err(|_| "depth out of range")?;
+                if depth > MAX_STACK_DEPTH + 1 || shared > depth {
+                    return Err("impossible stack depth");
+                }
+                let prev = self.last_stack.entry(tid).or_default();
+                if shared > prev.len() {
+                    return Err("sample shares more frames than its predecessor has");
+                }
+                let mut path = Vec::with_capacity(depth);
+                for _ in 0..depth - shared {
+                    path.push(c.frame()?);
+                }
+                path.extend_from_slice(&prev[prev.len() - shared..]);
+                let stack = p.stacks.intern(&path);
+                *prev = path;
+                if self.known_tids.insert(tid) {
+                    thread_entry(&mut p.threads, tid);
+                }
+                p.samples.push(Sample {
+                    tid,
+                    metric,
+                    flags,
+                    value,
+                    stack,
+                });
+            }
+            RecordTag::Counter => {
+                let name = c.string()?;
+                let value = c.varint()?;
+                // Counters are cumulative and only grow: the largest value written is the total.
+                let slot = self.counters.entry(name).or_default();
+                *slot = (*slot).max(value);
+            }
+            RecordTag::ProcessEnd => {
+                c.u8()?;
+                p.ended_cleanly = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> ProcessProfile {
+        let mut counters: Vec<(String, u64)> = self.counters.into_iter().collect();
+        counters.sort();
+        self.profile.counters = counters;
+        self.profile
+    }
+}
+
+fn thread_index(threads: &[ThreadInfo], tid: u32) -> Option<usize> {
+    threads.iter().position(|t| t.tid == tid)
+}
+
+fn thread_entry(threads: &mut Vec<ThreadInfo>, tid: u32) -> &mut ThreadInfo {
+    let i = thread_index(threads, tid).unwrap_or_else(|| {
+        threads.push(ThreadInfo {
+            tid,
+            ..Default::default()
+        });
+        threads.len() - 1
+    });
+    &mut threads[i]
+}

@@ -1,0 +1,110 @@
+//! Allocation-free encoding of profile records into a caller-supplied byte buffer.
+//!
+//! Job: the runtime's only way to produce profile bytes. Everything here writes into a
+//! fixed `&mut [u8]` and never allocates, so it is **async-signal-safe** and is used from the
+//! sampling signal handler.
+//!
+//! Invariants: a record is either written completely or not at all ([`RecordWriter::commit`]
+//! publishes it); a full buffer makes a write return `Err(Full)`, leaving the previously
+//! committed bytes intact, so the caller can flush and retry.
+
+use super::{Frame, RecordTag};
+
+/// The buffer has no room left for the record being written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full;
+
+/// Appends records to a fixed buffer. `len` counts committed bytes only.
+pub struct RecordWriter<'a> {
+    buf: &'a mut [u8],
+    committed: usize,
+    pos: usize,
+}
+
+impl<'a> RecordWriter<'a> {
+    /// Starts writing after `committed` bytes already in `buf`.
+    pub fn new(buf: &'a mut [u8], committed: usize) -> Self {
+        let committed = committed.min(buf.len());
+        RecordWriter {
+            buf,
+            committed,
+            pos: committed,
+        }
+    }
+
+    /// Bytes committed so far (the length to flush).
+    pub fn committed(&self) -> usize {
+        self.committed
+    }
+
+    /// Drops any partially written record.
+    pub fn rollback(&mut self) {
+        self.pos = self.committed;
+    }
+
+    /// Makes the record written since the last commit part of the buffer.
+    pub fn commit(&mut self) {
+        self.committed = self.pos;
+    }
+
+    pub fn u8(&mut self, v: u8) -> Result<(), Full> {
+        let slot = self.buf.get_mut(self.pos).ok_or(Full)?;
+        *slot = v;
+        self.pos += 1;
+        Ok(())
+    }
+
+    pub fn tag(&mut self, tag: RecordTag) -> Result<(), Full> {
+        self.u8(tag as u8)
+    }
+
+    /// LEB128 unsigned varint.
+    pub fn varint(&mut self, mut v: u64) -> Result<(), Full> {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                return self.u8(byte);
+            }
+            self.u8(byte | 0x80)?;
+        }
+    }
+
+    pub fn bytes(&mut self, data: &[u8]) -> Result<(), Full> {
+        self.varint(data.len() as u64)?;
+        let end = self.pos.checked_add(data.len()).ok_or(Full)?;
+        let dst = self.buf.get_mut(self.pos..end).ok_or(Full)?;
+        dst.copy_from_slice(data);
+        self.pos = end;
+        Ok(())
+    }
+
+    pub fn frame(&mut self, frame: Frame) -> Result<(), Full> {
+        self.varint(u64::from(frame.module))?;
+        self.varint(frame.offset)
+    }
+}
+
+/// Size of the fixed header at the start of every part file.
+pub const FILE_HEADER_LEN: usize = 16;
+/// Size of the header in front of every chunk.
+pub const CHUNK_HEADER_LEN: usize = 16;
+
+/// Writes the 16-byte file header: magic, version, reserved.
+pub fn file_header() -> [u8; FILE_HEADER_LEN] {
+    let mut h = [0u8; FILE_HEADER_LEN];
+    h[..8].copy_from_slice(&super::FILE_MAGIC);
+    h[8..12].copy_from_slice(&super::FORMAT_VERSION.to_le_bytes());
+    h
+}
+
+/// Fills the chunk header in front of `payload`: magic, payload length, CRC-32 of the payload,
+/// writer thread id. Allocation-free; async-signal-safe.
+pub fn chunk_header(payload: &[u8], tid: u32) -> [u8; CHUNK_HEADER_LEN] {
+    let mut h = [0u8; CHUNK_HEADER_LEN];
+    h[..4].copy_from_slice(&super::CHUNK_MAGIC);
+    h[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    h[8..12].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    h[12..16].copy_from_slice(&tid.to_le_bytes());
+    h
+}

@@ -1,0 +1,10 @@
+//! blameprof: a Linux profiler that tells who made threads wait.
+//!
+//! Layers, kept apart: measurement ([`sampler`], [`unwind`]; run inside the profiled process
+//! by the preloaded `runtime/` library), the profile [`format`] between them, analysis
+//! (`attribution`) and presentation (`viewer`).
+
+pub mod format;
+pub mod sampler;
+pub mod spinlock;
+pub mod unwind;

@@ -1,0 +1,101 @@
+//! A thread's sample buffer: encoding samples into the chunk being filled, and flushing it.
+//!
+//! Job: append [`RecordTag::Sample`] records, sharing the root-side frames a sample has in
+//! common with the previous one of the same chunk, and write the chunk out when full.
+//! Async-signal-safe: fixed buffers, no allocation after [`BufferPart::new`].
+//!
+//! Invariant: `prev` always describes the last sample committed in the current chunk (a
+//! new chunk starts with none), so the reader can rebuild every path from the chunk alone.
+
+use super::counters::{self, Counter};
+use super::output;
+use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
+use crate::format::{Frame, RecordTag};
+use crate::unwind::walk::FRAMES_CAPACITY;
+
+/// Bytes of sample data buffered per thread before a chunk is written.
+pub const BUFFER_LEN: usize = 64 * 1024;
+
+pub struct BufferPart {
+    bytes: Box<[u8]>,
+    /// Committed bytes, including the reserved header space.
+    len: usize,
+    /// Samples in the committed bytes (counted as lost if the buffer cannot be written).
+    samples: u64,
+    /// The previous sample's path in this chunk.
+    prev: Box<[Frame; FRAMES_CAPACITY]>,
+    prev_len: usize,
+}
+
+impl BufferPart {
+    /// Allocates the buffer. Not async-signal-safe.
+    pub fn new() -> Self {
+        BufferPart {
+            bytes: vec![0u8; BUFFER_LEN].into_boxed_slice(),
+            len: CHUNK_HEADER_LEN,
+            samples: 0,
+            prev: Box::new([Frame::default(); FRAMES_CAPACITY]),
+            prev_len: 0,
+        }
+    }
+
+    /// Starts a new, empty chunk, discarding anything buffered.
+    pub fn reset(&mut self) {
+        self.len = CHUNK_HEADER_LEN;
+        self.samples = 0;
+        self.prev_len = 0;
+    }
+
+    /// Appends a sample, flushing the chunk first if it is full. Async-signal-safe.
+    pub fn push_sample(&mut self, tid: u32, metric: u8, value: u64, flags: u8, path: &[Frame]) {
+        if self.try_append(metric, value, flags, path).is_ok() {
+            return;
+        }
+        self.flush(tid);
+        if self.try_append(metric, value, flags, path).is_err() {
+            counters::add(Counter::DroppedFlushFailed, 1);
+        }
+    }
+
+    fn try_append(&mut self, metric: u8, value: u64, flags: u8, path: &[Frame]) -> Result<(), Full> {
+        let depth = path.len().min(FRAMES_CAPACITY);
+        let prev = &self.prev[..self.prev_len];
+        let shared = path
+            .iter()
+            .rev()
+            .zip(prev.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let mut w = RecordWriter::new(&mut self.bytes, self.len);
+        w.tag(RecordTag::Sample)?;
+        w.u8(metric)?;
+        w.varint(value)?;
+        w.u8(flags)?;
+        w.varint(depth as u64)?;
+        w.varint(shared as u64)?;
+        for &frame in &path[..depth - shared] {
+            w.frame(frame)?;
+        }
+        w.commit();
+        self.len = w.committed();
+        self.samples += 1;
+        self.prev[..depth].copy_from_slice(&path[..depth]);
+        self.prev_len = depth;
+        Ok(())
+    }
+
+    /// Writes the buffered chunk (if any) and starts a new one. Samples that could not be
+    /// written are counted as lost. Async-signal-safe.
+    pub fn flush(&mut self, tid: u32) {
+        if self.samples > 0 && !output::write_chunk(&mut self.bytes[..self.len], tid) {
+            counters::add(Counter::DroppedFlushFailed, self.samples);
+        }
+        self.reset();
+    }
+}
+
+impl Default for BufferPart {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,92 @@
+//! Runtime configuration, read once from the environment the CLI prepared.
+//!
+//! Job: turn `BLAMEPROF_*` variables into a [`Config`]. Not async-signal-safe (reads the
+//! environment, allocates); called once at start-up. The variables are the private protocol
+//! between `blameprof run` and the runtime, documented in `docs/profile-format.md`.
+
+use std::path::PathBuf;
+
+/// Directory that receives the profile parts (required: without it the runtime stays idle).
+pub const ENV_OUTPUT: &str = "BLAMEPROF_OUTPUT";
+/// Samples per second per thread of CPU time (default 200).
+pub const ENV_FREQUENCY: &str = "BLAMEPROF_FREQUENCY";
+/// Signal number used for sampling (default `SIGRTMIN + 8`).
+pub const ENV_SIGNAL: &str = "BLAMEPROF_SIGNAL";
+/// Force a sample source: `cpu-timer` or `perf-task-clock` (default: chosen by rate).
+pub const ENV_SOURCE: &str = "BLAMEPROF_SOURCE";
+
+/// Default sampling rate, samples per CPU-second per thread.
+pub const DEFAULT_FREQUENCY: u64 = 200;
+/// Highest rate the POSIX CPU-time timers can deliver: they expire on the scheduler tick.
+pub const TICK_LIMITED_HZ: u64 = 250;
+
+/// Where a thread's sampling signals come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `timer_create(CLOCK_THREAD_CPUTIME_ID)` with the signal sent to the thread; limited by
+    /// the scheduler tick.
+    CpuTimer,
+    /// A per-thread `perf_event` task-clock counter (hrtimer based) whose overflow signal is
+    /// directed at the thread.
+    PerfTaskClock,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::CpuTimer => "cpu-timer",
+            Source::PerfTaskClock => "perf-task-clock",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub output_dir: PathBuf,
+    pub frequency: u64,
+    pub signal: i32,
+    /// The source asked for, if forced.
+    pub forced_source: Option<Source>,
+}
+
+impl Config {
+    /// Reads the configuration; `None` when the runtime was preloaded without `blameprof run`.
+    pub fn from_env() -> Option<Config> {
+        let output_dir = PathBuf::from(std::env::var_os(ENV_OUTPUT)?);
+        let frequency = std::env::var(ENV_FREQUENCY)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&hz| hz > 0)
+            .unwrap_or(DEFAULT_FREQUENCY)
+            .min(1_000_000);
+        let signal = std::env::var(ENV_SIGNAL)
+            .ok()
+            .and_then(|v| v.parse::<i32>().ok())
+            .unwrap_or_else(|| libc::SIGRTMIN() + 8);
+        let forced_source = match std::env::var(ENV_SOURCE).as_deref() {
+            Ok("cpu-timer") => Some(Source::CpuTimer),
+            Ok("perf-task-clock") => Some(Source::PerfTaskClock),
+            _ => None,
+        };
+        Some(Config {
+            output_dir,
+            frequency,
+            signal,
+            forced_source,
+        })
+    }
+
+    /// Sampling period in nanoseconds of thread CPU time.
+    pub fn period_ns(&self) -> u64 {
+        1_000_000_000 / self.frequency
+    }
+
+    /// The source to try first for this rate.
+    pub fn preferred_source(&self) -> Source {
+        self.forced_source.unwrap_or(if self.frequency > TICK_LIMITED_HZ {
+            Source::PerfTaskClock
+        } else {
+            Source::CpuTimer
+        })
+    }
+}

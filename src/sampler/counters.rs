@@ -1,0 +1,58 @@
+//! Process-wide counters of what the runtime lost or cut, so nothing is dropped silently.
+//!
+//! Job: count, with relaxed atomics, every sample the runtime could not take and why, and
+//! encode the totals as `Counter` records. [`add`] is async-signal-safe.
+
+use crate::format::counters as names;
+use crate::format::wire::{Full, RecordWriter};
+use crate::format::RecordTag;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug, Clone, Copy)]
+#[repr(usize)]
+pub enum Counter {
+    DroppedBusy,
+    DroppedModulesUpdating,
+    DroppedFlushFailed,
+    DroppedNoThreadState,
+    TruncatedStacks,
+    UnwindErrors,
+    TimerFailures,
+    WriteErrors,
+}
+
+const ALL: [(Counter, &str); 8] = [
+    (Counter::DroppedBusy, names::DROPPED_BUSY),
+    (Counter::DroppedModulesUpdating, names::DROPPED_MODULES_UPDATING),
+    (Counter::DroppedFlushFailed, names::DROPPED_FLUSH_FAILED),
+    (Counter::DroppedNoThreadState, names::DROPPED_NO_THREAD_STATE),
+    (Counter::TruncatedStacks, names::TRUNCATED_STACKS),
+    (Counter::UnwindErrors, names::UNWIND_ERRORS),
+    (Counter::TimerFailures, names::TIMER_FAILURES),
+    (Counter::WriteErrors, names::WRITE_ERRORS),
+];
+
+static VALUES: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+
+/// Adds `n` to a counter. Async-signal-safe.
+pub fn add(counter: Counter, n: u64) {
+    VALUES[counter as usize].fetch_add(n, Ordering::Relaxed);
+}
+
+/// Resets every counter (in a fork child, which starts its own part).
+pub fn reset() {
+    for v in &VALUES {
+        v.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Encodes the current totals as `Counter` records (cumulative; readers keep the largest).
+pub fn encode(w: &mut RecordWriter) -> Result<(), Full> {
+    for (counter, name) in ALL {
+        w.tag(RecordTag::Counter)?;
+        w.bytes(name.as_bytes())?;
+        w.varint(VALUES[counter as usize].load(Ordering::Relaxed))?;
+        w.commit();
+    }
+    Ok(())
+}

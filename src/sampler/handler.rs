@@ -1,0 +1,115 @@
+//! The sampling signal handler.
+//!
+//! Job: on each timer signal, charge the CPU time the thread used since its previous sample
+//! to its current call path, as a `work` sample in the thread's buffer.
+//!
+//! Async-signal-safety rules, in the order the handler applies them:
+//! 1. save `errno`, restore it on every exit path;
+//! 2. find the thread's state through the tid table (no TLS, no locks); no state: count, return;
+//! 3. refresh a one-shot perf counter and read the thread CPU clock *before* any early return,
+//!    so a dropped sample's time is counted as dropped, never charged to the next sample;
+//! 4. if the thread is inside the runtime (`in_runtime`), count the sample as dropped;
+//! 5. unwind with the published module set through a wait-free try-read (dropped if an update
+//!    is under way) and framehop's non-allocating cache; stack reads cannot fault;
+//! 6. try-lock the buffer (dropped if the exit path is flushing it), encode, maybe flush with
+//!    one `write`.
+//!
+//! Nothing here allocates, takes a lock another context may hold, or loops without a bound.
+
+use super::clock::{gettid, thread_cpu_ns};
+use super::counters::{self, Counter};
+use super::lifecycle;
+use super::thread_state::{lookup, ThreadState};
+use crate::format::SAMPLE_TRUNCATED;
+use crate::unwind::walk::{walk, Regs};
+use std::sync::atomic::{compiler_fence, Ordering};
+
+/// Metric index of `work` in the process header.
+pub const METRIC_WORK: u8 = 0;
+
+/// The `SA_SIGINFO` handler installed for the sampling signal.
+pub extern "C" fn on_sample_signal(
+    _signal: libc::c_int,
+    _info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) {
+    // SAFETY: __errno_location returns the calling thread's errno slot; always valid.
+    let errno = unsafe { libc::__errno_location() };
+    // SAFETY: reading and later writing our own thread's errno slot.
+    let saved = unsafe { *errno };
+    sample(context);
+    // SAFETY: as above.
+    unsafe { *errno = saved };
+}
+
+fn sample(context: *mut libc::c_void) {
+    let tid = gettid();
+    let Some(state) = lookup(tid) else {
+        if lifecycle::sampling_enabled() {
+            counters::add(Counter::DroppedNoThreadState, 1);
+        }
+        return;
+    };
+    let perf_fd = state.perf_fd.load(Ordering::Relaxed);
+    if perf_fd >= 0 {
+        // SAFETY: refreshing our own perf counter; a plain system call.
+        unsafe { libc::ioctl(perf_fd, 0x2402, 1) };
+    }
+    let now = thread_cpu_ns();
+    let value = now.saturating_sub(state.last_cpu_ns.swap(now, Ordering::Relaxed));
+    if !lifecycle::sampling_enabled() {
+        return;
+    }
+    if state.in_runtime.load(Ordering::Relaxed) {
+        counters::add(Counter::DroppedBusy, 1);
+        return;
+    }
+    state.in_handler.store(true, Ordering::Relaxed);
+    compiler_fence(Ordering::SeqCst);
+    take_sample(state, tid, context, value);
+    compiler_fence(Ordering::SeqCst);
+    state.in_handler.store(false, Ordering::Relaxed);
+}
+
+fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value: u64) {
+    // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
+    let regs = unsafe { registers(context) };
+    // SAFETY: `in_runtime` is low and we run on the owner thread with our signal blocked, so
+    // nothing else uses the owner part now (see thread_state's invariants).
+    let owner = unsafe { &mut *state.owner.get() };
+    let Some(modules) = lifecycle::modules().try_read() else {
+        counters::add(Counter::DroppedModulesUpdating, 1);
+        return;
+    };
+    let result = walk(&modules, &mut owner.cache, regs, owner.stack_top, &mut owner.frames);
+    drop(modules);
+    if result.error {
+        counters::add(Counter::UnwindErrors, 1);
+    }
+    let mut flags = 0;
+    if result.truncated {
+        counters::add(Counter::TruncatedStacks, 1);
+        flags |= SAMPLE_TRUNCATED;
+    }
+    if !state.try_lock_buffer() {
+        counters::add(Counter::DroppedBusy, 1);
+        return;
+    }
+    // SAFETY: we hold the buffer lock.
+    let buffer = unsafe { &mut *state.buffer.get() };
+    buffer.push_sample(tid, METRIC_WORK, value, flags, &owner.frames[..result.depth]);
+    state.unlock_buffer();
+}
+
+/// # Safety
+/// `context` must be the `ucontext_t` the kernel passed to a signal handler.
+unsafe fn registers(context: *mut libc::c_void) -> Regs {
+    // SAFETY: per the contract, `context` points at a valid ucontext_t.
+    let uc = unsafe { &*(context as *const libc::ucontext_t) };
+    let g = &uc.uc_mcontext.gregs;
+    Regs {
+        pc: g[libc::REG_RIP as usize] as u64,
+        sp: g[libc::REG_RSP as usize] as u64,
+        bp: g[libc::REG_RBP as usize] as u64,
+    }
+}

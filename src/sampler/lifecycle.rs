@@ -1,0 +1,362 @@
+//! Process and thread lifecycle of the runtime: start-up, thread start and exit, `dlopen`,
+//! `fork`, `exec` and exit.
+//!
+//! Job: set everything up before `main` (signal handler, tid table, part file, module set,
+//! main thread's timer), give each new thread its state and timer, keep the module set in step
+//! with the loader, give fork children a part of their own, and flush every buffer when the
+//! image ends (exit or exec).
+//!
+//! Not async-signal-safe, except [`sampling_enabled`] and [`modules`], which the handler uses.
+
+use super::clock::{gettid, other_thread_cpu_ns, thread_cpu_ns};
+use super::config::{Config, Source};
+use super::counters::{self, Counter};
+use super::output;
+use super::records;
+use super::thread_state::{self, ThreadState};
+use super::timer::Timer;
+use crate::format::Frame;
+use crate::spinlock::SpinLock;
+use crate::unwind::module_set::{ModuleChanges, ModuleSet};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static MODULES: ModuleSet = ModuleSet::new();
+static NEXT_MODULE_ID: SpinLock<u32> = SpinLock::new(1);
+static SOURCE: AtomicU8 = AtomicU8::new(0);
+/// The pid the runtime set up for; differs in a `vfork` child, which must not touch our state.
+static PID: AtomicI32 = AtomicI32::new(0);
+static KEY: OnceLock<libc::pthread_key_t> = OnceLock::new();
+
+/// Whether samples are being taken. Async-signal-safe.
+pub fn sampling_enabled() -> bool {
+    ENABLED.load(Ordering::Acquire)
+}
+
+/// The published module set. Async-signal-safe (use `try_read`).
+pub fn modules() -> &'static ModuleSet {
+    &MODULES
+}
+
+fn source() -> Source {
+    if SOURCE.load(Ordering::Relaxed) == 1 {
+        Source::PerfTaskClock
+    } else {
+        Source::CpuTimer
+    }
+}
+
+/// Start-up, before `main`. Does nothing when not launched by `blameprof run`.
+pub fn init() {
+    let Some(cfg) = Config::from_env() else {
+        return;
+    };
+    if let Err(e) = try_init(cfg) {
+        eprintln!("blameprof: warning: profiling disabled in pid {}: {e}", std::process::id());
+    }
+}
+
+fn try_init(cfg: Config) -> std::io::Result<()> {
+    thread_state::init_table()?;
+    install_handler(cfg.signal)?;
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is writable; `thread_exit` matches the destructor signature.
+    if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let _ = KEY.set(key);
+    let generation = output::open_part(&cfg.output_dir).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot create a profile part in {}: {e}", cfg.output_dir.display()),
+        )
+    })?;
+    // SAFETY: getpid has no preconditions.
+    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    let cfg = CONFIG.get_or_init(|| cfg);
+    let changes = refresh_modules();
+    let main = thread_state::attach(gettid()).ok_or_else(|| std::io::Error::other("tid table"))?;
+    let chosen = start_timer(main, cfg, cfg.preferred_source());
+    SOURCE.store(u8::from(chosen == Source::PerfTaskClock), Ordering::Relaxed);
+    records::write(gettid(), |w| records::process(w, cfg, generation, chosen));
+    write_module_changes(&changes);
+    start_thread_bookkeeping(main, None, true);
+    // SAFETY: registering plain extern "C" functions with no arguments.
+    unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    ENABLED.store(true, Ordering::Release);
+    Ok(())
+}
+
+fn install_handler(signal: i32) -> std::io::Result<()> {
+    // SAFETY: a zeroed sigaction is valid; we set the handler, flags and an empty mask.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = super::handler::on_sample_signal as *const () as usize;
+    action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+    // SAFETY: `action.sa_mask` is a valid sigset_t; sigaction copies `action`.
+    let rc = unsafe {
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(signal, &action, std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The sampling signal, when the runtime is active (the interposed `sigaction` protects it).
+pub fn sampling_signal() -> Option<i32> {
+    CONFIG.get().map(|c| c.signal)
+}
+
+/// Starts the thread's timer, falling back to the CPU timer when perf is unavailable.
+fn start_timer(state: &ThreadState, cfg: &Config, wanted: Source) -> Source {
+    let tid = gettid();
+    let mut started = Timer::start(wanted, cfg.signal, cfg.period_ns(), tid).map(|t| (t, wanted));
+    if started.is_err() && wanted == Source::PerfTaskClock && cfg.forced_source.is_none() {
+        started = Timer::start(Source::CpuTimer, cfg.signal, cfg.period_ns(), tid)
+            .map(|t| (t, Source::CpuTimer));
+    }
+    state.in_runtime.store(true, Ordering::Relaxed);
+    // SAFETY: `in_runtime` is raised on the owner thread, so the handler stays out of `owner`.
+    let owner = unsafe { &mut *state.owner.get() };
+    let chosen = match started {
+        Ok((timer, source)) => {
+            if let Timer::Perf(fd) = timer {
+                state.perf_fd.store(fd, Ordering::Relaxed);
+            }
+            owner.timer = Some(timer);
+            source
+        }
+        Err(_) => {
+            counters::add(Counter::TimerFailures, 1);
+            wanted
+        }
+    };
+    state.in_runtime.store(false, Ordering::Relaxed);
+    chosen
+}
+
+/// Records the thread's start, its stack bounds and arms its thread-exit hook.
+fn start_thread_bookkeeping(state: &'static ThreadState, routine: Option<usize>, is_main: bool) {
+    let tid = gettid();
+    state.in_runtime.store(true, Ordering::Relaxed);
+    // SAFETY: `in_runtime` is raised on the owner thread.
+    let owner = unsafe { &mut *state.owner.get() };
+    owner.stack_top = current_stack_top();
+    state.last_cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
+    if let Some(&key) = KEY.get() {
+        // SAFETY: `key` was created by pthread_key_create; the value is a 'static state.
+        unsafe { libc::pthread_setspecific(key, state as *const ThreadState as *const _) };
+    }
+    let frame = routine.map_or(Frame::default(), |addr| {
+        MODULES.try_read().map_or(
+            Frame {
+                module: 0,
+                offset: addr as u64,
+            },
+            |m| m.frame_for(addr as u64),
+        )
+    });
+    let name = records::thread_name(tid);
+    records::write(tid, |w| records::thread_start(w, tid, frame, &name, is_main));
+    state.in_runtime.store(false, Ordering::Relaxed);
+}
+
+fn current_stack_top() -> u64 {
+    // SAFETY: pthread_getattr_np fills `attr` for the calling thread; we destroy it after
+    // reading the stack bounds.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return 0;
+        }
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        if ok {
+            addr as u64 + size as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// Called first thing in every thread created through `pthread_create`.
+pub fn thread_started(routine: usize) {
+    if !sampling_enabled() {
+        return;
+    }
+    let Some(cfg) = CONFIG.get() else { return };
+    let Some(state) = thread_state::attach(gettid()) else {
+        return;
+    };
+    start_thread_bookkeeping(state, Some(routine), false);
+    start_timer(state, cfg, source());
+}
+
+/// The thread-exit hook (pthread key destructor): stop the timer, flush, record the end.
+extern "C" fn thread_exit(value: *mut libc::c_void) {
+    // SAFETY: the key's values are only ever set to 'static ThreadStates.
+    let state: &'static ThreadState = unsafe { &*(value as *const ThreadState) };
+    let tid = gettid();
+    if state.tid.load(Ordering::Acquire) != tid || !state.live.load(Ordering::Acquire) {
+        return;
+    }
+    state.in_runtime.store(true, Ordering::Relaxed);
+    // SAFETY: `in_runtime` is raised on the owner thread.
+    let owner = unsafe { &mut *state.owner.get() };
+    if let Some(timer) = owner.timer.take() {
+        timer.stop();
+    }
+    state.perf_fd.store(-1, Ordering::Relaxed);
+    flush_thread(state);
+    let name = records::thread_name(tid);
+    let cpu = thread_cpu_ns();
+    records::write(tid, |w| {
+        records::thread_end(w, tid, &name, cpu)?;
+        counters::encode(w)
+    });
+    thread_state::detach(state);
+}
+
+fn flush_thread(state: &ThreadState) {
+    state.lock_buffer();
+    // SAFETY: we hold the buffer lock.
+    unsafe { (*state.buffer.get()).flush(state.tid.load(Ordering::Acquire)) };
+    state.unlock_buffer();
+}
+
+/// Re-reads the module list after `dlopen`/`dlclose` and records what changed.
+pub fn modules_changed() {
+    if sampling_enabled() {
+        let changes = refresh_modules();
+        write_module_changes(&changes);
+    }
+}
+
+fn refresh_modules() -> ModuleChanges {
+    let mut next = NEXT_MODULE_ID.lock();
+    MODULES.refresh(&mut next)
+}
+
+fn write_module_changes(changes: &ModuleChanges) {
+    if changes.added.is_empty() && changes.removed.is_empty() {
+        return;
+    }
+    records::write(gettid(), |w| {
+        for (id, m) in &changes.added {
+            records::module_load(w, *id, m)?;
+        }
+        for id in &changes.removed {
+            records::module_unload(w, *id)?;
+        }
+        Ok(())
+    });
+}
+
+/// Ends this image's part: stop sampling, flush every thread, write counters and the end
+/// marker. `reason`: 0 exit, 1 exec. Returns whether it did anything.
+fn finish(reason: u8) -> bool {
+    // SAFETY: getpid has no preconditions.
+    if PID.load(Ordering::Relaxed) != unsafe { libc::getpid() } {
+        return false; // a vfork child: the state belongs to the parent
+    }
+    if !ENABLED.swap(false, Ordering::AcqRel) {
+        return false;
+    }
+    let me = gettid();
+    let mut ends = Vec::new();
+    thread_state::for_each_live(|state| {
+        flush_thread(state);
+        let tid = state.tid.load(Ordering::Acquire);
+        let cpu = if tid == me {
+            thread_cpu_ns()
+        } else {
+            other_thread_cpu_ns(tid)
+        };
+        ends.push((tid, records::thread_name(tid), cpu));
+    });
+    records::write(me, |w| {
+        for (tid, name, cpu) in &ends {
+            records::thread_end(w, *tid, name, *cpu)?;
+        }
+        records::process_end(w, reason)
+    });
+    true
+}
+
+/// At process exit (library destructor, or an interposed `_exit`).
+pub fn process_exit() {
+    finish(0);
+}
+
+/// Before an `exec`: the new image starts a part of its own.
+pub fn before_exec() -> bool {
+    finish(1)
+}
+
+/// After an `exec` that failed: carry on sampling this image.
+pub fn exec_failed(was_finished: bool) {
+    if was_finished {
+        ENABLED.store(true, Ordering::Release);
+    }
+}
+
+extern "C" fn fork_prepare() {
+    NEXT_MODULE_ID.raw_lock();
+    MODULES.fork_prepare();
+    thread_state::fork_prepare();
+}
+
+extern "C" fn fork_parent() {
+    thread_state::fork_release();
+    MODULES.fork_release();
+    NEXT_MODULE_ID.raw_unlock();
+}
+
+extern "C" fn fork_child() {
+    thread_state::fork_release();
+    MODULES.fork_release();
+    NEXT_MODULE_ID.raw_unlock();
+    if !ENABLED.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    let Some(cfg) = CONFIG.get() else { return };
+    // The parent's threads do not exist here; their buffers hold the parent's samples.
+    thread_state::for_each_live(|s| {
+        let fd = s.perf_fd.swap(-1, Ordering::Relaxed);
+        if fd >= 0 {
+            // SAFETY: closing the child's inherited copy of a parent perf descriptor.
+            unsafe { libc::close(fd) };
+        }
+    });
+    thread_state::forget_all_but(None);
+    counters::reset();
+    output::close();
+    let Ok(generation) = output::open_part(&cfg.output_dir) else {
+        return;
+    };
+    // SAFETY: getpid has no preconditions.
+    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    let Some(state) = thread_state::attach(gettid()) else {
+        return;
+    };
+    records::write(gettid(), |w| records::process(w, cfg, generation, source()));
+    let added: Vec<_> = MODULES.snapshot();
+    write_module_changes(&ModuleChanges {
+        added,
+        removed: Vec::new(),
+    });
+    start_thread_bookkeeping(state, None, true);
+    start_timer(state, cfg, source());
+    ENABLED.store(true, Ordering::Release);
+}
+
+/// Whether the calling thread is inside the sampling signal handler (for the allocation
+/// test). Async-signal-safe.
+pub fn in_signal_handler() -> bool {
+    thread_state::lookup(gettid()).is_some_and(|s| s.in_handler.load(Ordering::Relaxed))
+}

@@ -1,0 +1,17 @@
+//! The sampling runtime: CPU-time timers, the signal handler, per-thread state and the
+//! lifecycle hooks the preloaded library calls.
+//!
+//! Only the preload library (`runtime/`) calls into this module; the CLI links it but never
+//! runs it. Which parts are async-signal-safe is stated in each submodule's doc comment; the
+//! handler's own rules are in [`handler`].
+
+pub mod buffer;
+pub mod clock;
+pub mod config;
+pub mod counters;
+pub mod handler;
+pub mod lifecycle;
+pub mod output;
+pub mod records;
+pub mod thread_state;
+pub mod timer;

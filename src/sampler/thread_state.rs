@@ -1,0 +1,233 @@
+//! Per-thread runtime state, and how the signal handler finds it.
+//!
+//! Job: give every sampled thread a [`ThreadState`] (sample buffer, unwind cache, timer) and
+//! map kernel thread ids to states through a flat table the handler can read without locks
+//! or thread-local storage (glibc's TLS access may allocate after a `dlopen`, so the handler
+//! never uses it).
+//!
+//! Invariants:
+//! - the owner thread touches [`ThreadState::owner`] only with `in_runtime` raised, and the
+//!   handler (same thread) backs off when it sees `in_runtime`: the two never overlap;
+//! - the sample buffer ([`ThreadState::buffer`]) is touched only by whoever holds
+//!   `buffer_busy`: the handler try-acquires it (dropping the sample if taken), other code
+//!   spins for it (the handler holds it for a bounded time);
+//! - states are never freed, only recycled through the registry, so a pointer read from the
+//!   table stays valid memory even if it races with recycling.
+//!
+//! [`lookup`] is async-signal-safe; the rest is not and runs at thread start/end.
+
+use super::timer::Timer;
+use super::buffer::BufferPart;
+use crate::format::Frame;
+use crate::unwind::walk::{UnwindCache, FRAMES_CAPACITY};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::spinlock::SpinLock;
+
+/// Data only the owner thread (and its handler) uses.
+pub struct OwnerPart {
+    pub cache: UnwindCache,
+    pub frames: Box<[Frame; FRAMES_CAPACITY]>,
+    pub timer: Option<Timer>,
+    /// One past the highest address of the thread's stack (0 if unknown).
+    pub stack_top: u64,
+}
+
+pub struct ThreadState {
+    pub tid: AtomicU32,
+    /// The owner thread is inside runtime code that uses this state.
+    pub in_runtime: AtomicBool,
+    /// The owner thread is inside the sampling signal handler.
+    pub in_handler: AtomicBool,
+    pub buffer_busy: AtomicBool,
+    /// Assigned to a live thread (false: on the free list).
+    pub live: AtomicBool,
+    /// Thread CPU time at the previous sample.
+    pub last_cpu_ns: AtomicU64,
+    /// The perf counter to refresh after each signal, or -1 (POSIX timer).
+    pub perf_fd: AtomicI32,
+    pub owner: UnsafeCell<OwnerPart>,
+    pub buffer: UnsafeCell<BufferPart>,
+}
+
+// SAFETY: the interior-mutable parts are guarded as described in the module doc: `owner` by
+// `in_runtime` on the owning thread, `buffer` by `buffer_busy`.
+unsafe impl Sync for ThreadState {}
+
+impl ThreadState {
+    fn new() -> ThreadState {
+        let frames = || Box::new([Frame::default(); FRAMES_CAPACITY]);
+        ThreadState {
+            tid: AtomicU32::new(0),
+            in_runtime: AtomicBool::new(false),
+            in_handler: AtomicBool::new(false),
+            buffer_busy: AtomicBool::new(false),
+            live: AtomicBool::new(false),
+            last_cpu_ns: AtomicU64::new(0),
+            perf_fd: AtomicI32::new(-1),
+            owner: UnsafeCell::new(OwnerPart {
+                cache: UnwindCache::default(),
+                frames: frames(),
+                timer: None,
+                stack_top: 0,
+            }),
+            buffer: UnsafeCell::new(BufferPart::new()),
+        }
+    }
+
+    /// Tries to take the buffer without waiting. Async-signal-safe.
+    pub fn try_lock_buffer(&self) -> bool {
+        !self.buffer_busy.swap(true, Ordering::Acquire)
+    }
+
+    /// Takes the buffer, spinning while a handler holds it. Not for the handler.
+    pub fn lock_buffer(&self) {
+        while self.buffer_busy.swap(true, Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+    }
+
+    pub fn unlock_buffer(&self) {
+        self.buffer_busy.store(false, Ordering::Release);
+    }
+}
+
+/// tid -> state table: one pointer per possible thread id, mapped lazily by the kernel.
+struct TidTable {
+    slots: AtomicPtr<AtomicPtr<ThreadState>>,
+    len: AtomicUsize,
+}
+
+static TABLE: TidTable = TidTable {
+    slots: AtomicPtr::new(std::ptr::null_mut()),
+    len: AtomicUsize::new(0),
+};
+
+/// All states ever created (live and free), for flushing at exit and recycling.
+static REGISTRY: SpinLock<Vec<&'static ThreadState>> = SpinLock::new(Vec::new());
+
+/// Maps the tid table. Not async-signal-safe; called once at start-up.
+pub fn init_table() -> std::io::Result<()> {
+    if !TABLE.slots.load(Ordering::Acquire).is_null() {
+        return Ok(());
+    }
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(1 << 22)
+        .max(32768);
+    let bytes = pid_max * std::mem::size_of::<AtomicPtr<ThreadState>>();
+    // SAFETY: an anonymous private mapping; the kernel supplies zero pages on first touch,
+    // and a zeroed AtomicPtr is a null pointer.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    TABLE.len.store(pid_max, Ordering::Release);
+    TABLE.slots.store(p.cast(), Ordering::Release);
+    Ok(())
+}
+
+fn slot(tid: u32) -> Option<&'static AtomicPtr<ThreadState>> {
+    let slots = TABLE.slots.load(Ordering::Acquire);
+    let tid = tid as usize;
+    if slots.is_null() || tid >= TABLE.len.load(Ordering::Acquire) {
+        return None;
+    }
+    // SAFETY: `slots` points at a mapping of `len` AtomicPtrs that is never unmapped, and
+    // `tid < len`.
+    Some(unsafe { &*slots.add(tid) })
+}
+
+/// The state of thread `tid`, if it is sampled. Async-signal-safe and wait-free.
+pub fn lookup(tid: u32) -> Option<&'static ThreadState> {
+    let p = slot(tid)?.load(Ordering::Acquire);
+    // SAFETY: non-null table entries point at leaked, never-freed `ThreadState`s.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Gives thread `tid` a state (recycled if possible) and publishes it in the table.
+pub fn attach(tid: u32) -> Option<&'static ThreadState> {
+    let slot = slot(tid)?;
+    let state = {
+        let mut registry = REGISTRY.lock();
+        let free = registry
+            .iter()
+            .copied()
+            .find(|s| !s.live.load(Ordering::Acquire));
+        let state = free.unwrap_or_else(|| {
+            let s: &'static ThreadState = Box::leak(Box::new(ThreadState::new()));
+            registry.push(s);
+            s
+        });
+        state.live.store(true, Ordering::Release);
+        state
+    };
+    state.tid.store(tid, Ordering::Release);
+    state.in_runtime.store(false, Ordering::Release);
+    state.in_handler.store(false, Ordering::Release);
+    state.lock_buffer();
+    // SAFETY: we hold the buffer lock, and the state is not yet published to any handler.
+    unsafe { (*state.buffer.get()).reset() };
+    state.unlock_buffer();
+    slot.store(state as *const ThreadState as *mut ThreadState, Ordering::Release);
+    Some(state)
+}
+
+/// Unpublishes `state` from the table and returns it to the free list.
+pub fn detach(state: &'static ThreadState) {
+    if let Some(slot) = slot(state.tid.load(Ordering::Acquire)) {
+        let _ = slot.compare_exchange(
+            state as *const ThreadState as *mut ThreadState,
+            std::ptr::null_mut(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+    let _registry = REGISTRY.lock();
+    state.live.store(false, Ordering::Release);
+}
+
+/// Runs `f` on every live state. Not async-signal-safe.
+pub fn for_each_live(mut f: impl FnMut(&'static ThreadState)) {
+    let registry = REGISTRY.lock();
+    for s in registry.iter().filter(|s| s.live.load(Ordering::Acquire)) {
+        f(s);
+    }
+}
+
+/// After `fork`, in the child: every state but `keep` belonged to a thread of the parent.
+/// They are unpublished and freed for reuse without flushing (their data is the parent's).
+/// The registry lock is held across the fork by [`fork_prepare`], so it is consistent here.
+pub fn forget_all_but(keep: Option<&'static ThreadState>) {
+    let registry = REGISTRY.lock();
+    for s in registry.iter() {
+        if keep.is_some_and(|k| std::ptr::eq(*s, k)) {
+            continue;
+        }
+        if let Some(slot) = slot(s.tid.load(Ordering::Acquire)) {
+            slot.store(std::ptr::null_mut(), Ordering::Release);
+        }
+        s.buffer_busy.store(false, Ordering::Release);
+        s.live.store(false, Ordering::Release);
+    }
+}
+
+/// `pthread_atfork` prepare: hold the registry so the child inherits it unlocked and whole.
+pub fn fork_prepare() {
+    REGISTRY.raw_lock();
+}
+
+/// `pthread_atfork` parent and child: release what [`fork_prepare`] took.
+pub fn fork_release() {
+    REGISTRY.raw_unlock();
+}

@@ -1,0 +1,181 @@
+//! Per-thread sampling timers.
+//!
+//! Job: make the kernel send the sampling signal to *this thread* every `period` of its CPU
+//! time, from one of two [`Source`]s, and stop doing so at thread exit.
+//!
+//! [`Timer::start`] and [`Timer::stop`] are not async-signal-safe (they may be, but are only
+//! called from thread set-up and tear-down); [`Timer::rearm`] is async-signal-safe and is
+//! called from the handler (a perf counter is one-shot and must be refreshed after each
+//! overflow).
+
+use super::config::Source;
+use std::io;
+
+/// A running per-thread timer.
+#[derive(Debug)]
+pub enum Timer {
+    Posix(libc::timer_t),
+    Perf(libc::c_int),
+}
+
+// perf_event ABI constants (linux/perf_event.h).
+const PERF_TYPE_SOFTWARE: u32 = 1;
+const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
+const PERF_EVENT_IOC_REFRESH: libc::c_ulong = 0x2402;
+const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+// Bits of the attr flags word.
+const ATTR_DISABLED: u64 = 1 << 0;
+const ATTR_EXCLUDE_KERNEL: u64 = 1 << 5;
+const ATTR_EXCLUDE_HV: u64 = 1 << 6;
+
+/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes), all we use.
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+    config2: u64,
+    branch_sample_type: u64,
+    sample_regs_user: u64,
+    sample_stack_user: u32,
+    clockid: i32,
+    sample_regs_intr: u64,
+    aux_watermark: u32,
+    sample_max_stack: u16,
+    reserved: u16,
+}
+
+#[repr(C)]
+struct FOwnerEx {
+    kind: libc::c_int,
+    pid: libc::pid_t,
+}
+const F_OWNER_TID: libc::c_int = 0;
+const F_SETSIG: libc::c_int = 10;
+const F_SETOWN_EX: libc::c_int = 15;
+
+impl Timer {
+    /// Starts a timer for the calling thread (`tid`), delivering `signal` every `period_ns`
+    /// of its CPU time.
+    pub fn start(source: Source, signal: i32, period_ns: u64, tid: u32) -> io::Result<Timer> {
+        match source {
+            Source::CpuTimer => start_posix(signal, period_ns, tid),
+            Source::PerfTaskClock => start_perf(signal, period_ns, tid),
+        }
+    }
+
+    /// Re-enables a one-shot source after its signal. Async-signal-safe.
+    pub fn rearm(&self) {
+        if let Timer::Perf(fd) = *self {
+            // SAFETY: ioctl on our own perf fd; a plain system call.
+            unsafe { libc::ioctl(fd, PERF_EVENT_IOC_REFRESH, 1) };
+        }
+    }
+
+    /// Stops and releases the timer.
+    pub fn stop(&self) {
+        match *self {
+            // SAFETY: the timer id came from timer_create and is deleted once (the owner
+            // drops its `Timer` after this call).
+            Timer::Posix(id) => unsafe {
+                libc::timer_delete(id);
+            },
+            // SAFETY: the fd came from perf_event_open and is closed once.
+            Timer::Perf(fd) => unsafe {
+                libc::ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+                libc::close(fd);
+            },
+        }
+    }
+}
+
+fn start_posix(signal: i32, period_ns: u64, tid: u32) -> io::Result<Timer> {
+    // SAFETY: zeroed sigevent is a valid starting point; we fill the fields the kernel reads
+    // for SIGEV_THREAD_ID (notify, signo, and the thread id in the union).
+    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+    sev.sigev_notify = libc::SIGEV_THREAD_ID;
+    sev.sigev_signo = signal;
+    sev.sigev_notify_thread_id = tid as libc::c_int;
+    let mut id: libc::timer_t = std::ptr::null_mut();
+    // SAFETY: valid pointers to `sev` and `id` for the duration of the call.
+    if unsafe { libc::timer_create(libc::CLOCK_THREAD_CPUTIME_ID, &mut sev, &mut id) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let period = libc::timespec {
+        tv_sec: (period_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (period_ns % 1_000_000_000) as libc::c_long,
+    };
+    let spec = libc::itimerspec {
+        it_interval: period,
+        it_value: period,
+    };
+    // SAFETY: `id` is the timer just created; `spec` is valid.
+    if unsafe { libc::timer_settime(id, 0, &spec, std::ptr::null_mut()) } != 0 {
+        let err = io::Error::last_os_error();
+        // SAFETY: deleting the timer we created.
+        unsafe { libc::timer_delete(id) };
+        return Err(err);
+    }
+    Ok(Timer::Posix(id))
+}
+
+fn start_perf(signal: i32, period_ns: u64, tid: u32) -> io::Result<Timer> {
+    let open = |flags: u64| -> io::Result<libc::c_int> {
+        let attr = PerfEventAttr {
+            kind: PERF_TYPE_SOFTWARE,
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config: PERF_COUNT_SW_TASK_CLOCK,
+            sample_period: period_ns,
+            flags: ATTR_DISABLED | flags,
+            wakeup_events: 1,
+            ..Default::default()
+        };
+        // SAFETY: `attr` is a valid perf_event_attr of the stated size; pid 0 / cpu -1
+        // measures the calling thread on any CPU.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttr,
+                0,
+                -1,
+                -1,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(fd as libc::c_int)
+        }
+    };
+    // Counting kernel time too is more faithful; fall back to user-only where
+    // perf_event_paranoid forbids it.
+    let fd = open(0).or_else(|_| open(ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV))?;
+    let owner = FOwnerEx {
+        kind: F_OWNER_TID,
+        pid: tid as libc::pid_t,
+    };
+    // SAFETY: fcntl/ioctl on the fd we own; `owner` is a valid f_owner_ex.
+    let ok = unsafe {
+        libc::fcntl(fd, libc::F_SETFL, libc::O_ASYNC | libc::O_NONBLOCK) == 0
+            && libc::fcntl(fd, F_SETSIG, signal) == 0
+            && libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx) == 0
+            && libc::ioctl(fd, PERF_EVENT_IOC_REFRESH, 1) == 0
+    };
+    if !ok {
+        let err = io::Error::last_os_error();
+        // SAFETY: closing the fd we opened.
+        unsafe { libc::close(fd) };
+        return Err(err);
+    }
+    Ok(Timer::Perf(fd))
+}
