@@ -4,7 +4,9 @@
 //! by the preloaded `runtime/` library), the profile [`format`] between them, analysis
 //! (`attribution`) and presentation (`viewer`).
 
+pub mod attribution;
 pub mod format;
 pub mod sampler;
 pub mod spinlock;
 pub mod unwind;
+pub mod viewer;

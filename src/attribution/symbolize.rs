@@ -1,0 +1,293 @@
+//! Symbolization: module-relative code addresses to function names, source files and lines.
+//!
+//! Job: for one recorded address in one module, give the chain of source frames it stands
+//! for, the innermost (deepest inlined) frame first and the real, out-of-line function last.
+//! Sources, in order of preference: DWARF (from the module itself, or from separate debug
+//! info under `<debug dir>/.build-id/xx/yyyy.debug`), then the ELF symbol table
+//! (`.symtab`, else `.dynsym`), then a `module+0xoffset` label.
+//!
+//! Invariants:
+//! - every answer has at least one frame, and exactly its last frame has `inlined == false`;
+//! - a module file is opened once, and each distinct recorded address (instruction pointer
+//!   or return address) in it is resolved once;
+//! - a module whose build-id differs from the recorded one is never symbolized: its frames
+//!   are labelled `[module changed since recording]`, since its addresses would lie.
+//!
+//! Not async-signal-safe (allocates, maps files); not thread-safe (`&mut self` caches).
+
+use crate::format::read::ModuleInfo;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// A recorded code address, module-relative (or absolute when the module is unknown).
+///
+/// An interrupted instruction pointer is looked up as is; a return address points after
+/// its call instruction, so the call site is found at `address - 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CodeAddress {
+    InstructionPointer(u64),
+    ReturnAddress(u64),
+}
+
+impl CodeAddress {
+    /// The address as the unwinder recorded it.
+    pub fn recorded(self) -> u64 {
+        match self {
+            CodeAddress::InstructionPointer(a) | CodeAddress::ReturnAddress(a) => a,
+        }
+    }
+
+    /// The address to look up in debug information.
+    pub fn lookup(self) -> u64 {
+        match self {
+            CodeAddress::InstructionPointer(a) => a,
+            CodeAddress::ReturnAddress(a) => a.saturating_sub(1),
+        }
+    }
+}
+
+/// One source-level frame: a function, possibly inlined into the next frame of its chain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SourceFrame {
+    /// Demangled function name, or a bracketed label when the function is not known.
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// Whether this frame was inlined into the frame that follows it in the chain.
+    pub inlined: bool,
+}
+
+impl SourceFrame {
+    fn label(function: String) -> SourceFrame {
+        SourceFrame {
+            function,
+            file: None,
+            line: None,
+            inlined: false,
+        }
+    }
+}
+
+/// Resolves addresses of many modules, caching opened modules and answers.
+pub struct Symbolizer {
+    debug_dir: PathBuf,
+    modules: HashMap<(String, Vec<u8>), ModuleSymbols>,
+}
+
+impl Default for Symbolizer {
+    fn default() -> Self {
+        Symbolizer::new()
+    }
+}
+
+impl Symbolizer {
+    /// A symbolizer that looks for separate debug info under `/usr/lib/debug`.
+    pub fn new() -> Symbolizer {
+        Symbolizer::with_debug_dir(PathBuf::from("/usr/lib/debug"))
+    }
+
+    /// A symbolizer that looks for separate debug info under `debug_dir/.build-id/`.
+    pub fn with_debug_dir(debug_dir: PathBuf) -> Symbolizer {
+        Symbolizer {
+            debug_dir,
+            modules: HashMap::new(),
+        }
+    }
+
+    /// The source frames for `address`, innermost first. `module` is `None` when the address
+    /// lies in no known module (it is then absolute).
+    pub fn symbolize(
+        &mut self,
+        module: Option<&ModuleInfo>,
+        address: CodeAddress,
+    ) -> Rc<[SourceFrame]> {
+        let Some(module) = module.filter(|m| !m.path.is_empty()) else {
+            let label = format!("[unknown] {:#x}", address.recorded());
+            return Rc::from(vec![SourceFrame::label(label)]);
+        };
+        let key = (module.path.clone(), module.build_id.clone());
+        let debug_dir = &self.debug_dir;
+        self.modules
+            .entry(key)
+            .or_insert_with(|| ModuleSymbols::open(module, debug_dir))
+            .symbolize(address)
+    }
+}
+
+/// What is known about one module file.
+enum ModuleSymbols {
+    /// A pseudo-module without a file, such as `[vdso]`: every frame is its name.
+    Pseudo(Rc<[SourceFrame]>),
+    /// The file cannot be used; frames get `prefix` + `name+0xoffset`.
+    Unreadable {
+        prefix: &'static str,
+        name: String,
+    },
+    Loaded(Box<LoadedModule>),
+}
+
+struct LoadedModule {
+    name: String,
+    /// DWARF and symbols: the module itself, or its separate debug file.
+    debug: addr2line::Loader,
+    /// The module itself when `debug` is a separate debug file (for `.dynsym`).
+    binary: Option<addr2line::Loader>,
+    cache: HashMap<CodeAddress, Rc<[SourceFrame]>>,
+}
+
+impl ModuleSymbols {
+    fn open(module: &ModuleInfo, debug_dir: &Path) -> ModuleSymbols {
+        let name = module_name(&module.path).to_owned();
+        if module.path.starts_with('[') {
+            return ModuleSymbols::Pseudo(Rc::from(vec![SourceFrame::label(module.path.clone())]));
+        }
+        let Some(facts) = FileFacts::read(Path::new(&module.path)) else {
+            return ModuleSymbols::Unreadable { prefix: "", name };
+        };
+        if !module.build_id.is_empty() && facts.build_id != module.build_id {
+            return ModuleSymbols::Unreadable {
+                prefix: "[module changed since recording] ",
+                name,
+            };
+        }
+        let separate = (!facts.has_dwarf)
+            .then(|| build_id_debug_file(debug_dir, &facts.build_id))
+            .flatten();
+        let loaded = match separate {
+            Some(debug_file) => addr2line::Loader::new(&debug_file)
+                .ok()
+                .map(|debug| (debug, addr2line::Loader::new(&module.path).ok())),
+            None => addr2line::Loader::new(&module.path)
+                .ok()
+                .map(|debug| (debug, None)),
+        };
+        match loaded {
+            Some((debug, binary)) => ModuleSymbols::Loaded(Box::new(LoadedModule {
+                name,
+                debug,
+                binary,
+                cache: HashMap::new(),
+            })),
+            None => ModuleSymbols::Unreadable { prefix: "", name },
+        }
+    }
+
+    fn symbolize(&mut self, address: CodeAddress) -> Rc<[SourceFrame]> {
+        match self {
+            ModuleSymbols::Pseudo(frames) => frames.clone(),
+            ModuleSymbols::Unreadable { prefix, name } => Rc::from(vec![SourceFrame::label(
+                format!("{prefix}{name}+{:#x}", address.recorded()),
+            )]),
+            ModuleSymbols::Loaded(m) => {
+                if let Some(hit) = m.cache.get(&address) {
+                    return hit.clone();
+                }
+                let frames: Rc<[SourceFrame]> = Rc::from(m.resolve(address));
+                m.cache.insert(address, frames.clone());
+                frames
+            }
+        }
+    }
+}
+
+impl LoadedModule {
+    fn resolve(&self, address: CodeAddress) -> Vec<SourceFrame> {
+        let probe = address.lookup();
+        let mut frames = self.dwarf_frames(probe);
+        if frames.is_empty() {
+            frames.push(SourceFrame::label(String::new()));
+        }
+        // No DWARF, or DWARF that knows a location but not its function (assembly, missing
+        // DIEs): name the function from the symbol table, else by address.
+        let outermost = frames.last_mut().expect("at least one frame");
+        if outermost.function.is_empty() {
+            outermost.function = self
+                .symbol_name(probe)
+                .unwrap_or_else(|| format!("{}+{:#x}", self.name, address.recorded()));
+        }
+        frames
+    }
+
+    /// Frames from DWARF, innermost first; empty when DWARF does not cover `probe`.
+    fn dwarf_frames(&self, probe: u64) -> Vec<SourceFrame> {
+        let mut frames = Vec::new();
+        let Ok(mut iter) = self.debug.find_frames(probe) else {
+            return frames;
+        };
+        while let Ok(Some(frame)) = iter.next() {
+            let function = frame
+                .function
+                .as_ref()
+                .and_then(|f| f.demangle().ok())
+                .map(|name| name.into_owned())
+                .unwrap_or_default();
+            let (file, line) = frame
+                .location
+                .map(|l| (l.file.map(str::to_owned), l.line))
+                .unwrap_or_default();
+            frames.push(SourceFrame {
+                function,
+                file,
+                line,
+                inlined: true,
+            });
+        }
+        if let Some(last) = frames.last_mut() {
+            last.inlined = false;
+        }
+        // Inlined frames without a name cannot be told apart; fold them into their caller.
+        frames.retain(|f| !(f.inlined && f.function.is_empty()));
+        frames
+    }
+
+    fn symbol_name(&self, probe: u64) -> Option<String> {
+        let raw = self
+            .debug
+            .find_symbol(probe)
+            .or_else(|| self.binary.as_ref()?.find_symbol(probe))?;
+        Some(addr2line::demangle_auto(raw.into(), None).into_owned())
+    }
+}
+
+/// Facts read from a module file's headers.
+struct FileFacts {
+    build_id: Vec<u8>,
+    has_dwarf: bool,
+}
+
+impl FileFacts {
+    /// Reads only the headers and notes it needs, through a read cache (no mapping).
+    fn read(path: &Path) -> Option<FileFacts> {
+        use object::{Object, ObjectSection};
+        let file = std::fs::File::open(path).ok()?;
+        let cache = object::read::ReadCache::new(file);
+        let obj = object::File::parse(&cache).ok()?;
+        Some(FileFacts {
+            build_id: obj.build_id().ok().flatten().unwrap_or_default().to_vec(),
+            has_dwarf: obj
+                .section_by_name(".debug_info")
+                .is_some_and(|s| s.size() > 0),
+        })
+    }
+}
+
+/// `<debug_dir>/.build-id/xx/yyyy.debug` for a build-id, when that file exists.
+fn build_id_debug_file(debug_dir: &Path, build_id: &[u8]) -> Option<PathBuf> {
+    let (first, rest) = build_id.split_first()?;
+    let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
+    let path = debug_dir
+        .join(".build-id")
+        .join(format!("{first:02x}"))
+        .join(format!("{rest}.debug"));
+    path.is_file().then_some(path)
+}
+
+/// The file name of a module path, for labels.
+pub fn module_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+#[cfg(test)]
+#[path = "symbolize_tests.rs"]
+mod tests;

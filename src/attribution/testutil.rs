@@ -1,0 +1,232 @@
+//! Test helpers: small synthetic profiles whose frames lie in no module, with the unknown
+//! addresses renamed after analysis to readable function names. Test-only.
+
+use super::cct::{NodeId, Tree};
+use super::symbolize::Symbolizer;
+use super::{analyze, Analysis, Filter};
+use crate::format::read::{ModuleInfo, ProcessProfile, Profile, Sample, ThreadInfo};
+use crate::format::{Frame, MetricDef};
+
+/// Readable names of the fake addresses used by tests.
+pub(crate) const NAMES: &[(u64, &str)] = &[
+    (0x10, "g"),
+    (0x20, "f"),
+    (0x30, "main"),
+    (0x40, "h"),
+    (0x50, "_start"),
+];
+
+pub(crate) fn metric(name: &str) -> MetricDef {
+    MetricDef {
+        name: name.into(),
+        unit: "ns".into(),
+        description: format!("{name} time"),
+    }
+}
+
+/// An empty process image with pid `pid`, metrics `metrics` and thread `pid` (main).
+pub(crate) fn process(pid: u32, metrics: &[&str]) -> ProcessProfile {
+    let mut p = ProcessProfile::default();
+    p.header.pid = pid;
+    p.header.argv = vec!["./app".into(), "--fast".into()];
+    p.header.exe = "/bin/app".into();
+    p.header.sample_source = "itimer-prof".into();
+    p.header.requested_hz = 200;
+    p.header.period_ns = 5_000_000;
+    p.header.metrics = metrics.iter().map(|m| metric(m)).collect();
+    p.threads.push(ThreadInfo {
+        tid: pid,
+        name: "app".into(),
+        is_main: true,
+        ..Default::default()
+    });
+    p
+}
+
+/// Adds a sample; `root_first` are fake addresses, outermost first.
+pub(crate) fn add_sample(
+    p: &mut ProcessProfile,
+    tid: u32,
+    metric: u8,
+    root_first: &[u64],
+    value: u64,
+) {
+    let frames: Vec<Frame> = root_first
+        .iter()
+        .rev()
+        .map(|&offset| Frame { module: 0, offset })
+        .collect();
+    let stack = p.stacks.intern(&frames);
+    p.samples.push(Sample {
+        tid,
+        metric,
+        flags: 0,
+        value,
+        stack,
+    });
+}
+
+/// A one-process profile (pid 100, metric "work") with the given root-first samples.
+pub(crate) fn profile_of(stacks: &[(&[u64], u64)]) -> Profile {
+    let mut p = process(100, &["work"]);
+    for (path, value) in stacks {
+        add_sample(&mut p, 100, 0, path, *value);
+    }
+    Profile {
+        path: "blameprof-test".into(),
+        processes: vec![p],
+    }
+}
+
+/// Analyses `profile` unfiltered and renames the fake addresses.
+pub(crate) fn analyze_renamed(profile: &Profile) -> Analysis {
+    let mut a = analyze(profile, Filter::default(), &mut Symbolizer::new()).expect("analysis");
+    let names = a.names.functions.iter_mut().map(|f| &mut f.name);
+    let routines = a
+        .threads
+        .iter_mut()
+        .filter_map(|t| t.start_routine.as_mut());
+    for name in names.chain(routines) {
+        if let Some((_, readable)) = NAMES
+            .iter()
+            .find(|(addr, _)| *name == format!("[unknown] {addr:#x}"))
+        {
+            *name = (*readable).to_owned();
+        }
+    }
+    a
+}
+
+pub(crate) fn analysis_of(stacks: &[(&[u64], u64)]) -> Analysis {
+    analyze_renamed(&profile_of(stacks))
+}
+
+pub(crate) fn fname<'a>(a: &'a Analysis, t: &Tree, id: NodeId) -> &'a str {
+    &a.names.function(t.node(id).function).name
+}
+
+/// The node reached from the roots by following functions named `names`.
+pub(crate) fn find_path(a: &Analysis, t: &Tree, names: &[&str]) -> NodeId {
+    let mut candidates = t.roots().to_vec();
+    let mut found = None;
+    for name in names {
+        let id = *candidates
+            .iter()
+            .find(|&&c| fname(a, t, c) == *name)
+            .unwrap_or_else(|| panic!("no node {name} on path {names:?}"));
+        candidates = t.children(id).to_vec();
+        found = Some(id);
+    }
+    found.expect("non-empty path")
+}
+
+/// A fresh temporary directory, removed when dropped.
+pub(crate) struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("blameprof-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temporary directory");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A module entry for a real file.
+pub(crate) fn module(id: u32, path: &str, build_id: Vec<u8>) -> ModuleInfo {
+    ModuleInfo {
+        id,
+        path: path.into(),
+        build_id,
+        base: 0x5555_0000_0000,
+        start: 0x5555_0000_0000,
+        end: 0x5555_0010_0000,
+    }
+}
+
+/// Writes `p` as part file `dir/<pid>.bpp` with the runtime's encoder: the process record,
+/// modules, threads and counters in one chunk, then one chunk of samples per thread.
+pub(crate) fn write_part(dir: &std::path::Path, p: &ProcessProfile) {
+    use crate::format::wire::{chunk_header, file_header, RecordWriter};
+    use crate::format::RecordTag;
+    let mut file = file_header().to_vec();
+    let mut chunk = |tid: u32, fill: &mut dyn FnMut(&mut RecordWriter)| {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut w = RecordWriter::new(&mut buf, 0);
+        fill(&mut w);
+        w.commit();
+        let len = w.committed();
+        file.extend_from_slice(&chunk_header(&buf[..len], tid));
+        file.extend_from_slice(&buf[..len]);
+    };
+    let h = &p.header;
+    chunk(h.pid, &mut |w| {
+        let ok = "test profile fits the buffer";
+        w.tag(RecordTag::Process).expect(ok);
+        for v in [h.pid, h.ppid, h.exec_generation] {
+            w.varint(u64::from(v)).expect(ok);
+        }
+        w.varint(h.start_time_ns).expect(ok);
+        w.varint(h.argv.len() as u64).expect(ok);
+        for a in &h.argv {
+            w.bytes(a.as_bytes()).expect(ok);
+        }
+        w.bytes(h.exe.as_bytes()).expect(ok);
+        w.bytes(h.sample_source.as_bytes()).expect(ok);
+        w.varint(h.requested_hz).expect(ok);
+        w.varint(h.period_ns).expect(ok);
+        w.varint(h.metrics.len() as u64).expect(ok);
+        for m in &h.metrics {
+            for s in [&m.name, &m.unit, &m.description] {
+                w.bytes(s.as_bytes()).expect(ok);
+            }
+        }
+        for m in &p.modules {
+            w.tag(RecordTag::ModuleLoad).expect(ok);
+            w.varint(u64::from(m.id)).expect(ok);
+            for v in [m.base, m.start, m.end] {
+                w.varint(v).expect(ok);
+            }
+            w.bytes(m.path.as_bytes()).expect(ok);
+            w.bytes(&m.build_id).expect(ok);
+        }
+        for t in &p.threads {
+            w.tag(RecordTag::ThreadStart).expect(ok);
+            w.varint(u64::from(t.tid)).expect(ok);
+            w.frame(t.start_routine.unwrap_or_default()).expect(ok);
+            w.bytes(t.name.as_bytes()).expect(ok);
+            w.u8(u8::from(t.is_main)).expect(ok);
+        }
+        for (name, value) in &p.counters {
+            w.tag(RecordTag::Counter).expect(ok);
+            w.bytes(name.as_bytes()).expect(ok);
+            w.varint(*value).expect(ok);
+        }
+    });
+    let mut tids: Vec<u32> = p.samples.iter().map(|s| s.tid).collect();
+    tids.sort();
+    tids.dedup();
+    for tid in tids {
+        chunk(tid, &mut |w| {
+            for s in p.samples.iter().filter(|s| s.tid == tid) {
+                let frames = p.stacks.get(s.stack);
+                w.tag(RecordTag::Sample).unwrap();
+                w.u8(s.metric).unwrap();
+                w.varint(s.value).unwrap();
+                w.u8(s.flags).unwrap();
+                w.varint(frames.len() as u64).unwrap();
+                w.varint(0).unwrap();
+                for &f in frames {
+                    w.frame(f).unwrap();
+                }
+            }
+        });
+    }
+    std::fs::write(dir.join(format!("{}.bpp", h.pid)), file).expect("write part");
+}

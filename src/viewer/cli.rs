@@ -1,0 +1,231 @@
+//! Command-line entry points of the analysis: `report`, `flamegraph`, and the summary
+//! printed after `blameprof run`. The only place in the analysis that uses `anyhow`.
+//!
+//! Job: map options to library calls (read, analyse, view, render) and turn every failure
+//! into one line naming the problem and the fix.
+//!
+//! Invariants: the profile path defaults to the newest `blameprof-*` directory in the
+//! current directory; text reports prune by default, JSON only when asked. Not
+//! async-signal-safe (allocates, does I/O).
+
+use super::json::Json;
+use super::text::Text;
+use super::{Prune, Renderer, Report, View};
+use crate::attribution::metrics::MetricTable;
+use crate::attribution::symbolize::Symbolizer;
+use crate::attribution::{analyze, cct, Analysis, Filter};
+use crate::format::read::{read_profile, Profile, ReadOptions};
+use anyhow::anyhow;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Tree levels a text report shows when `--depth` is not given.
+pub const DEFAULT_DEPTH: usize = 16;
+/// Smallest share of the total a text report shows when `--min-percent` is not given.
+pub const DEFAULT_MIN_PERCENT: f64 = 1.0;
+
+/// Output formats of `report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+/// Options of `blameprof report`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportArgs {
+    /// Profile directory [default: the newest blameprof-* directory here]
+    pub path: Option<PathBuf>,
+    /// Which view to show
+    #[arg(long, value_enum, default_value_t = View::TopDown)]
+    pub view: View,
+    /// Metric to sort and prune by
+    #[arg(long, default_value = "work")]
+    pub metric: String,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Tree levels to show; the hot path is always shown in full [text default: 16; JSON: all]
+    #[arg(long, value_parser = parse_depth)]
+    pub depth: Option<usize>,
+    /// Hide rows under this percentage of the metric's total [text default: 1.0; JSON: none]
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    pub min_percent: Option<f64>,
+    /// Only samples of this thread
+    #[arg(long, value_name = "TID")]
+    pub thread: Option<u32>,
+    /// Only this process (all images it exec'd)
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Read the intact part of a damaged profile instead of failing
+    #[arg(long)]
+    pub salvage: bool,
+}
+
+/// Options of `blameprof flamegraph`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FlamegraphArgs {
+    /// Profile directory [default: the newest blameprof-* directory here]
+    pub path: Option<PathBuf>,
+    /// Metric to draw
+    #[arg(long, default_value = "work")]
+    pub metric: String,
+    /// Where to write the SVG
+    #[arg(short, long, default_value = "flamegraph.svg")]
+    pub output: PathBuf,
+    /// Only samples of this thread
+    #[arg(long, value_name = "TID")]
+    pub thread: Option<u32>,
+    /// Only this process (all images it exec'd)
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Read the intact part of a damaged profile instead of failing
+    #[arg(long)]
+    pub salvage: bool,
+}
+
+/// `blameprof report`: writes the chosen view to `out`. A closed pipe ends it quietly.
+pub fn report(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (analysis, metric) = load(
+        args.path.as_deref(),
+        args.salvage,
+        Filter {
+            pid: args.pid,
+            tid: args.thread,
+        },
+        &args.metric,
+    )?;
+    let prune = match args.format {
+        OutputFormat::Text => Prune {
+            depth: Some(args.depth.unwrap_or(DEFAULT_DEPTH)),
+            min_percent: Some(args.min_percent.unwrap_or(DEFAULT_MIN_PERCENT)),
+        },
+        OutputFormat::Json => Prune {
+            depth: args.depth,
+            min_percent: args.min_percent,
+        },
+    };
+    let report = Report::new(&analysis, args.view, metric, prune);
+    let renderer: &dyn Renderer = match args.format {
+        OutputFormat::Text => &Text,
+        OutputFormat::Json => &Json,
+    };
+    let mut out = io::BufWriter::new(out);
+    match renderer
+        .render(&report, &mut out)
+        .and_then(|()| out.flush())
+    {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(anyhow!("cannot write the report: {e}")),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// `blameprof flamegraph`: writes an SVG flamegraph of the chosen metric.
+pub fn flamegraph(args: &FlamegraphArgs) -> anyhow::Result<()> {
+    let (analysis, metric) = load(
+        args.path.as_deref(),
+        args.salvage,
+        Filter {
+            pid: args.pid,
+            tid: args.thread,
+        },
+        &args.metric,
+    )?;
+    if analysis.totals[metric] == 0 {
+        anyhow::bail!(
+            "metric '{}' has no cost in the selected samples, so there is nothing to draw: \
+             choose another --metric, --thread or --pid",
+            args.metric
+        );
+    }
+    let tree = cct::top_down(&analysis);
+    let mut svg = Vec::new();
+    super::flamegraph::render_svg(&analysis, &tree, metric, &mut svg)
+        .map_err(|e| anyhow!("cannot draw the flamegraph: {e}"))?;
+    std::fs::write(&args.output, svg).map_err(|e| {
+        anyhow!(
+            "cannot write the flamegraph to '{}': {e}; pass a writable path with -o",
+            args.output.display()
+        )
+    })
+}
+
+/// The summary `blameprof run` prints after the run (every line starts with `blameprof: `).
+/// Reads damaged profiles in salvage mode and says so.
+pub fn summary(profile_dir: &Path, top: usize, out: &mut dyn Write) -> anyhow::Result<()> {
+    let profile = read_profile(profile_dir, ReadOptions { salvage: true })?;
+    let analysis = analyze(&profile, Filter::default(), &mut Symbolizer::new())?;
+    super::summary::write(&analysis, top, out).map_err(|e| anyhow!("cannot write the summary: {e}"))
+}
+
+/// Reads and analyses a profile; checks the metric name before the (slower) analysis.
+fn load(
+    path: Option<&Path>,
+    salvage: bool,
+    filter: Filter,
+    metric: &str,
+) -> anyhow::Result<(Analysis, usize)> {
+    let path = match path {
+        Some(p) => p.to_owned(),
+        None => default_profile()?,
+    };
+    let profile = read_profile(&path, ReadOptions { salvage })?;
+    let metric = metric_id(&profile, metric)?;
+    let analysis = analyze(&profile, filter, &mut Symbolizer::new())?;
+    Ok((analysis, metric))
+}
+
+/// The merged id of metric `name` (the same id [`analyze`] gives it).
+fn metric_id(profile: &Profile, name: &str) -> anyhow::Result<usize> {
+    let mut table = MetricTable::default();
+    for p in &profile.processes {
+        table.add_process(&p.header.metrics);
+    }
+    Ok(table.id(name)?)
+}
+
+/// The newest `blameprof-*` directory in the current directory.
+fn default_profile() -> anyhow::Result<PathBuf> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| anyhow!("cannot read the current directory ({e}): pass a profile path"))?;
+    newest_profile(&cwd).ok_or_else(|| {
+        anyhow!(
+            "no profile given and no blameprof-* directory in {}: pass a profile path, or \
+             record one with 'blameprof run'",
+            cwd.display()
+        )
+    })
+}
+
+/// The most recently modified `blameprof-*` directory in `dir` (ties: the greatest name).
+pub fn newest_profile(dir: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("blameprof-"))
+        .filter_map(|e| {
+            let meta = e.metadata().ok().filter(|m| m.is_dir())?;
+            Some((meta.modified().ok()?, e.file_name(), e.path()))
+        })
+        .max()
+        .map(|(_, _, path)| path)
+}
+
+fn parse_depth(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(d) if d >= 1 => Ok(d),
+        _ => Err(format!(
+            "'{s}' is not a depth: pass a whole number of levels, 1 or more"
+        )),
+    }
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!(
+            "'{s}' is not a percentage: pass a number from 0 to 100"
+        )),
+    }
+}

@@ -1,0 +1,196 @@
+//! Presentation of an [`Analysis`]: text views, JSON, flamegraphs and the post-run summary.
+//!
+//! Job: a [`Report`] is one view (top-down, bottom-up, flat, threads) of an analysis, sorted
+//! by one metric, with the pruning and hot-path marking every output shares. Outputs are
+//! sinks behind the small [`Renderer`] trait ([`text::Text`], [`json::Json`]);
+//! [`flamegraph`] draws SVGs; [`cli`] holds the command-line entry points.
+//!
+//! Invariants: tree views sort by inclusive cost and the flat view by exclusive cost of the
+//! chosen metric; a shown node's parent is shown; hot-path nodes are shown at any depth.
+//!
+//! Not async-signal-safe (allocates, does I/O); single-threaded.
+
+pub mod cli;
+pub mod flamegraph;
+pub mod json;
+mod summary;
+pub mod text;
+pub mod units;
+
+use crate::attribution::cct::{self, NodeId, SortBy, Tree};
+use crate::attribution::{callers, Analysis};
+use std::io;
+
+/// Which view of the analysis to show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum View {
+    /// The calling-context tree, from the outermost frames down.
+    TopDown,
+    /// Every function with its callers below it, costs apportioned along each path.
+    BottomUp,
+    /// Every function once, by exclusive cost.
+    Flat,
+    /// Threads with their totals.
+    Threads,
+}
+
+impl View {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            View::TopDown => "top-down",
+            View::BottomUp => "bottom-up",
+            View::Flat => "flat",
+            View::Threads => "threads",
+        }
+    }
+}
+
+/// Limits on what a view shows; `None` shows everything.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Prune {
+    /// Tree levels to show (roots are level 1); the hot path is exempt.
+    pub depth: Option<usize>,
+    /// Hide nodes below this percentage of the metric's total.
+    pub min_percent: Option<f64>,
+}
+
+/// One view of an analysis, ready to render.
+pub struct Report<'a> {
+    pub analysis: &'a Analysis,
+    pub view: View,
+    /// Merged id of the metric the view is sorted and pruned by.
+    pub metric: usize,
+    pub prune: Prune,
+    /// The view's sorted tree; empty for the threads view.
+    pub tree: Tree,
+    hot: Vec<bool>,
+}
+
+impl<'a> Report<'a> {
+    /// Builds and sorts the view. `metric` must be a merged metric id of `analysis` (see
+    /// [`crate::attribution::metrics::MetricTable::id`]); it panics otherwise.
+    pub fn new(analysis: &'a Analysis, view: View, metric: usize, prune: Prune) -> Report<'a> {
+        let mut tree = match view {
+            View::TopDown => cct::top_down(analysis),
+            View::BottomUp => callers::bottom_up(analysis),
+            View::Flat => callers::flat(analysis),
+            View::Threads => Tree::empty(analysis.metrics.len()),
+        };
+        let sort_by = sort_order(view);
+        tree.sort(&analysis.names, metric, sort_by);
+        let hot = match view {
+            View::TopDown | View::BottomUp => tree.hot_path(metric, analysis.totals[metric]),
+            View::Flat | View::Threads => vec![false; tree.len()],
+        };
+        Report {
+            analysis,
+            view,
+            metric,
+            prune,
+            tree,
+            hot,
+        }
+    }
+
+    /// The total of the chosen metric.
+    pub fn total(&self) -> u64 {
+        self.analysis.totals[self.metric]
+    }
+
+    /// Whether `id` is on the hot path.
+    pub fn is_hot(&self, id: NodeId) -> bool {
+        self.hot[id as usize]
+    }
+
+    /// Whether `id`, at `level` (roots: 1), passes the pruning limits: within the depth
+    /// (or on the hot path), and with an inclusive cost of at least `min_percent` of the
+    /// total (in the flat view, too: a function is kept when either of its costs is).
+    pub fn shown(&self, id: NodeId, level: usize) -> bool {
+        if self.prune.depth.is_some_and(|d| level > d) && !self.is_hot(id) {
+            return false;
+        }
+        self.prune.min_percent.map_or(true, |min| {
+            units::percent(self.tree.inclusive(id)[self.metric], self.total()) >= min
+        })
+    }
+}
+
+fn sort_order(view: View) -> SortBy {
+    match view {
+        View::Flat => SortBy::Exclusive,
+        View::TopDown | View::BottomUp | View::Threads => SortBy::Inclusive,
+    }
+}
+
+/// An output format for reports.
+pub trait Renderer {
+    fn render(&self, report: &Report, out: &mut dyn io::Write) -> io::Result<()>;
+}
+
+/// "perf-task-clock, requested 200 Hz, effective 199.8 Hz", one entry per distinct setting.
+/// The effective rate is measured: timer samples per second of sampled CPU time.
+pub fn describe_sources(analysis: &Analysis) -> String {
+    let mut seen: Vec<(&str, u64, u64, u64)> = Vec::new();
+    for p in &analysis.processes {
+        match seen
+            .iter_mut()
+            .find(|(s, hz, _, _)| *s == p.sample_source && *hz == p.requested_hz)
+        {
+            Some(entry) => {
+                entry.2 += p.timer_samples;
+                entry.3 += p.timer_ns;
+            }
+            None => seen.push((
+                &p.sample_source,
+                p.requested_hz,
+                p.timer_samples,
+                p.timer_ns,
+            )),
+        }
+    }
+    if seen.is_empty() {
+        return "none (no process selected)".to_owned();
+    }
+    let describe = |&(source, hz, samples, ns): &(&str, u64, u64, u64)| {
+        let source = if source.is_empty() { "unknown" } else { source };
+        match ns {
+            0 => format!("{source}, requested {hz} Hz, effective rate unknown"),
+            ns => format!(
+                "{source}, requested {hz} Hz, effective {:.1} Hz",
+                samples as f64 * 1e9 / ns as f64
+            ),
+        }
+    };
+    seen.iter().map(describe).collect::<Vec<_>>().join("; ")
+}
+
+/// "12 (samples_dropped_busy 10, samples_dropped_no_thread_state 2)" or "0".
+pub fn describe_lost(analysis: &Analysis) -> String {
+    let reasons: Vec<String> = analysis
+        .counters
+        .iter()
+        .filter(|(name, _)| crate::format::counters::LOST_SAMPLE_COUNTERS.contains(&name.as_str()))
+        .map(|(name, v)| format!("{name} {v}"))
+        .collect();
+    if reasons.is_empty() {
+        analysis.lost_samples.to_string()
+    } else {
+        format!("{} ({})", analysis.lost_samples, reasons.join(", "))
+    }
+}
+
+/// The command line of the first selected process, for titles.
+pub fn command_line(analysis: &Analysis) -> String {
+    analysis
+        .processes
+        .first()
+        .map(|p| match p.argv.is_empty() {
+            true => p.exe.clone(),
+            false => p.argv.join(" "),
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

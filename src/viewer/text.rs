@@ -1,0 +1,178 @@
+//! Plain-text rendering of reports: a header describing the profile, then a table.
+//!
+//! Job: tree views print one row per shown node, indented by depth, hot-path rows marked
+//! with `*`; the flat view prints one row per function; the threads view prints one row per
+//! thread. Values are in human units (see [`units`]).
+//!
+//! Invariants: rows appear in the report's sort order, a child after its parent; output is
+//! ASCII apart from the names found in the profile. Not async-signal-safe (allocates).
+
+use super::units::{format_value, percent};
+use super::{describe_lost, describe_sources, Renderer, Report, View};
+use crate::attribution::cct::NodeId;
+use crate::attribution::symbolize::module_name;
+use crate::attribution::{Analysis, SourceLine};
+use std::io::{self, Write};
+
+/// The plain-text renderer.
+pub struct Text;
+
+impl Renderer for Text {
+    fn render(&self, report: &Report, out: &mut dyn Write) -> io::Result<()> {
+        header(report, out)?;
+        writeln!(out)?;
+        match report.view {
+            View::Threads => threads(report, out),
+            View::TopDown | View::BottomUp | View::Flat => table(report, out),
+        }
+    }
+}
+
+fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let a = r.analysis;
+    writeln!(out, "profile:    {}", a.profile_path.display())?;
+    for damage in &a.damage {
+        writeln!(out, "damaged:    {damage} (showing the intact part)")?;
+    }
+    match a.processes.as_slice() {
+        [p] => writeln!(out, "process:    pid {}: {}", p.pid, p.argv.join(" "))?,
+        ps => {
+            writeln!(out, "processes:  {}", ps.len())?;
+            for p in ps.iter().take(10) {
+                let cmd = p.argv.join(" ");
+                writeln!(
+                    out,
+                    "            pid {} (exec {}): {cmd}",
+                    p.pid, p.exec_generation
+                )?;
+            }
+            if ps.len() > 10 {
+                writeln!(out, "            ... and {} more", ps.len() - 10)?;
+            }
+        }
+    }
+    let filter = a.filter;
+    if filter.pid.is_some() || filter.tid.is_some() {
+        let parts: Vec<String> = [
+            filter.pid.map(|p| format!("pid {p}")),
+            filter.tid.map(|t| format!("thread {t}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        writeln!(out, "filter:     {}", parts.join(", "))?;
+    }
+    writeln!(out, "threads:    {}", a.threads.len())?;
+    writeln!(out, "samples:    {}, lost {}", a.samples, describe_lost(a))?;
+    writeln!(out, "source:     {}", describe_sources(a))?;
+    let def = &a.metrics.defs()[r.metric];
+    writeln!(
+        out,
+        "metric:     {} ({}): {}; total {}",
+        def.name,
+        def.unit,
+        def.description,
+        format_value(r.total(), &def.unit)
+    )?;
+    if a.metrics.len() > 1 {
+        let totals: Vec<String> = a
+            .metrics
+            .defs()
+            .iter()
+            .zip(&a.totals)
+            .map(|(d, &t)| format!("{} {}", d.name, format_value(t, &d.unit)))
+            .collect();
+        writeln!(out, "totals:     {}", totals.join(", "))?;
+    }
+    let order = match r.view {
+        View::Threads => return writeln!(out, "view:       threads"),
+        View::Flat => "exclusive",
+        View::TopDown | View::BottomUp => "inclusive",
+    };
+    let mut view = format!("{}, by {order} {}", r.view.name(), def.name);
+    if matches!(r.view, View::TopDown | View::BottomUp) {
+        view.push_str("; * marks the hot path");
+    }
+    if let Some(d) = r.prune.depth.filter(|_| r.view != View::Flat) {
+        view.push_str(&format!("; {d} levels"));
+    }
+    if let Some(m) = r.prune.min_percent.filter(|&m| m > 0.0) {
+        view.push_str(&format!("; rows under {m}% hidden"));
+    }
+    writeln!(out, "view:       {view}")
+}
+
+fn table(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "{:>17}  {:>17}    function", "inclusive", "exclusive")?;
+    if r.tree.roots().is_empty() {
+        return writeln!(out, "(no samples)");
+    }
+    let unit = &r.analysis.metrics.defs()[r.metric].unit;
+    let total = r.total();
+    // Depth-first, children in sort order: push them reversed.
+    let mut stack: Vec<(NodeId, usize)> = r.tree.roots().iter().rev().map(|&id| (id, 1)).collect();
+    while let Some((id, level)) = stack.pop() {
+        if !r.shown(id, level) {
+            continue;
+        }
+        let incl = r.tree.inclusive(id)[r.metric];
+        let excl = r.tree.exclusive(id)[r.metric];
+        let node = r.tree.node(id);
+        let function = r.analysis.names.function(node.function);
+        let mark = if r.is_hot(id) { '*' } else { ' ' };
+        let inlined = if node.inlined { " (inlined)" } else { "" };
+        let line = r.tree.hottest_line(id, r.metric);
+        writeln!(
+            out,
+            "{:>10} {:>5.1}%  {:>10} {:>5.1}%  {mark} {:indent$}{}{inlined}{}",
+            format_value(incl, unit),
+            percent(incl, total),
+            format_value(excl, unit),
+            percent(excl, total),
+            "",
+            function.name,
+            location(r.analysis, line, &function.module),
+            indent = 2 * (level - 1),
+        )?;
+        stack.extend(r.tree.children(id).iter().rev().map(|&c| (c, level + 1)));
+    }
+    Ok(())
+}
+
+/// "  file.c:12" from the hottest line, else "  [module]", to follow a function name; ""
+/// when there is nothing to add.
+pub fn location(a: &Analysis, line: Option<SourceLine>, module: &str) -> String {
+    let file = line
+        .and_then(|l| l.file)
+        .map(|f| module_name(a.names.file(f)));
+    match (file, line.and_then(|l| l.line)) {
+        (Some(file), Some(n)) => format!("  {file}:{n}"),
+        (Some(file), None) => format!("  {file}"),
+        (None, Some(n)) => format!("  line {n} [{}]", module_name(module)),
+        // Pseudo-modules ("[vdso]") already name the frame.
+        (None, None) if module.is_empty() || module.starts_with('[') => String::new(),
+        (None, None) => format!("  [{}]", module_name(module)),
+    }
+}
+
+fn threads(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let defs = r.analysis.metrics.defs();
+    write!(out, "{:>8} {:>8}", "pid", "tid")?;
+    for d in defs {
+        write!(out, " {:>12}", d.name)?;
+    }
+    writeln!(out, "  {:<20} start routine", "name")?;
+    for t in &r.analysis.threads {
+        write!(out, "{:>8} {:>8}", t.pid, t.tid)?;
+        for (d, &v) in defs.iter().zip(&t.totals) {
+            write!(out, " {:>12}", format_value(v, &d.unit))?;
+        }
+        let name = match t.is_main {
+            true => format!("{} (main)", t.name),
+            false => t.name.clone(),
+        };
+        let routine = t.start_routine.as_deref().unwrap_or("-");
+        writeln!(out, "  {name:<20} {routine}")?;
+    }
+    Ok(())
+}
