@@ -1,0 +1,5 @@
+//! The command-line edge: argument parsing, subcommands, one-line errors and exit codes.
+//! Not part of the runtime; nothing here is async-signal-safe.
+
+pub mod preflight;
+pub mod run;
