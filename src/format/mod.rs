@@ -116,6 +116,9 @@ pub mod counters {
     pub const UNWIND_ERRORS: &str = "unwind_errors";
     /// Threads whose timer could not be created (they are not sampled).
     pub const TIMER_FAILURES: &str = "timer_failures";
+    /// Threads that got the tick-limited CPU-time timer because perf was refused them
+    /// (usually the descriptor limit), while the process uses perf.
+    pub const TIMER_FALLBACKS: &str = "timer_fallbacks";
     /// Bytes of sample data that could not be written to the profile.
     pub const WRITE_ERRORS: &str = "write_errors";
 

@@ -25,7 +25,9 @@ pub enum ReadError {
     },
     #[error("profile '{0}' is empty: the profiled program wrote nothing; re-run 'blameprof run'")]
     Empty(PathBuf),
-    #[error("'{0}' contains no profile parts (*.bpp): pass a directory written by 'blameprof run'")]
+    #[error(
+        "'{0}' contains no profile parts (*.bpp): pass a directory written by 'blameprof run'"
+    )]
     NoParts(PathBuf),
     #[error("'{0}' is not a blameprof profile (bad magic number)")]
     NotAProfile(PathBuf),
@@ -226,7 +228,13 @@ pub fn read_profile(path: &Path, opts: ReadOptions) -> Result<Profile, ReadError
     } else {
         processes.push(read_part(path, opts)?);
     }
-    processes.sort_by_key(|p| (p.header.start_time_ns, p.header.pid, p.header.exec_generation));
+    processes.sort_by_key(|p| {
+        (
+            p.header.start_time_ns,
+            p.header.pid,
+            p.header.exec_generation,
+        )
+    });
     Ok(Profile {
         path: path.to_owned(),
         processes,
@@ -243,7 +251,11 @@ pub fn read_part(path: &Path, opts: ReadOptions) -> Result<ProcessProfile, ReadE
 }
 
 /// Decodes the bytes of one part file.
-pub fn decode_part(path: &Path, data: &[u8], opts: ReadOptions) -> Result<ProcessProfile, ReadError> {
+pub fn decode_part(
+    path: &Path,
+    data: &[u8],
+    opts: ReadOptions,
+) -> Result<ProcessProfile, ReadError> {
     use super::wire::{CHUNK_HEADER_LEN, FILE_HEADER_LEN};
     if data.is_empty() {
         return Err(ReadError::Empty(path.to_owned()));
@@ -366,7 +378,10 @@ type Decode<T> = Result<T, &'static str>;
 
 impl<'a> Cursor<'a> {
     fn u8(&mut self) -> Decode<u8> {
-        let v = *self.data.get(self.pos).ok_or("record runs past its chunk")?;
+        let v = *self
+            .data
+            .get(self.pos)
+            .ok_or("record runs past its chunk")?;
         self.pos += 1;
         Ok(v)
     }
@@ -387,7 +402,10 @@ impl<'a> Cursor<'a> {
     fn bytes(&mut self) -> Decode<&'a [u8]> {
         let len = usize::try_from(self.varint()?).map_err(|_| "length out of range")?;
         let end = self.pos.checked_add(len).ok_or("length out of range")?;
-        let v = self.data.get(self.pos..end).ok_or("string runs past its chunk")?;
+        let v = self
+            .data
+            .get(self.pos..end)
+            .ok_or("string runs past its chunk")?;
         self.pos = end;
         Ok(v)
     }

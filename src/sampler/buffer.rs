@@ -57,7 +57,13 @@ impl BufferPart {
         }
     }
 
-    fn try_append(&mut self, metric: u8, value: u64, flags: u8, path: &[Frame]) -> Result<(), Full> {
+    fn try_append(
+        &mut self,
+        metric: u8,
+        value: u64,
+        flags: u8,
+        path: &[Frame],
+    ) -> Result<(), Full> {
         let depth = path.len().min(FRAMES_CAPACITY);
         let prev = &self.prev[..self.prev_len];
         let shared = path

@@ -12,7 +12,7 @@ pub const ENV_OUTPUT: &str = "BLAMEPROF_OUTPUT";
 pub const ENV_FREQUENCY: &str = "BLAMEPROF_FREQUENCY";
 /// Signal number used for sampling (default `SIGRTMIN + 8`).
 pub const ENV_SIGNAL: &str = "BLAMEPROF_SIGNAL";
-/// Force a sample source: `cpu-timer` or `perf-task-clock` (default: chosen by rate).
+/// Force a sample source: `cpu-timer` or `perf-task-clock` (default: perf, else CPU timer).
 pub const ENV_SOURCE: &str = "BLAMEPROF_SOURCE";
 
 /// Default sampling rate, samples per CPU-second per thread.
@@ -81,12 +81,11 @@ impl Config {
         1_000_000_000 / self.frequency
     }
 
-    /// The source to try first for this rate.
+    /// The source to try first. The perf task clock is an hrtimer, so it delivers the
+    /// requested rate; the CPU timer expires on scheduler ticks, which caps it at
+    /// [`TICK_LIMITED_HZ`] and rounds every period up to whole ticks (200/s asked gives about
+    /// 125/s). Threads fall back to the CPU timer where perf is not permitted.
     pub fn preferred_source(&self) -> Source {
-        self.forced_source.unwrap_or(if self.frequency > TICK_LIMITED_HZ {
-            Source::PerfTaskClock
-        } else {
-            Source::CpuTimer
-        })
+        self.forced_source.unwrap_or(Source::PerfTaskClock)
     }
 }

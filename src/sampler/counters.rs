@@ -18,21 +18,29 @@ pub enum Counter {
     TruncatedStacks,
     UnwindErrors,
     TimerFailures,
+    TimerFallbacks,
     WriteErrors,
 }
 
-const ALL: [(Counter, &str); 8] = [
+const ALL: [(Counter, &str); 9] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
-    (Counter::DroppedModulesUpdating, names::DROPPED_MODULES_UPDATING),
+    (
+        Counter::DroppedModulesUpdating,
+        names::DROPPED_MODULES_UPDATING,
+    ),
     (Counter::DroppedFlushFailed, names::DROPPED_FLUSH_FAILED),
-    (Counter::DroppedNoThreadState, names::DROPPED_NO_THREAD_STATE),
+    (
+        Counter::DroppedNoThreadState,
+        names::DROPPED_NO_THREAD_STATE,
+    ),
     (Counter::TruncatedStacks, names::TRUNCATED_STACKS),
     (Counter::UnwindErrors, names::UNWIND_ERRORS),
     (Counter::TimerFailures, names::TIMER_FAILURES),
+    (Counter::TimerFallbacks, names::TIMER_FALLBACKS),
     (Counter::WriteErrors, names::WRITE_ERRORS),
 ];
 
-static VALUES: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];
 
 /// Adds `n` to a counter. Async-signal-safe.
 pub fn add(counter: Counter, n: u64) {

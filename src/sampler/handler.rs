@@ -81,7 +81,13 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
         counters::add(Counter::DroppedModulesUpdating, 1);
         return;
     };
-    let result = walk(&modules, &mut owner.cache, regs, owner.stack_top, &mut owner.frames);
+    let result = walk(
+        &modules,
+        &mut owner.cache,
+        regs,
+        owner.stack_top,
+        &mut owner.frames,
+    );
     drop(modules);
     if result.error {
         counters::add(Counter::UnwindErrors, 1);
@@ -97,7 +103,13 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
     }
     // SAFETY: we hold the buffer lock.
     let buffer = unsafe { &mut *state.buffer.get() };
-    buffer.push_sample(tid, METRIC_WORK, value, flags, &owner.frames[..result.depth]);
+    buffer.push_sample(
+        tid,
+        METRIC_WORK,
+        value,
+        flags,
+        &owner.frames[..result.depth],
+    );
     state.unlock_buffer();
 }
 

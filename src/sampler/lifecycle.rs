@@ -54,7 +54,10 @@ pub fn init() {
         return;
     };
     if let Err(e) = try_init(cfg) {
-        eprintln!("blameprof: warning: profiling disabled in pid {}: {e}", std::process::id());
+        eprintln!(
+            "blameprof: warning: profiling disabled in pid {}: {e}",
+            std::process::id()
+        );
     }
 }
 
@@ -70,7 +73,10 @@ fn try_init(cfg: Config) -> std::io::Result<()> {
     let generation = output::open_part(&cfg.output_dir).map_err(|e| {
         std::io::Error::new(
             e.kind(),
-            format!("cannot create a profile part in {}: {e}", cfg.output_dir.display()),
+            format!(
+                "cannot create a profile part in {}: {e}",
+                cfg.output_dir.display()
+            ),
         )
     })?;
     // SAFETY: getpid has no preconditions.
@@ -117,6 +123,9 @@ fn start_timer(state: &ThreadState, cfg: &Config, wanted: Source) -> Source {
     if started.is_err() && wanted == Source::PerfTaskClock && cfg.forced_source.is_none() {
         started = Timer::start(Source::CpuTimer, cfg.signal, cfg.period_ns(), tid)
             .map(|t| (t, Source::CpuTimer));
+        if started.is_ok() && SOURCE.load(Ordering::Relaxed) == 1 {
+            counters::add(Counter::TimerFallbacks, 1);
+        }
     }
     state.in_runtime.store(true, Ordering::Relaxed);
     // SAFETY: `in_runtime` is raised on the owner thread, so the handler stays out of `owner`.
@@ -160,7 +169,9 @@ fn start_thread_bookkeeping(state: &'static ThreadState, routine: Option<usize>,
         )
     });
     let name = records::thread_name(tid);
-    records::write(tid, |w| records::thread_start(w, tid, frame, &name, is_main));
+    records::write(tid, |w| {
+        records::thread_start(w, tid, frame, &name, is_main)
+    });
     state.in_runtime.store(false, Ordering::Relaxed);
 }
 
@@ -293,16 +304,60 @@ pub fn process_exit() {
     finish(0);
 }
 
-/// Before an `exec`: the new image starts a part of its own.
+/// Before an `exec`: the new image starts a part of its own. The calling thread's timer is
+/// stopped and its queued sampling signals are consumed: a pending signal survives `exec`,
+/// and the new image, whose disposition for it is the default, would be killed by it.
 pub fn before_exec() -> bool {
-    finish(1)
+    if !finish(1) {
+        return false;
+    }
+    if let (Some(cfg), Some(state)) = (CONFIG.get(), thread_state::lookup(gettid())) {
+        state.in_runtime.store(true, Ordering::Relaxed);
+        // SAFETY: `in_runtime` is raised on the owner thread.
+        let owner = unsafe { &mut *state.owner.get() };
+        if let Some(timer) = owner.timer.take() {
+            timer.stop();
+        }
+        state.perf_fd.store(-1, Ordering::Relaxed);
+        state.in_runtime.store(false, Ordering::Relaxed);
+        drain_pending(cfg.signal);
+    }
+    true
+}
+
+/// Consumes instances of `signal` queued for the calling thread, without running the handler.
+fn drain_pending(signal: i32) {
+    // SAFETY: plain signal-mask and sigtimedwait calls on valid, initialised sigsets; the
+    // original mask is restored before returning.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // Bounded: the timer is stopped, so at most the already queued instances remain.
+        for _ in 0..64 {
+            if libc::sigtimedwait(&set, std::ptr::null_mut(), &zero) != signal {
+                break;
+            }
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
 }
 
 /// After an `exec` that failed: carry on sampling this image.
 pub fn exec_failed(was_finished: bool) {
-    if was_finished {
-        ENABLED.store(true, Ordering::Release);
+    if !was_finished {
+        return;
     }
+    if let (Some(cfg), Some(state)) = (CONFIG.get(), thread_state::lookup(gettid())) {
+        start_timer(state, cfg, source());
+    }
+    ENABLED.store(true, Ordering::Release);
 }
 
 extern "C" fn fork_prepare() {

@@ -21,7 +21,7 @@ static DEV: AtomicU64 = AtomicU64::new(0);
 static INO: AtomicU64 = AtomicU64::new(0);
 
 /// Lowest descriptor number used, to stay out of the way of programs that assume small ones.
-const MIN_FD: libc::c_int = 500;
+pub const MIN_FD: libc::c_int = 500;
 
 /// Creates this image's part file in `dir` and writes its file header. Returns the exec
 /// generation (0 for the first image of this pid). Any previous part is closed.
@@ -37,7 +37,8 @@ pub fn open_part(dir: &Path) -> std::io::Result<u32> {
         };
         let path = CString::new(dir.join(name).as_os_str().as_bytes())
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_APPEND | libc::O_CLOEXEC;
+        let flags =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_APPEND | libc::O_CLOEXEC;
         // SAFETY: `path` is a valid NUL-terminated string.
         let fd = unsafe { libc::open(path.as_ptr(), flags, 0o644) };
         if fd < 0 {
@@ -72,8 +73,7 @@ pub fn open_part(dir: &Path) -> std::io::Result<u32> {
 /// Stops writing to the current part (after fork, the parent's part is not the child's).
 pub fn close() {
     let fd = FD.swap(-1, Ordering::AcqRel);
-    if fd >= 0 && identity(fd) == Some((DEV.load(Ordering::Relaxed), INO.load(Ordering::Relaxed)))
-    {
+    if fd >= 0 && identity(fd) == Some((DEV.load(Ordering::Relaxed), INO.load(Ordering::Relaxed))) {
         // SAFETY: the descriptor is still our part file (checked just above).
         unsafe { libc::close(fd) };
     }
@@ -115,8 +115,8 @@ pub fn write_chunk(buf: &mut [u8], tid: u32) -> bool {
     let header = chunk_header(&buf[CHUNK_HEADER_LEN..], tid);
     buf[..CHUNK_HEADER_LEN].copy_from_slice(&header);
     let fd = FD.load(Ordering::Acquire);
-    let ours = fd >= 0
-        && identity(fd) == Some((DEV.load(Ordering::Relaxed), INO.load(Ordering::Relaxed)));
+    let ours =
+        fd >= 0 && identity(fd) == Some((DEV.load(Ordering::Relaxed), INO.load(Ordering::Relaxed)));
     let ok = ours && write_all(fd, buf);
     if !ok {
         counters::add(Counter::WriteErrors, buf.len() as u64);

@@ -31,7 +31,12 @@ pub fn write(tid: u32, encode: impl Fn(&mut RecordWriter) -> Result<(), Full>) {
 }
 
 /// The process header: who we are and how we sample.
-pub fn process(w: &mut RecordWriter, cfg: &Config, generation: u32, source: Source) -> Result<(), Full> {
+pub fn process(
+    w: &mut RecordWriter,
+    cfg: &Config,
+    generation: u32,
+    source: Source,
+) -> Result<(), Full> {
     // SAFETY: getpid/getppid have no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
     let argv: Vec<Vec<u8>> = std::fs::read("/proc/self/cmdline")
@@ -39,13 +44,16 @@ pub fn process(w: &mut RecordWriter, cfg: &Config, generation: u32, source: Sour
         .split(|&b| b == 0)
         .map(<[u8]>::to_vec)
         .collect();
-    let argv = argv.split_last().map_or(&argv[..], |(last, rest)| {
-        if last.is_empty() {
-            rest
-        } else {
-            &argv[..]
-        }
-    });
+    let argv = argv.split_last().map_or(
+        &argv[..],
+        |(last, rest)| {
+            if last.is_empty() {
+                rest
+            } else {
+                &argv[..]
+            }
+        },
+    );
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
     w.tag(RecordTag::Process)?;
     w.varint(pid as u64)?;
@@ -87,7 +95,13 @@ pub fn module_unload(w: &mut RecordWriter, id: u32) -> Result<(), Full> {
     Ok(())
 }
 
-pub fn thread_start(w: &mut RecordWriter, tid: u32, routine: Frame, name: &[u8], is_main: bool) -> Result<(), Full> {
+pub fn thread_start(
+    w: &mut RecordWriter,
+    tid: u32,
+    routine: Frame,
+    name: &[u8],
+    is_main: bool,
+) -> Result<(), Full> {
     w.tag(RecordTag::ThreadStart)?;
     w.varint(u64::from(tid))?;
     w.frame(routine)?;

@@ -16,13 +16,15 @@
 //!
 //! [`lookup`] is async-signal-safe; the rest is not and runs at thread start/end.
 
-use super::timer::Timer;
 use super::buffer::BufferPart;
+use super::timer::Timer;
 use crate::format::Frame;
+use crate::spinlock::SpinLock;
 use crate::unwind::walk::{UnwindCache, FRAMES_CAPACITY};
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use crate::spinlock::SpinLock;
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 
 /// Data only the owner thread (and its handler) uses.
 pub struct OwnerPart {
@@ -179,7 +181,10 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     // SAFETY: we hold the buffer lock, and the state is not yet published to any handler.
     unsafe { (*state.buffer.get()).reset() };
     state.unlock_buffer();
-    slot.store(state as *const ThreadState as *mut ThreadState, Ordering::Release);
+    slot.store(
+        state as *const ThreadState as *mut ThreadState,
+        Ordering::Release,
+    );
     Some(state)
 }
 

@@ -160,6 +160,18 @@ fn start_perf(signal: i32, period_ns: u64, tid: u32) -> io::Result<Timer> {
     // Counting kernel time too is more faithful; fall back to user-only where
     // perf_event_paranoid forbids it.
     let fd = open(0).or_else(|_| open(ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV))?;
+    // Keep the program's low descriptor numbers free (select() users, programs that expect
+    // the next open() to return a particular number).
+    // SAFETY: duplicating and closing the descriptor we own.
+    let fd = unsafe {
+        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, super::output::MIN_FD);
+        if high >= 0 {
+            libc::close(fd);
+            high
+        } else {
+            fd
+        }
+    };
     let owner = FOwnerEx {
         kind: F_OWNER_TID,
         pid: tid as libc::pid_t,
