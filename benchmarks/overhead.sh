@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# overhead.sh: what blameprof costs.
+#
+#   1. Wall-time overhead on a CPU-bound multithreaded program (tests/programs/split.c):
+#      unprofiled vs `blameprof run -F 200`, `-F 1000` and `perf record -g` (when perf works),
+#      runs interleaved, N times each; medians and ratios to the unprofiled median.
+#   2. Report speed: builds a profile of at least SAMPLES samples (default 1,000,000) and times
+#      `blameprof report` (text, JSON top-down) and `blameprof flamegraph` on it.
+# Prints markdown tables on stdout; progress goes to stderr.
+#
+# Environment: N (5), THREADS (nproc), CPU_SECONDS per thread (2), SAMPLES (1000000),
+#   BASE_CPU_SECONDS per thread of the profile that is replicated to SAMPLES (5),
+#   WORK (scratch dir, default mktemp), BLAMEPROF (default target/release/blameprof),
+#   SKIP_BUILD=1 to use an existing build.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+N=${N:-5}
+THREADS=${THREADS:-$(nproc)}
+CPU_SECONDS=${CPU_SECONDS:-2}
+SAMPLES=${SAMPLES:-1000000}
+BASE_CPU_SECONDS=${BASE_CPU_SECONDS:-5}
+WORK=${WORK:-$(mktemp -d /tmp/blameprof-bench.XXXXXX)}
+BLAMEPROF=${BLAMEPROF:-$ROOT/target/release/blameprof}
+
+log() { echo "overhead.sh: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+now_ns() { date +%s%N; }
+
+# median of the numbers given as arguments
+median() {
+    printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END {
+        if (NR == 0) { print "nan"; exit }
+        if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# seconds with 3 decimals from nanoseconds
+secs() { awk -v ns="$1" 'BEGIN { printf "%.3f", ns / 1e9 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
+
+if [[ ${SKIP_BUILD:-0} != 1 ]]; then
+    log "building blameprof (release)"
+    (cd "$ROOT" && cargo build --release --workspace >&2)
+fi
+[[ -x $BLAMEPROF ]] || die "no blameprof binary at $BLAMEPROF"
+command -v gcc >/dev/null || die "gcc is required"
+
+mkdir -p "$WORK"
+PROG=$WORK/split
+gcc -O2 -g -pthread "$ROOT/tests/programs/split.c" -o "$PROG"
+
+PERF_OK=0
+if command -v perf >/dev/null && perf stat -e task-clock true >/dev/null 2>&1; then
+    PERF_OK=1
+else
+    log "perf is not usable here; skipping the perf record column"
+fi
+
+CONFIGS=(plain bp200 bp1000)
+((PERF_OK)) && CONFIGS+=(perf)
+declare -A LABEL=(
+    [plain]="unprofiled"
+    [bp200]="blameprof run -F 200"
+    [bp1000]="blameprof run -F 1000"
+    [perf]="perf record -g (default rate)"
+)
+declare -A TIMES
+
+run_config() { # config iteration -> prints elapsed ns
+    local cfg=$1 i=$2 out=$WORK/run-$1-$2 t0 t1
+    rm -rf "$out" "$out.data"
+    t0=$(now_ns)
+    case $cfg in
+        plain) "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null ;;
+        bp200) "$BLAMEPROF" run -F 200 -o "$out" -- "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null 2>&1 ;;
+        bp1000) "$BLAMEPROF" run -F 1000 -o "$out" -- "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null 2>&1 ;;
+        perf) perf record -g -q -o "$out.data" -- "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null 2>&1 ;;
+    esac
+    t1=$(now_ns)
+    rm -rf "$out" "$out.data"
+    echo $((t1 - t0))
+}
+
+log "overhead: $N rounds x ${#CONFIGS[@]} configs, $THREADS threads x ${CPU_SECONDS}s CPU each"
+for ((i = 1; i <= N; i++)); do
+    for cfg in "${CONFIGS[@]}"; do
+        t=$(run_config "$cfg" "$i") || die "$cfg run $i failed"
+        TIMES[$cfg]="${TIMES[$cfg]:-} $t"
+        log "round $i $cfg $(secs "$t") s"
+    done
+done
+
+BASE=$(median ${TIMES[plain]})
+echo "## Overhead ($THREADS threads x ${CPU_SECONDS} s CPU, median of $N, $(nproc) CPUs)"
+echo
+echo "| configuration | median wall time (s) | ratio to unprofiled |"
+echo "|---|---:|---:|"
+for cfg in "${CONFIGS[@]}"; do
+    m=$(median ${TIMES[$cfg]})
+    echo "| ${LABEL[$cfg]} | $(secs "$m") | $(ratio "$m" "$BASE") |"
+done
+echo
+
+# ---- report speed on a large profile ----
+samples_of() { # profile dir -> sample count from the JSON report
+    "$BLAMEPROF" report "$1" --view flat --format json |
+        grep -o '"samples"[[:space:]]*:[[:space:]]*[0-9]*' | head -1 | grep -o '[0-9]*$'
+}
+
+BIG=$WORK/big
+BASEPROF=$WORK/base
+rm -rf "$BIG" "$BASEPROF"
+BIG_THREADS=$((THREADS * 4))
+log "recording the base profile: $BIG_THREADS threads x ${BASE_CPU_SECONDS} s CPU at 1 kHz"
+"$BLAMEPROF" run -F 1000 -o "$BASEPROF" -- "$PROG" "$BIG_THREADS" "$BASE_CPU_SECONDS" >/dev/null 2>&1 ||
+    die "base profile run failed"
+BASE_SAMPLES=$(samples_of "$BASEPROF")
+[[ -n $BASE_SAMPLES && $BASE_SAMPLES -gt 0 ]] || die "base profile has no samples"
+COPIES=$(((SAMPLES + BASE_SAMPLES - 1) / BASE_SAMPLES))
+log "base profile: $BASE_SAMPLES samples; replicating its part files $COPIES times"
+mkdir -p "$BIG"
+for ((c = 0; c < COPIES; c++)); do
+    for part in "$BASEPROF"/*.bpp; do
+        cp "$part" "$BIG/copy$c-$(basename "$part")"
+    done
+done
+BIG_SAMPLES=$(samples_of "$BIG")
+if [[ -z $BIG_SAMPLES || $BIG_SAMPLES -lt $SAMPLES ]]; then
+    log "warning: the replicated profile reports ${BIG_SAMPLES:-?} samples (< $SAMPLES);" \
+        "the reader may merge identical parts. Timings below are for that size."
+fi
+
+time_cmd() { # label, command... -> table row with median of 3 and max RSS
+    local label=$1; shift
+    local ts=() rss="n/a" t0 t1
+    for _ in 1 2 3; do
+        t0=$(now_ns)
+        "$@" >/dev/null 2>&1 || die "$label failed"
+        t1=$(now_ns)
+        ts+=($((t1 - t0)))
+    done
+    if [[ -x /usr/bin/time ]] && /usr/bin/time -f '%M' -o "$WORK/rss" "$@" >/dev/null 2>&1; then
+        local kib
+        kib=$(tail -1 "$WORK/rss")
+        [[ $kib =~ ^[0-9]+$ ]] && rss="$((kib / 1024)) MiB"
+    fi
+    echo "| $label | $(secs "$(median "${ts[@]}")") | $rss |"
+}
+
+echo "## Report speed (${BIG_SAMPLES:-?} samples in $(ls "$BIG" | wc -l) part files, $(du -sh "$BIG" | cut -f1))"
+echo
+echo "| command | median wall time (s), 3 runs | max RSS |"
+echo "|---|---:|---:|"
+time_cmd "report --view flat --format text" "$BLAMEPROF" report "$BIG" --view flat --format text
+time_cmd "report --view top-down --format json" "$BLAMEPROF" report "$BIG" --view top-down --format json
+time_cmd "report --view bottom-up --format text" "$BLAMEPROF" report "$BIG" --view bottom-up --format text
+time_cmd "flamegraph --metric work" "$BLAMEPROF" flamegraph "$BIG" --metric work -o "$WORK/big.svg"
+echo
+log "scratch files are in $WORK"

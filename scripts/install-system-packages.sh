@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the system packages blameprof's tests need, if missing:
+#   gcc        compiles the C test programs and the runtime's small C shim
+#   libc6-dev  C headers, and the static libc the "statically linked program" test links with
+# Benchmarks additionally use linux-perf (perf record) when present; tests do not need it.
+set -euo pipefail
+missing=()
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+[ -f /usr/include/stdio.h ] && [ -n "$(gcc -print-file-name=libc.a 2>/dev/null | grep /)" ] || missing+=(libc6-dev)
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "system packages: all present (gcc, libc6-dev)"
+  exit 0
+fi
+echo "system packages: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq "${missing[@]}"

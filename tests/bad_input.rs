@@ -1,0 +1,272 @@
+//! Bad input: every user error ends with a non-zero exit status and exactly one stderr line
+//! starting `blameprof: error:`, never a panic or a usage dump. Covers `run` without or with
+//! an unusable command (missing, not executable, statically linked, setuid), unknown flags,
+//! an unwritable output location, and `report` / `flamegraph` on missing, empty, truncated,
+//! corrupted and newer-version profiles. Each damaged profile has an undamaged control that
+//! reports fine, so the failures are caused by the damage.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use common::*;
+
+/// A small real profile (split.c, 2 threads) and its single part file.
+fn real_profile() -> &'static (PathBuf, PathBuf) {
+    static P: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    P.get_or_init(|| {
+        let prog = split_c();
+        let out = scratch_dir("bad-input-real").join("prof");
+        profile_ok(&out, 1000, &prog, &["2", "0.3"]);
+        let parts = part_files(&out);
+        assert_eq!(
+            parts.len(),
+            1,
+            "split should produce one part file: {parts:?}"
+        );
+        let len = fs::metadata(&parts[0]).unwrap().len();
+        assert!(len > 256, "part file suspiciously small ({len} bytes)");
+        let bytes = fs::read(&parts[0]).unwrap();
+        assert_eq!(&bytes[..8], b"BLMPROF\0", "part file magic");
+        assert_eq!(
+            u32::from_le_bytes(bytes[8..12].try_into().unwrap()),
+            1,
+            "part file version"
+        );
+        (out, parts[0].clone())
+    })
+}
+
+/// Copies the real profile into a new directory, applies `damage` to the part file's bytes,
+/// and returns the new profile directory.
+fn damaged_copy(name: &str, damage: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
+    let (_, part) = real_profile();
+    let dir = scratch_dir(name).join("prof");
+    fs::create_dir_all(&dir).unwrap();
+    let mut bytes = fs::read(part).unwrap();
+    damage(&mut bytes);
+    fs::write(dir.join(part.file_name().unwrap()), bytes).unwrap();
+    dir
+}
+
+fn run_args<S: AsRef<OsStr>>(args: &[S]) -> Run {
+    blameprof_cmd(args)
+}
+
+fn report_on(path: &Path) -> Run {
+    run_args(&[OsStr::new("report"), path.as_os_str()])
+}
+
+#[test]
+fn run_without_command() {
+    assert_clean_error(&run_args(&["run"]), "blameprof run");
+    let out = scratch_dir("no-cmd").join("prof");
+    assert_clean_error(
+        &run_args(&[
+            OsStr::new("run"),
+            OsStr::new("-o"),
+            out.as_os_str(),
+            OsStr::new("--"),
+        ]),
+        "blameprof run -o X --",
+    );
+}
+
+#[test]
+fn run_command_not_found() {
+    let out = scratch_dir("not-found").join("prof");
+    for cmd in ["no-such-command-blameprof-test", "/nonexistent/dir/program"] {
+        let run = run_args(&[
+            OsStr::new("run"),
+            OsStr::new("-o"),
+            out.as_os_str(),
+            OsStr::new("--"),
+            OsStr::new(cmd),
+        ]);
+        assert_clean_error(&run, &format!("run -- {cmd}"));
+    }
+}
+
+#[test]
+fn run_non_executable_file() {
+    let dir = scratch_dir("non-exec");
+    let file = dir.join("script.sh");
+    fs::write(&file, "#!/bin/sh\necho hi\n").unwrap();
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+    let out = dir.join("prof");
+    let run = run_args(&[
+        OsStr::new("run"),
+        OsStr::new("-o"),
+        out.as_os_str(),
+        OsStr::new("--"),
+        file.as_os_str(),
+    ]);
+    assert_clean_error(&run, "run -- non-executable file");
+    // A directory is not a program either.
+    let run = run_args(&[
+        OsStr::new("run"),
+        OsStr::new("-o"),
+        out.as_os_str(),
+        OsStr::new("--"),
+        dir.as_os_str(),
+    ]);
+    assert_clean_error(&run, "run -- a directory");
+}
+
+#[test]
+fn run_statically_linked_program() {
+    let src = programs_dir().join("split.c");
+    let prog =
+        try_compile_c(&src, "split-static", &["-O2", "-static", "-pthread"]).unwrap_or_else(|e| {
+            panic!(
+                "cannot build a statically linked test program; install the Debian package \
+             `libc6-dev` (static libc.a; see tests/SYSTEM-PACKAGES): {e}"
+            )
+        });
+    let out = scratch_dir("static").join("prof");
+    let run = run_args(&[
+        OsStr::new("run"),
+        OsStr::new("-o"),
+        out.as_os_str(),
+        OsStr::new("--"),
+        prog.as_os_str(),
+        OsStr::new("1"),
+        OsStr::new("0.05"),
+    ]);
+    assert_clean_error(&run, "run -- statically linked program");
+}
+
+#[test]
+fn run_setuid_program() {
+    // We may run as root, but the loader ignores LD_PRELOAD for setuid programs: refuse.
+    let dir = scratch_dir("setuid");
+    let copy = dir.join("split-suid");
+    fs::copy(split_c(), &copy).unwrap();
+    fs::set_permissions(&copy, fs::Permissions::from_mode(0o4755)).unwrap();
+    let out = dir.join("prof");
+    let run = run_args(&[
+        OsStr::new("run"),
+        OsStr::new("-o"),
+        out.as_os_str(),
+        OsStr::new("--"),
+        copy.as_os_str(),
+        OsStr::new("1"),
+        OsStr::new("0.05"),
+    ]);
+    assert_clean_error(&run, "run -- setuid program");
+}
+
+#[test]
+fn unknown_flags() {
+    assert_clean_error(&run_args(&["run", "--bogus", "--", "true"]), "run --bogus");
+    assert_clean_error(&run_args(&["report", "--bogus"]), "report --bogus");
+    let (prof, _) = real_profile();
+    let run = run_args(&[
+        OsStr::new("report"),
+        prof.as_os_str(),
+        OsStr::new("--view"),
+        OsStr::new("sideways"),
+    ]);
+    assert_clean_error(&run, "report --view sideways");
+    let run = run_args(&[
+        OsStr::new("report"),
+        prof.as_os_str(),
+        OsStr::new("--metric"),
+        OsStr::new("no-such-metric"),
+    ]);
+    assert_clean_error(&run, "report --metric no-such-metric");
+    assert_clean_error(
+        &run_args(&["run", "-F", "lots", "--", "true"]),
+        "run -F lots",
+    );
+}
+
+#[test]
+fn unwritable_output_location() {
+    let run = run_args(&["run", "-o", "/proc/forbidden/x", "--", "true"]);
+    assert_clean_error(&run, "run -o /proc/forbidden/x");
+}
+
+#[test]
+fn report_on_missing_path() {
+    assert_clean_error(
+        &report_on(Path::new("/nonexistent/blameprof-profile")),
+        "report on missing path",
+    );
+}
+
+#[test]
+fn report_on_empty_file_and_empty_dir() {
+    let dir = scratch_dir("empty");
+    let file = dir.join("empty.bpp");
+    fs::write(&file, b"").unwrap();
+    assert_clean_error(&report_on(&file), "report on an empty file");
+    let empty_dir = dir.join("empty-dir");
+    fs::create_dir(&empty_dir).unwrap();
+    assert_clean_error(&report_on(&empty_dir), "report on an empty directory");
+    let not_profile = dir.join("text.bpp");
+    fs::write(
+        &not_profile,
+        "this is not a profile, just some text long enough to parse\n".repeat(20),
+    )
+    .unwrap();
+    assert_clean_error(&report_on(&not_profile), "report on a text file");
+}
+
+#[test]
+fn report_on_undamaged_copy_works() {
+    let dir = damaged_copy("control", |_| {});
+    let flat = report_json(&dir, &["--view", "flat"]);
+    assert!(samples(&flat) > 50, "control copy has too few samples");
+}
+
+#[test]
+fn report_on_truncated_profile() {
+    let dir = damaged_copy("truncated", |b| {
+        let half = b.len() / 2;
+        b.truncate(half);
+    });
+    assert_clean_error(&report_on(&dir), "report on a truncated profile");
+}
+
+#[test]
+fn report_on_corrupted_profile() {
+    let dir = damaged_copy("corrupted", |b| {
+        let mid = b.len() / 2;
+        for x in &mut b[mid - 16..mid + 16] {
+            *x ^= 0xA5;
+        }
+    });
+    assert_clean_error(&report_on(&dir), "report on a corrupted profile");
+}
+
+#[test]
+fn report_on_newer_version_profile() {
+    let dir = damaged_copy("newer", |b| b[8..12].copy_from_slice(&999u32.to_le_bytes()));
+    let run = report_on(&dir);
+    assert_clean_error(&run, "report on a version-999 profile");
+    assert!(
+        run.stderr.contains("999"),
+        "the error should name the unsupported version:\n{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn flamegraph_to_unwritable_path() {
+    let (prof, _) = real_profile();
+    let run = run_args(&[
+        OsStr::new("flamegraph"),
+        prof.as_os_str(),
+        OsStr::new("--metric"),
+        OsStr::new("work"),
+        OsStr::new("-o"),
+        OsStr::new("/nonexistent-dir/x.svg"),
+    ]);
+    assert_clean_error(&run, "flamegraph -o /nonexistent-dir/x.svg");
+    assert!(!Path::new("/nonexistent-dir").exists());
+}

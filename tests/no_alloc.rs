@@ -1,0 +1,88 @@
+//! No allocation in the signal handler: with a malloc-family interposer preloaded next to the
+//! runtime, zero heap calls happen while `blameprof_rt_in_signal_handler()` reports that the
+//! sampling handler is running, over thousands of samples. The probe must be found and the
+//! profile must hold many samples, so the test cannot pass vacuously.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn sampling_handler_never_allocates_at_1000hz() {
+    check(1000);
+}
+
+/// 200 Hz is the default and is served by the CPU-time timer rather than perf_event.
+#[test]
+fn sampling_handler_never_allocates_at_200hz() {
+    check(200);
+}
+
+fn check(freq: u32) {
+    let split = split_c();
+    let counter = compile_c(
+        "alloc_counter.c",
+        "alloc_counter.so",
+        &["-O2", "-g", "-shared", "-fPIC", "-ldl"],
+    );
+    let out = scratch_dir(&format!("no-alloc-{freq}")).join("prof");
+    let run = profile_run(
+        &out,
+        freq,
+        &split,
+        &["4"],
+        &[("LD_PRELOAD", counter.as_os_str())],
+    );
+    assert!(
+        run.status.success(),
+        "profiled split failed\n{}",
+        run.describe()
+    );
+
+    // The CLI itself also gets LD_PRELOAD and reports (probe=missing); pick the workload's line.
+    let canonical = std::fs::canonicalize(&split).unwrap();
+    let split_name = canonical.to_str().unwrap();
+    let lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("alloc_counter:") && l.contains(&format!("exe={split_name} ")))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected one alloc_counter line from the workload (was alloc_counter.so preloaded into it?)\n{}",
+        run.describe()
+    );
+    let line = lines[0];
+    assert!(
+        line.contains(" probe=found "),
+        "the runtime does not export blameprof_rt_in_signal_handler (or it was not loaded): {line}"
+    );
+    let field = |k: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in {line}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        field("total_calls") > 0,
+        "the interposer saw no heap calls at all: {line}"
+    );
+    assert_eq!(
+        field("in_handler_allocs"),
+        0,
+        "heap calls inside the sampling handler: {line}"
+    );
+
+    let flat = report_json(&out, &["--view", "flat"]);
+    let n = samples(&flat);
+    assert!(
+        n > 500,
+        "only {n} samples: too few for the zero-allocation result to mean anything"
+    );
+    assert!(
+        flat_values(&flat, "hot_a").1 > 0,
+        "hot_a missing from the profile"
+    );
+}

@@ -1,0 +1,127 @@
+//! Transparency: a program behaves the same with and without `blameprof run`. Proves that
+//! stdout (byte for byte, including more than a pipe buffer), stderr (apart from blameprof's
+//! own `blameprof:` lines) and the exit status are unchanged, for exit codes 0 and 3 and for
+//! death by SIGTERM (reported as 128+15), at 200 Hz and 1000 Hz, while the program runs its own
+//! SIGPROF itimer, keeps a sentinel in errno, uses threads and blocks in read/nanosleep/usleep.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn transparency_prog() -> std::path::PathBuf {
+    compile_c("transparency.c", "transparency", &["-O2", "-g", "-pthread"])
+}
+
+fn check(arg: &str) {
+    let prog = transparency_prog();
+    let plain = run_with_timeout(Command::new(&prog).arg(arg), RUN_TIMEOUT);
+    // Sanity-check the baseline itself so a broken workload cannot make the test vacuous.
+    for must in [
+        "ticks>0: yes",
+        "unexpected EINTR: 0",
+        "main errno kept: yes",
+        "read: ping",
+        "bulk line 2999",
+    ] {
+        assert!(
+            plain.stdout.contains(must),
+            "unprofiled run lacks {must:?}\n{}",
+            plain.describe()
+        );
+    }
+    let expected_code = if arg == "signal" {
+        128 + 15
+    } else {
+        arg.parse().unwrap()
+    };
+    assert_eq!(
+        plain.code(),
+        expected_code,
+        "unprofiled exit status\n{}",
+        plain.describe()
+    );
+
+    for freq in [200, 1000] {
+        let out = scratch_dir(&format!("transparency-{arg}-{freq}")).join("prof");
+        let prof = profile_run(&out, freq, &prog, &[arg], &[]);
+        let what = format!("`blameprof run -F {freq} -- transparency {arg}`");
+        assert_eq!(
+            prof.status.code(),
+            Some(expected_code),
+            "{what}: blameprof must exit with the program's status\n{}",
+            prof.describe()
+        );
+        assert!(
+            prof.stdout == plain.stdout,
+            "{what}: stdout differs\n--- unprofiled ---\n{}\n--- profiled ---\n{}",
+            first_difference(&plain.stdout, &prof.stdout).0,
+            first_difference(&plain.stdout, &prof.stdout).1
+        );
+        assert_eq!(
+            prof.stderr_without_blameprof(),
+            plain.stderr,
+            "{what}: stderr differs (blameprof: lines ignored)"
+        );
+        assert!(
+            prof.stderr.lines().any(|l| l.starts_with("blameprof:")),
+            "{what}: expected a blameprof: summary on stderr\n{}",
+            prof.describe()
+        );
+        assert!(
+            !part_files(&out).is_empty(),
+            "{what}: no part files in {}",
+            out.display()
+        );
+    }
+}
+
+/// The lines around the first difference between two texts.
+fn first_difference(a: &str, b: &str) -> (String, String) {
+    let al: Vec<&str> = a.lines().collect();
+    let bl: Vec<&str> = b.lines().collect();
+    let i = al
+        .iter()
+        .zip(&bl)
+        .position(|(x, y)| x != y)
+        .unwrap_or(al.len().min(bl.len()));
+    let lo = i.saturating_sub(2);
+    let show = |v: &[&str]| {
+        format!(
+            "(from line {}) {}",
+            lo + 1,
+            v[lo.min(v.len())..(i + 3).min(v.len())].join("\n")
+        )
+    };
+    (show(&al), show(&bl))
+}
+
+#[test]
+fn exit_0_is_transparent() {
+    check("0");
+}
+
+#[test]
+fn exit_3_is_transparent() {
+    check("3");
+}
+
+#[test]
+fn death_by_sigterm_is_transparent() {
+    check("signal");
+}
+
+#[test]
+fn profile_of_a_failing_program_is_still_written_and_readable() {
+    let prog = transparency_prog();
+    let out = scratch_dir("transparency-report").join("prof");
+    let run = profile_run(&out, 1000, &prog, &["3"], &[]);
+    assert_eq!(run.status.code(), Some(3), "{}", run.describe());
+    let flat = report_json(&out, &["--view", "flat"]);
+    assert!(samples(&flat) > 0, "no samples from transparency run");
+    assert!(
+        flat_values(&flat, "churn").1 > 0,
+        "churn (the program's CPU loop) missing from the flat view"
+    );
+}
