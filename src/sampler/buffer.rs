@@ -7,6 +7,7 @@
 //! Invariant: `prev` always describes the last sample committed in the current chunk (a
 //! new chunk starts with none), so the reader can rebuild every path from the chunk alone.
 
+use super::clock::monotonic_ns;
 use super::counters::{self, Counter};
 use super::output;
 use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
@@ -15,6 +16,9 @@ use crate::unwind::walk::FRAMES_CAPACITY;
 
 /// Bytes of sample data buffered per thread before a chunk is written.
 pub const BUFFER_LEN: usize = 64 * 1024;
+/// A chunk is also written once it holds samples this old, so a program that crashes or is
+/// killed loses at most about this much of its profile.
+pub const MAX_BUFFER_AGE_NS: u64 = 1_000_000_000;
 
 pub struct BufferPart {
     bytes: Box<[u8]>,
@@ -25,6 +29,8 @@ pub struct BufferPart {
     /// The previous sample's path in this chunk.
     prev: Box<[Frame; FRAMES_CAPACITY]>,
     prev_len: usize,
+    /// Monotonic time of the last flush (or of the buffer's creation).
+    flushed_at_ns: u64,
 }
 
 impl BufferPart {
@@ -36,6 +42,7 @@ impl BufferPart {
             samples: 0,
             prev: Box::new([Frame::default(); FRAMES_CAPACITY]),
             prev_len: 0,
+            flushed_at_ns: monotonic_ns(),
         }
     }
 
@@ -46,9 +53,13 @@ impl BufferPart {
         self.prev_len = 0;
     }
 
-    /// Appends a sample, flushing the chunk first if it is full. Async-signal-safe.
+    /// Appends a sample, flushing the chunk first if it is full, or after if it has grown
+    /// older than [`MAX_BUFFER_AGE_NS`]. Async-signal-safe.
     pub fn push_sample(&mut self, tid: u32, metric: u8, value: u64, flags: u8, path: &[Frame]) {
         if self.try_append(metric, value, flags, path).is_ok() {
+            if monotonic_ns().saturating_sub(self.flushed_at_ns) > MAX_BUFFER_AGE_NS {
+                self.flush(tid);
+            }
             return;
         }
         self.flush(tid);
@@ -97,6 +108,7 @@ impl BufferPart {
             counters::add(Counter::DroppedFlushFailed, self.samples);
         }
         self.reset();
+        self.flushed_at_ns = monotonic_ns();
     }
 }
 

@@ -2,7 +2,7 @@
 
 /// CPU time consumed so far by the calling thread, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
-    cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+    read_clock(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// CPU time consumed so far by thread `tid` of this process, in nanoseconds (0 if gone).
@@ -10,15 +10,20 @@ pub fn other_thread_cpu_ns(tid: u32) -> u64 {
     // The kernel's encoding of a per-thread scheduler CPU clock: MAKE_THREAD_CPUCLOCK(tid,
     // CPUCLOCK_SCHED) = (~tid << 3) | CPUCLOCK_PERTHREAD_MASK (4) | CPUCLOCK_SCHED (2).
     let clock = ((!(tid as i32)) << 3) | 4 | 2;
-    cpu_ns(clock)
+    read_clock(clock)
+}
+
+/// Monotonic time in nanoseconds (vDSO; no system call).
+pub fn monotonic_ns() -> u64 {
+    read_clock(libc::CLOCK_MONOTONIC)
 }
 
 /// Wall-clock time in nanoseconds since the epoch.
 pub fn realtime_ns() -> u64 {
-    cpu_ns(libc::CLOCK_REALTIME)
+    read_clock(libc::CLOCK_REALTIME)
 }
 
-fn cpu_ns(clock: libc::clockid_t) -> u64 {
+fn read_clock(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
