@@ -17,6 +17,7 @@ pub mod cct;
 pub mod metrics;
 mod paths;
 pub mod symbolize;
+mod symtab;
 
 #[cfg(test)]
 pub(crate) mod testutil;

@@ -15,6 +15,7 @@
 //!
 //! Not async-signal-safe (allocates, maps files); not thread-safe (`&mut self` caches).
 
+use super::symtab::SymbolTable;
 use crate::format::read::ModuleInfo;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -131,8 +132,8 @@ struct LoadedModule {
     name: String,
     /// DWARF and symbols: the module itself, or its separate debug file.
     debug: addr2line::Loader,
-    /// The module itself when `debug` is a separate debug file (for `.dynsym`).
-    binary: Option<addr2line::Loader>,
+    /// Function symbols of the module and of its separate debug file.
+    symbols: SymbolTable,
     cache: HashMap<CodeAddress, Rc<[SourceFrame]>>,
 }
 
@@ -154,19 +155,19 @@ impl ModuleSymbols {
         let separate = (!facts.has_dwarf)
             .then(|| build_id_debug_file(debug_dir, &facts.build_id))
             .flatten();
-        let loaded = match separate {
-            Some(debug_file) => addr2line::Loader::new(&debug_file)
-                .ok()
-                .map(|debug| (debug, addr2line::Loader::new(&module.path).ok())),
-            None => addr2line::Loader::new(&module.path)
-                .ok()
-                .map(|debug| (debug, None)),
+        let module_path = Path::new(&module.path);
+        let (debug_path, symbols) = match &separate {
+            Some(debug_file) => (
+                debug_file.as_path(),
+                SymbolTable::read(&[module_path, debug_file]),
+            ),
+            None => (module_path, SymbolTable::read(&[module_path])),
         };
-        match loaded {
-            Some((debug, binary)) => ModuleSymbols::Loaded(Box::new(LoadedModule {
+        match addr2line::Loader::new(debug_path).ok() {
+            Some(debug) => ModuleSymbols::Loaded(Box::new(LoadedModule {
                 name,
                 debug,
-                binary,
+                symbols,
                 cache: HashMap::new(),
             })),
             None => ModuleSymbols::Unreadable { prefix: "", name },
@@ -199,12 +200,17 @@ impl LoadedModule {
             frames.push(SourceFrame::label(String::new()));
         }
         // No DWARF, or DWARF that knows a location but not its function (assembly, missing
-        // DIEs): name the function from the symbol table, else by address.
+        // DIEs): name the function from the symbol table, else by address. DWARF may also
+        // name a C++ member only by its bare name (`_M_run`); the linker's name is qualified.
         let outermost = frames.last_mut().expect("at least one frame");
         if outermost.function.is_empty() {
             outermost.function = self
                 .symbol_name(probe)
                 .unwrap_or_else(|| format!("{}+{:#x}", self.name, address.recorded()));
+        } else if !outermost.function.contains("::") {
+            if let Some(qualified) = self.symbol_name(probe).filter(|n| n.contains("::")) {
+                outermost.function = qualified;
+            }
         }
         frames
     }
@@ -242,10 +248,7 @@ impl LoadedModule {
     }
 
     fn symbol_name(&self, probe: u64) -> Option<String> {
-        let raw = self
-            .debug
-            .find_symbol(probe)
-            .or_else(|| self.binary.as_ref()?.find_symbol(probe))?;
+        let raw = self.symbols.find(probe)?;
         Some(addr2line::demangle_auto(raw.into(), None).into_owned())
     }
 }

@@ -21,7 +21,11 @@ pub fn report_json(profile: &Path, extra: &[&str]) -> Value {
         "report {extra:?} failed\n{}",
         run.describe()
     );
-    let v: Value = serde_json::from_str(&run.stdout)
+    // Call paths may be hundreds of levels deep (up to the 512-frame cut): no nesting limit.
+    let mut de = serde_json::Deserializer::from_str(&run.stdout);
+    de.disable_recursion_limit();
+    let v = serde::Deserialize::deserialize(&mut de)
+        .map(|v: Value| v)
         .unwrap_or_else(|e| panic!("report output is not JSON ({e})\n{}", run.describe()));
     assert_eq!(v["schema"], "blameprof-report", "schema field");
     assert_eq!(v["version"], 1, "version field");

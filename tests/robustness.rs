@@ -1,0 +1,157 @@
+//! Robustness of the data path on programs that stress it. Proves that (1) call paths deeper
+//! than the maximum depth are cut, marked `[truncated]` and still counted in full; (2) code in
+//! a library loaded with `dlopen` after start-up is unwound and symbolized (the module list is
+//! refreshed), with the CPU time its own measurement reports; (3) a program that dies by
+//! SIGSEGV or SIGKILL still leaves a readable profile of what it ran before dying, and
+//! blameprof exits 128+signal; (4) C++ names are demangled and paths through std::thread
+//! start-up reach the work.
+
+mod common;
+
+use common::*;
+
+/// |profiled - truth| / truth.
+fn rel_err(profiled: u64, truth: u64) -> f64 {
+    (profiled as f64 - truth as f64).abs() / truth as f64
+}
+
+#[test]
+fn deep_paths_are_truncated_and_marked_without_losing_samples() {
+    let prog = compile_c("deep_recursion.c", "deep_recursion", &["-O1", "-g"]);
+    let out = scratch_dir("deep-recursion").join("prof");
+    let run = profile_ok(&out, 1000, &prog, &["2000", "0.5"]);
+    let flat = report_json(&out, &["--view", "flat"]);
+    let (_, truncated_excl) = flat_values(&flat, "[truncated]");
+    let (leaf_incl, leaf_excl) = flat_values(&flat, "deep_leaf");
+    assert!(
+        samples(&flat) > 200,
+        "too few samples: {}\n{}",
+        samples(&flat),
+        run.describe()
+    );
+    // Every deep sample is kept; the marker sits at the root end, so it has no own time but
+    // covers the leaf's time inclusively.
+    assert_eq!(truncated_excl, 0);
+    assert!(
+        leaf_excl as f64 > 0.8 * total_work(&flat) as f64,
+        "deep_leaf should hold the work: {leaf_excl} of {}",
+        total_work(&flat)
+    );
+    let top = report_json(&out, &["--view", "top-down"]);
+    let marker_roots: u64 = roots(&top)
+        .iter()
+        .filter(|r| func(r) == "[truncated]")
+        .map(|r| work(r, "inclusive"))
+        .sum();
+    assert!(
+        marker_roots as f64 > 0.8 * leaf_incl as f64,
+        "truncated paths must start at a [truncated] root: {marker_roots} vs {leaf_incl}"
+    );
+}
+
+#[test]
+fn dlopened_library_is_unwound_and_symbolized() {
+    let plugin = compile_c(
+        "plugin.c",
+        "libplugin.so",
+        &["-O1", "-g", "-shared", "-fPIC"],
+    );
+    let host = compile_c("dlopen_host.c", "dlopen_host", &["-O1", "-g", "-ldl"]);
+    let out = scratch_dir("dlopen").join("prof");
+    let run = profile_ok(&out, 1000, &host, &[plugin.to_str().unwrap(), "0.6"]);
+    let t = truth(&run.stdout);
+    let flat = report_json(&out, &["--view", "flat"]);
+    let (_, plugin_excl) = flat_values(&flat, "plugin_hot");
+    let (_, host_excl) = flat_values(&flat, "host_after");
+    assert!(
+        rel_err(plugin_excl, t["plugin_ns"]) < 0.15,
+        "plugin_hot: profiled {plugin_excl} ns, measured {} ns",
+        t["plugin_ns"]
+    );
+    assert!(
+        rel_err(host_excl, t["host_ns"]) < 0.2,
+        "host_after: profiled {host_excl} ns, measured {} ns",
+        t["host_ns"]
+    );
+    let top = report_json(&out, &["--view", "top-down"]);
+    assert!(
+        !find_paths(&top, &["main", "plugin_hot"]).is_empty(),
+        "plugin_hot must be reached from main:\n{}",
+        describe_paths(&top, "plugin_hot", 5)
+    );
+}
+
+fn crash_case(how: &str, signal: i32) {
+    let prog = compile_c("crash.c", "crash", &["-O1", "-g"]);
+    let out = scratch_dir(&format!("crash-{how}")).join("prof");
+    let run = profile_run(&out, 1000, &prog, &[how, "2.5"], &[]);
+    assert_eq!(run.code(), 128 + signal, "{}", run.describe());
+    let t = truth(&run.stdout);
+    let flat = report_json(&out, &["--view", "flat"]);
+    let (_, before) = flat_values(&flat, "before_crash");
+    // Buffers are written at least once a second, so at most about 1 s of the 2.5 s is lost.
+    assert!(
+        before as f64 > 0.4 * t["before_crash_ns"] as f64
+            && before <= t["before_crash_ns"] * 11 / 10,
+        "before_crash: profiled {before} ns, measured {} ns",
+        t["before_crash_ns"]
+    );
+}
+
+#[test]
+fn profile_survives_a_segfault() {
+    crash_case("segv", libc_signal::SIGSEGV);
+}
+
+#[test]
+fn profile_survives_sigkill() {
+    crash_case("kill", libc_signal::SIGKILL);
+}
+
+mod libc_signal {
+    pub const SIGKILL: i32 = 9;
+    pub const SIGSEGV: i32 = 11;
+}
+
+#[test]
+fn cxx_names_are_demangled_and_paths_cross_std_thread() {
+    let prog = compile_c(
+        "shapes.cc",
+        "shapes",
+        &["-O1", "-g", "-pthread", "-lstdc++"],
+    );
+    let out = scratch_dir("shapes").join("prof");
+    let run = profile_ok(&out, 1000, &prog, &["0.6"]);
+    let t = truth(&run.stdout);
+    let flat = report_json(&out, &["--view", "flat"]);
+    let (smooth_incl, _) = flat_values(&flat, "geom::Mesh::smooth(double)");
+    assert!(
+        rel_err(smooth_incl, t["smooth_ns"]) < 0.15,
+        "geom::Mesh::smooth(double): profiled {smooth_incl} ns, measured {} ns",
+        t["smooth_ns"]
+    );
+    let (add_all, _) = flat_values(&flat, "geom::Accumulator<double>::add_all(int)");
+    assert!(add_all > 0, "template instance name not demangled");
+    let top = report_json(&out, &["--view", "top-down"]);
+    assert!(
+        !find_paths(
+            &top,
+            &[
+                "start_thread",
+                "geom::Mesh::smooth(double)",
+                "geom::Accumulator<double>::add_all(int)"
+            ]
+        )
+        .is_empty()
+            || !find_paths(
+                &top,
+                &[
+                    "geom::Mesh::smooth(double)",
+                    "geom::Accumulator<double>::add_all(int)"
+                ]
+            )
+            .is_empty(),
+        "paths:\n{}",
+        describe_paths(&top, "geom::Accumulator<double>::add_all(int)", 5)
+    );
+}
