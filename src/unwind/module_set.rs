@@ -16,11 +16,11 @@
 
 use super::modules::{loaded_modules, LoadedModule, SharedBytes};
 use crate::format::Frame;
+use crate::spinlock::SpinLock;
 use framehop::x86_64::UnwinderX86_64;
 use framehop::{ExplicitModuleSectionInfo, MustNotAllocateDuringUnwind, Unwinder};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::spinlock::SpinLock;
 
 /// framehop's unwinder over runtime-owned section bytes, never allocating while unwinding.
 pub type FrameUnwinder = UnwinderX86_64<SharedBytes, MustNotAllocateDuringUnwind>;

@@ -74,7 +74,9 @@ pub fn loaded_modules() -> Vec<LoadedModule> {
             let name = if info.dlpi_name.is_null() {
                 String::new()
             } else {
-                CStr::from_ptr(info.dlpi_name).to_string_lossy().into_owned()
+                CStr::from_ptr(info.dlpi_name)
+                    .to_string_lossy()
+                    .into_owned()
             };
             let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
             let segments = phdrs
@@ -121,7 +123,10 @@ fn segments_contain(segments: &[Segment], bias: u64, addr: u64) -> bool {
 }
 
 fn describe(path: String, bias: u64, segments: &[Segment]) -> Option<LoadedModule> {
-    let loads: Vec<&Segment> = segments.iter().filter(|s| s.kind == libc::PT_LOAD).collect();
+    let loads: Vec<&Segment> = segments
+        .iter()
+        .filter(|s| s.kind == libc::PT_LOAD)
+        .collect();
     let start = loads.iter().map(|s| s.vaddr).min()?;
     let end = loads.iter().map(|s| s.vaddr + s.memsz).max()?;
     let load_end_of = |vaddr: u64| {
@@ -210,9 +215,9 @@ fn eh_frame_address(hdr: &[u8], hdr_vaddr: u64) -> Option<u64> {
     let enc = *hdr.get(1)?;
     let field = 4u64; // offset of eh_frame_ptr within the header
     let base = match enc & 0x70 {
-        0x00 => 0,                  // absolute
-        0x10 => hdr_vaddr + field,  // pc-relative
-        0x30 => hdr_vaddr,          // data-relative (to .eh_frame_hdr)
+        0x00 => 0,                 // absolute
+        0x10 => hdr_vaddr + field, // pc-relative
+        0x30 => hdr_vaddr,         // data-relative (to .eh_frame_hdr)
         _ => return None,
     };
     let raw = |n: usize| hdr.get(4..4 + n);
@@ -236,7 +241,10 @@ fn eh_frame_len(region: &[u8]) -> usize {
         }
         let (header, len) = if len == 0xffff_ffff {
             match region.get(pos + 4..pos + 12) {
-                Some(b) => (12, u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize),
+                Some(b) => (
+                    12,
+                    u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize,
+                ),
                 None => break,
             }
         } else {
@@ -264,9 +272,12 @@ mod tests {
             .expect("main program listed");
         assert!(main.eh_frame.as_ref().is_some_and(|s| s.data.len() > 100));
         assert!(!main.build_id.is_empty());
-        let here = finds_main_program_libc_and_their_unwind_info as usize as u64;
+        let here = finds_main_program_libc_and_their_unwind_info as *const () as u64;
         assert!(main.avma.contains(&here));
-        let libc = modules.iter().find(|m| m.path.contains("libc.so")).expect("libc");
+        let libc = modules
+            .iter()
+            .find(|m| m.path.contains("libc.so"))
+            .expect("libc");
         assert!(libc.eh_frame_hdr.is_some() && libc.eh_frame.is_some());
     }
 
