@@ -4,12 +4,13 @@
 #   1. Wall-time overhead on a CPU-bound multithreaded program (tests/programs/split.c):
 #      unprofiled vs `blameprof run -F 200`, `-F 1000` and `perf record -g` (when perf works),
 #      runs interleaved, N times each; medians and ratios to the unprofiled median.
-#   2. Report speed: builds a profile of at least SAMPLES samples (default 1,000,000) and times
-#      `blameprof report` (text, JSON top-down) and `blameprof flamegraph` on it.
+#      perf records at the same rates with the cpu-clock event (no hardware PMU is needed).
+#   2. Report speed: records a profile of about SAMPLES samples (default 1,000,000) of
+#      benchmarks/programs/manypaths.c (thousands of distinct call paths) at 10 kHz, and
+#      times `blameprof report` (text, JSON) and `blameprof flamegraph` on it.
 # Prints markdown tables on stdout; progress goes to stderr.
 #
 # Environment: N (5), THREADS (nproc), CPU_SECONDS per thread (2), SAMPLES (1000000),
-#   BASE_CPU_SECONDS per thread of the profile that is replicated to SAMPLES (5),
 #   WORK (scratch dir, default mktemp), BLAMEPROF (default target/release/blameprof),
 #   SKIP_BUILD=1 to use an existing build.
 set -euo pipefail
@@ -19,7 +20,6 @@ N=${N:-5}
 THREADS=${THREADS:-$(nproc)}
 CPU_SECONDS=${CPU_SECONDS:-2}
 SAMPLES=${SAMPLES:-1000000}
-BASE_CPU_SECONDS=${BASE_CPU_SECONDS:-5}
 WORK=${WORK:-$(mktemp -d /tmp/blameprof-bench.XXXXXX)}
 BLAMEPROF=${BLAMEPROF:-$ROOT/target/release/blameprof}
 
@@ -57,13 +57,15 @@ else
     log "perf is not usable here; skipping the perf record column"
 fi
 
-CONFIGS=(plain bp200 bp1000)
-((PERF_OK)) && CONFIGS+=(perf)
+CONFIGS=(plain bp200 bp1000 bp200s)
+((PERF_OK)) && CONFIGS+=(perf200 perf1000)
 declare -A LABEL=(
     [plain]="unprofiled"
-    [bp200]="blameprof run -F 200"
-    [bp1000]="blameprof run -F 1000"
-    [perf]="perf record -g (default rate)"
+    [bp200]="blameprof run -q -F 200 (sampling only)"
+    [bp1000]="blameprof run -q -F 1000 (sampling only)"
+    [bp200s]="blameprof run -F 200 (with the post-run summary)"
+    [perf200]="perf record -e cpu-clock -F 200 -g"
+    [perf1000]="perf record -e cpu-clock -F 1000 -g"
 )
 declare -A TIMES
 
@@ -73,9 +75,11 @@ run_config() { # config iteration -> prints elapsed ns
     t0=$(now_ns)
     case $cfg in
         plain) "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null ;;
-        bp200) "$BLAMEPROF" run -F 200 -o "$out" -- "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null 2>&1 ;;
-        bp1000) "$BLAMEPROF" run -F 1000 -o "$out" -- "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null 2>&1 ;;
-        perf) perf record -g -q -o "$out.data" -- "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null 2>&1 ;;
+        bp200) "$BLAMEPROF" run -q -F 200 -o "$out" -- "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null 2>&1 ;;
+        bp1000) "$BLAMEPROF" run -q -F 1000 -o "$out" -- "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null 2>&1 ;;
+        bp200s) "$BLAMEPROF" run -F 200 -o "$out" -- "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null 2>&1 ;;
+        perf200) perf record -e cpu-clock -F 200 -g -q -o "$out.data" -- "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null 2>&1 ;;
+        perf1000) perf record -e cpu-clock -F 1000 -g -q -o "$out.data" -- "$PROG" "$THREADS" "$CPU_SECONDS" >/dev/null 2>&1 ;;
     esac
     t1=$(now_ns)
     rm -rf "$out" "$out.data"
@@ -109,27 +113,14 @@ samples_of() { # profile dir -> sample count from the JSON report
 }
 
 BIG=$WORK/big
-BASEPROF=$WORK/base
-rm -rf "$BIG" "$BASEPROF"
-BIG_THREADS=$((THREADS * 4))
-log "recording the base profile: $BIG_THREADS threads x ${BASE_CPU_SECONDS} s CPU at 1 kHz"
-"$BLAMEPROF" run -F 1000 -o "$BASEPROF" -- "$PROG" "$BIG_THREADS" "$BASE_CPU_SECONDS" >/dev/null 2>&1 ||
-    die "base profile run failed"
-BASE_SAMPLES=$(samples_of "$BASEPROF")
-[[ -n $BASE_SAMPLES && $BASE_SAMPLES -gt 0 ]] || die "base profile has no samples"
-COPIES=$(((SAMPLES + BASE_SAMPLES - 1) / BASE_SAMPLES))
-log "base profile: $BASE_SAMPLES samples; replicating its part files $COPIES times"
-mkdir -p "$BIG"
-for ((c = 0; c < COPIES; c++)); do
-    for part in "$BASEPROF"/*.bpp; do
-        cp "$part" "$BIG/copy$c-$(basename "$part")"
-    done
-done
+rm -rf "$BIG"
+gcc -O2 -g -pthread "$ROOT/benchmarks/programs/manypaths.c" -o "$WORK/manypaths"
+# 5% more CPU time than SAMPLES needs: start-up and the last partial period deliver a little less.
+BIG_SECONDS=$(awk -v n="$SAMPLES" -v t="$THREADS" 'BEGIN { printf "%.1f", 1.05 * n / 10000 / t }')
+log "recording the large profile: $THREADS threads x ${BIG_SECONDS} s CPU of manypaths at 10 kHz"
+"$BLAMEPROF" run -F 10000 -o "$BIG" -- "$WORK/manypaths" "$THREADS" "$BIG_SECONDS" >/dev/null 2>&1 ||
+    die "large profile run failed"
 BIG_SAMPLES=$(samples_of "$BIG")
-if [[ -z $BIG_SAMPLES || $BIG_SAMPLES -lt $SAMPLES ]]; then
-    log "warning: the replicated profile reports ${BIG_SAMPLES:-?} samples (< $SAMPLES);" \
-        "the reader may merge identical parts. Timings below are for that size."
-fi
 
 time_cmd() { # label, command... -> table row with median of 3 and max RSS
     local label=$1; shift

@@ -14,24 +14,26 @@
 
 #define NOINLINE __attribute__((noinline, noclone))
 
-/* A CPU loop the compiler cannot remove: `units` is roughly milliseconds of work. */
-static NOINLINE unsigned long spin(unsigned long seed, int units)
-{
-    volatile unsigned long x = seed;
-    for (long i = 0; i < units * 1000000L; i++)
-        x = x * 31 + (unsigned long)i;
-    return x;
-}
+/* A CPU loop the compiler cannot remove: `units` is roughly milliseconds of work. It is a
+ * macro, so each stage below computes in its own body and shows up with its own time. */
+#define SPIN(seed, units)                                                                 \
+    do {                                                                                  \
+        volatile unsigned long x_ = (seed);                                               \
+        for (long i_ = 0; i_ < (units) * 1000000L; i_++) x_ = x_ * 31 + (unsigned long)i_; \
+        (seed) = x_;                                                                      \
+    } while (0)
 
-NOINLINE unsigned long parse_request(int id) { return spin((unsigned long)id, 1); }
-NOINLINE unsigned long compute_checksum(unsigned long v) { return spin(v, 2); }
-NOINLINE unsigned long compress_block(unsigned long v) { return spin(v, 4); }
+NOINLINE unsigned long parse_request(int id) { unsigned long v = (unsigned long)id; SPIN(v, 1); return v; }
+NOINLINE unsigned long compute_checksum(unsigned long v) { SPIN(v, 2); return v; }
+NOINLINE unsigned long compress_block(unsigned long v) { SPIN(v, 4); return v; }
 
 NOINLINE unsigned long handle_request(int id)
 {
     unsigned long v = parse_request(id);
     v = compute_checksum(v);
-    return compress_block(v);
+    v = compress_block(v);
+    __asm__ volatile("" ::: "memory"); /* keep the calls real calls, not tail jumps */
+    return v;
 }
 
 NOINLINE void *worker(void *arg)
@@ -43,7 +45,7 @@ NOINLINE void *worker(void *arg)
     return (void *)acc;
 }
 
-NOINLINE unsigned long load_config(void) { return spin(42, 200); }
+NOINLINE unsigned long load_config(void) { unsigned long v = 42; SPIN(v, 200); return v; }
 
 int main(void)
 {

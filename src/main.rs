@@ -58,7 +58,13 @@ fn main() {
             let mut out = std::io::stdout().lock();
             blameprof::viewer::cli::report(args, &mut out).map(|()| 0)
         }
-        Command::Flamegraph(args) => blameprof::viewer::cli::flamegraph(args).map(|()| 0),
+        Command::Flamegraph(args) => blameprof::viewer::cli::flamegraph(args).map(|()| {
+            eprintln!(
+                "blameprof: flame graph written to {}",
+                args.output.display()
+            );
+            0
+        }),
     };
     match result {
         Ok(code) => std::process::exit(code),
