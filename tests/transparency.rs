@@ -43,10 +43,18 @@ fn check(arg: &str) {
         plain.describe()
     );
 
-    for freq in [200, 1000] {
-        let out = scratch_dir(&format!("transparency-{arg}-{freq}")).join("prof");
-        let prof = profile_run(&out, freq, &prog, &[arg], &[]);
-        let what = format!("`blameprof run -F {freq} -- transparency {arg}`");
+    // Both sample sources: the perf task clock (the default) and the tick-driven CPU-time
+    // timer that threads fall back to where perf is refused.
+    let sources = [
+        (200, "perf-task-clock"),
+        (1000, "perf-task-clock"),
+        (1000, "cpu-timer"),
+    ];
+    for (freq, source) in sources {
+        let out = scratch_dir(&format!("transparency-{arg}-{freq}-{source}")).join("prof");
+        let env = [("BLAMEPROF_SOURCE", std::ffi::OsStr::new(source))];
+        let prof = profile_run(&out, freq, &prog, &[arg], &env);
+        let what = format!("`blameprof run -F {freq} -- transparency {arg}` ({source})");
         assert_eq!(
             prof.status.code(),
             Some(expected_code),

@@ -8,10 +8,12 @@
 //! Interposed: `pthread_create` (every thread gets a timer), `dlopen`/`dlclose` (module set),
 //! `execve`/`execv`/`execvp`/`execvpe`/`fexecve` and, in [`exec_variadic`], `execl`/`execlp`/
 //! `execle` (flush before the image is replaced),
-//! `_exit`/`_Exit` (flush), `sigaction`/`signal` (the sampling signal stays ours).
+//! `_exit`/`_Exit` (flush), `sigaction`/`signal` (the sampling signal stays ours), and in
+//! [`waits`] the waits that any signal would break with `EINTR`.
 
 mod exec_variadic;
 mod real;
+mod waits;
 
 use blameprof::sampler::lifecycle;
 use libc::{c_char, c_int, c_void};

@@ -5,7 +5,7 @@
 //! calls that arrive earlier (another library's constructor creating a thread). Not
 //! async-signal-safe; never used from the signal handler.
 
-use libc::{c_char, c_int, c_void};
+use libc::{c_char, c_int, c_void, sigset_t, timespec};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
@@ -65,4 +65,30 @@ real_fns! {
     sigaction = b"sigaction\0":
         unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
     signal = b"signal\0": unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+    nanosleep = b"nanosleep\0": unsafe extern "C" fn(*const timespec, *mut timespec) -> c_int;
+    clock_nanosleep = b"clock_nanosleep\0":
+        unsafe extern "C" fn(libc::clockid_t, c_int, *const timespec, *mut timespec) -> c_int;
+    usleep = b"usleep\0": unsafe extern "C" fn(libc::useconds_t) -> c_int;
+    sleep = b"sleep\0": unsafe extern "C" fn(libc::c_uint) -> libc::c_uint;
+    poll = b"poll\0": unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int;
+    ppoll = b"ppoll\0": unsafe extern "C" fn(
+        *mut libc::pollfd, libc::nfds_t, *const timespec, *const sigset_t) -> c_int;
+    select = b"select\0": unsafe extern "C" fn(
+        c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *mut libc::timeval) -> c_int;
+    pselect = b"pselect\0": unsafe extern "C" fn(
+        c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *const timespec,
+        *const sigset_t) -> c_int;
+    epoll_wait = b"epoll_wait\0":
+        unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int;
+    epoll_pwait = b"epoll_pwait\0": unsafe extern "C" fn(
+        c_int, *mut libc::epoll_event, c_int, c_int, *const sigset_t) -> c_int;
+    sem_wait = b"sem_wait\0": unsafe extern "C" fn(*mut libc::sem_t) -> c_int;
+    sem_timedwait = b"sem_timedwait\0":
+        unsafe extern "C" fn(*mut libc::sem_t, *const timespec) -> c_int;
+    pause = b"pause\0": unsafe extern "C" fn() -> c_int;
+    sigsuspend = b"sigsuspend\0": unsafe extern "C" fn(*const sigset_t) -> c_int;
+    sigtimedwait = b"sigtimedwait\0":
+        unsafe extern "C" fn(*const sigset_t, *mut libc::siginfo_t, *const timespec) -> c_int;
+    sigwaitinfo = b"sigwaitinfo\0": unsafe extern "C" fn(*const sigset_t, *mut libc::siginfo_t) -> c_int;
+    sigwait = b"sigwait\0": unsafe extern "C" fn(*const sigset_t, *mut c_int) -> c_int;
 }

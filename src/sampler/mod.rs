@@ -12,6 +12,7 @@ pub mod counters;
 pub mod handler;
 pub mod lifecycle;
 pub mod output;
+pub mod quiet;
 pub mod records;
 pub mod thread_state;
 pub mod timer;

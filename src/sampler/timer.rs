@@ -157,9 +157,11 @@ fn start_perf(signal: i32, period_ns: u64, tid: u32) -> io::Result<Timer> {
             Ok(fd as libc::c_int)
         }
     };
-    // Counting kernel time too is more faithful; fall back to user-only where
-    // perf_event_paranoid forbids it.
-    let fd = open(0).or_else(|_| open(ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV))?;
+    // Overflows only in user mode: a signal generated while the thread is inside a system
+    // call could interrupt a sleep that is never restarted (nanosleep, poll, ...) and leak an
+    // EINTR. Kernel time is not lost: every sample carries the thread's CPU clock delta, so
+    // the next sample, taken back in user mode at the caller of the system call, carries it.
+    let fd = open(ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV)?;
     // Keep the program's low descriptor numbers free (select() users, programs that expect
     // the next open() to return a particular number).
     // SAFETY: duplicating and closing the descriptor we own.
