@@ -204,9 +204,12 @@ impl LoadedModule {
         // name a C++ member only by its bare name (`_M_run`); the linker's name is qualified.
         let outermost = frames.last_mut().expect("at least one frame");
         if outermost.function.is_empty() {
-            outermost.function = self
-                .symbol_name(probe)
-                .unwrap_or_else(|| format!("{}+{:#x}", self.name, address.recorded()));
+            // Without a name, a function is known by where it starts (unwind tables), so
+            // all its addresses add up in one row; failing that, by the address itself.
+            outermost.function = self.symbol_name(probe).unwrap_or_else(|| {
+                let start = self.symbols.function_start(probe);
+                format!("{}+{:#x}", self.name, start.unwrap_or(address.recorded()))
+            });
         } else if !outermost.function.contains("::") {
             if let Some(qualified) = self.symbol_name(probe).filter(|n| n.contains("::")) {
                 outermost.function = qualified;

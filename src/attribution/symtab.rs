@@ -3,8 +3,10 @@
 //! Job: answer "which symbol covers this address" from `.symtab` and `.dynsym` of a module
 //! (and of its separate debug file), honouring symbol sizes. A nearest-preceding lookup
 //! would name an unrelated exported function for code in a stripped library's local
-//! functions; here an address outside every sized symbol has no name, and the caller labels
-//! it `module+0xoffset` instead.
+//! functions; here an address outside every sized symbol has no name. For such code the
+//! table still knows where the *function* starts, from the unwind tables (`.eh_frame` has
+//! one entry per function, stripped or not), so the caller can label all of a nameless
+//! function's addresses alike, `module+0xSTART`, instead of one row per address.
 //!
 //! Not async-signal-safe (reads files, allocates).
 
@@ -16,12 +18,15 @@ use std::path::Path;
 pub struct SymbolTable {
     /// (start, size, raw name); size 0 = unknown extent.
     symbols: Vec<(u64, u64, String)>,
+    /// (start, end) of every function described by `.eh_frame`, sorted.
+    functions: Vec<(u64, u64)>,
 }
 
 impl SymbolTable {
     /// Reads the function symbols of every file in `paths` (missing files are skipped).
     pub fn read(paths: &[&Path]) -> SymbolTable {
         let mut symbols = Vec::new();
+        let mut functions = Vec::new();
         for path in paths {
             let Ok(file) = std::fs::File::open(path) else {
                 continue;
@@ -34,6 +39,9 @@ impl SymbolTable {
             let Ok(obj) = object::File::parse(&*map) else {
                 continue;
             };
+            if functions.is_empty() {
+                functions = eh_frame_functions(&obj);
+            }
             for sym in obj.symbols().chain(obj.dynamic_symbols()) {
                 if sym.kind() != SymbolKind::Text || sym.address() == 0 {
                     continue;
@@ -48,7 +56,15 @@ impl SymbolTable {
         symbols.sort();
         // Prefer, at one address, the entry with a known size.
         symbols.dedup_by(|later, earlier| later.0 == earlier.0 && (earlier.1 > 0 || later.1 == 0));
-        SymbolTable { symbols }
+        functions.sort_unstable();
+        SymbolTable { symbols, functions }
+    }
+
+    /// Start of the function containing `address`, from the unwind tables.
+    pub fn function_start(&self, address: u64) -> Option<u64> {
+        let i = self.functions.partition_point(|f| f.0 <= address);
+        let (start, end) = *self.functions.get(i.checked_sub(1)?)?;
+        (address < end).then_some(start)
     }
 
     /// The raw (mangled) name of the function containing `address`.
@@ -65,6 +81,47 @@ impl SymbolTable {
     }
 }
 
+/// (start, end) of each FDE in the module's `.eh_frame`.
+fn eh_frame_functions(obj: &object::File) -> Vec<(u64, u64)> {
+    use gimli::UnwindSection;
+    use object::ObjectSection;
+    let Some(section) = obj.section_by_name(".eh_frame") else {
+        return Vec::new();
+    };
+    let Ok(data) = section.data() else {
+        return Vec::new();
+    };
+    let endian = if obj.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
+    let mut eh_frame = gimli::EhFrame::new(data, endian);
+    eh_frame.set_address_size(if obj.is_64() { 8 } else { 4 });
+    let mut bases = gimli::BaseAddresses::default().set_eh_frame(section.address());
+    if let Some(text) = obj.section_by_name(".text") {
+        bases = bases.set_text(text.address());
+    }
+    if let Some(got) = obj.section_by_name(".got") {
+        bases = bases.set_got(got.address());
+    }
+    let mut functions = Vec::new();
+    let mut entries = eh_frame.entries(&bases);
+    // Bounded by the section's size: every entry consumes bytes.
+    while let Ok(Some(entry)) = entries.next() {
+        if let gimli::CieOrFde::Fde(partial) = entry {
+            if let Ok(fde) =
+                partial.parse(|section, bases, offset| section.cie_from_offset(bases, offset))
+            {
+                if fde.len() > 0 {
+                    functions.push((fde.initial_address(), fde.initial_address() + fde.len()));
+                }
+            }
+        }
+    }
+    functions
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +130,7 @@ mod tests {
     fn addresses_outside_sized_symbols_have_no_name() {
         let table = SymbolTable {
             symbols: vec![(0x100, 0x10, "f".into()), (0x200, 0x20, "g".into())],
+            functions: vec![(0x100, 0x110), (0x140, 0x180)],
         };
         assert_eq!(table.find(0x105), Some("f"));
         assert_eq!(table.find(0x110), None, "just past f");
@@ -83,6 +141,9 @@ mod tests {
         );
         assert_eq!(table.find(0x21f), Some("g"));
         assert_eq!(table.find(0x50), None);
+        // ...but the unwind tables still tell which function the gap belongs to.
+        assert_eq!(table.function_start(0x150), Some(0x140));
+        assert_eq!(table.function_start(0x120), None);
     }
 
     #[test]
@@ -95,5 +156,6 @@ mod tests {
             .find(|(_, size, name)| *size > 1 && name.contains("reads_sized_function_symbols"))
             .expect("this test function is in the symbol table");
         assert_eq!(table.find(start + size / 2), Some(name.as_str()));
+        assert_eq!(table.function_start(start + size / 2), Some(*start));
     }
 }
