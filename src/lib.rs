@@ -6,6 +6,7 @@
 
 pub mod attribution;
 pub mod format;
+pub mod locks;
 pub mod sampler;
 pub mod spinlock;
 pub mod unwind;

@@ -8,10 +8,12 @@
 //! Interposed: `pthread_create` (every thread gets a timer), `dlopen`/`dlclose` (module set),
 //! `execve`/`execv`/`execvp`/`execvpe`/`fexecve` and, in [`exec_variadic`], `execl`/`execlp`/
 //! `execle` (flush before the image is replaced),
-//! `_exit`/`_Exit` (flush), `sigaction`/`signal` (the sampling signal stays ours), and in
-//! [`waits`] the waits that any signal would break with `EINTR`.
+//! `_exit`/`_Exit` (flush), `sigaction`/`signal` (the sampling signal stays ours), in
+//! [`waits`] the waits that any signal would break with `EINTR`, and in [`locks`] the
+//! pthread spin locks and mutexes (blame shifting).
 
 mod exec_variadic;
+mod locks;
 mod real;
 mod waits;
 

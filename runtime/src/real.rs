@@ -5,7 +5,7 @@
 //! calls that arrive earlier (another library's constructor creating a thread). Not
 //! async-signal-safe; never used from the signal handler.
 
-use libc::{c_char, c_int, c_void, sigset_t, timespec};
+use libc::{c_char, c_int, c_void, pthread_mutex_t, sigset_t, timespec};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
@@ -91,4 +91,17 @@ real_fns! {
         unsafe extern "C" fn(*const sigset_t, *mut libc::siginfo_t, *const timespec) -> c_int;
     sigwaitinfo = b"sigwaitinfo\0": unsafe extern "C" fn(*const sigset_t, *mut libc::siginfo_t) -> c_int;
     sigwait = b"sigwait\0": unsafe extern "C" fn(*const sigset_t, *mut c_int) -> c_int;
+    pthread_mutex_lock = b"pthread_mutex_lock\0": unsafe extern "C" fn(*mut pthread_mutex_t) -> c_int;
+    pthread_mutex_trylock = b"pthread_mutex_trylock\0":
+        unsafe extern "C" fn(*mut pthread_mutex_t) -> c_int;
+    pthread_mutex_timedlock = b"pthread_mutex_timedlock\0":
+        unsafe extern "C" fn(*mut pthread_mutex_t, *const timespec) -> c_int;
+    pthread_mutex_clocklock = b"pthread_mutex_clocklock\0":
+        unsafe extern "C" fn(*mut pthread_mutex_t, libc::clockid_t, *const timespec) -> c_int;
+    pthread_mutex_unlock = b"pthread_mutex_unlock\0":
+        unsafe extern "C" fn(*mut pthread_mutex_t) -> c_int;
+    pthread_mutex_init = b"pthread_mutex_init\0":
+        unsafe extern "C" fn(*mut pthread_mutex_t, *const libc::pthread_mutexattr_t) -> c_int;
+    pthread_mutex_destroy = b"pthread_mutex_destroy\0":
+        unsafe extern "C" fn(*mut pthread_mutex_t) -> c_int;
 }

@@ -121,6 +121,18 @@ pub mod counters {
     pub const TIMER_FALLBACKS: &str = "timer_fallbacks";
     /// Bytes of sample data that could not be written to the profile.
     pub const WRITE_ERRORS: &str = "write_errors";
+    /// Timed lock waits that gave up (their time is still idleness; see docs).
+    pub const LOCK_WAITS_TIMED_OUT: &str = "lock_waits_timed_out";
+    /// Nanoseconds of measured lock waiting that could not be recorded as idleness.
+    pub const IDLENESS_UNRECORDED: &str = "idleness_unrecorded_ns";
+    /// Nanoseconds of blame still pending on locks destroyed before it was settled.
+    pub const BLAME_UNSETTLED: &str = "blame_unsettled_ns";
+    /// Process-shared spin locks beyond the tracked number (they might get converted).
+    pub const SHARED_SPIN_LOCKS_UNTRACKED: &str = "shared_spin_locks_untracked";
+    /// Most spin locks in the monitored representation at once (memory gauge).
+    pub const MONITORED_SPIN_LOCKS_PEAK: &str = "monitored_spin_locks_peak";
+    /// Most mutexes with monitoring state at once (memory gauge).
+    pub const MONITORED_MUTEXES_PEAK: &str = "monitored_mutexes_peak";
 
     /// Counters that count lost samples (summed into "lost samples" by reports).
     pub const LOST_SAMPLE_COUNTERS: &[&str] = &[

@@ -20,9 +20,15 @@ pub enum Counter {
     TimerFailures,
     TimerFallbacks,
     WriteErrors,
+    LockWaitsTimedOut,
+    IdlenessUnrecorded,
+    BlameUnsettled,
+    SharedSpinLocksUntracked,
+    MonitoredSpinLocksPeak,
+    MonitoredMutexesPeak,
 }
 
-const ALL: [(Counter, &str); 9] = [
+const ALL: [(Counter, &str); 15] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -38,6 +44,18 @@ const ALL: [(Counter, &str); 9] = [
     (Counter::TimerFailures, names::TIMER_FAILURES),
     (Counter::TimerFallbacks, names::TIMER_FALLBACKS),
     (Counter::WriteErrors, names::WRITE_ERRORS),
+    (Counter::LockWaitsTimedOut, names::LOCK_WAITS_TIMED_OUT),
+    (Counter::IdlenessUnrecorded, names::IDLENESS_UNRECORDED),
+    (Counter::BlameUnsettled, names::BLAME_UNSETTLED),
+    (
+        Counter::SharedSpinLocksUntracked,
+        names::SHARED_SPIN_LOCKS_UNTRACKED,
+    ),
+    (
+        Counter::MonitoredSpinLocksPeak,
+        names::MONITORED_SPIN_LOCKS_PEAK,
+    ),
+    (Counter::MonitoredMutexesPeak, names::MONITORED_MUTEXES_PEAK),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];
@@ -45,6 +63,11 @@ static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()]
 /// Adds `n` to a counter. Async-signal-safe.
 pub fn add(counter: Counter, n: u64) {
     VALUES[counter as usize].fetch_add(n, Ordering::Relaxed);
+}
+
+/// Sets a gauge (a counter whose latest value is its meaning). Async-signal-safe.
+pub fn set(counter: Counter, value: u64) {
+    VALUES[counter as usize].store(value, Ordering::Relaxed);
 }
 
 /// Resets every counter (in a fork child, which starts its own part).

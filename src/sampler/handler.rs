@@ -6,9 +6,11 @@
 //! Async-signal-safety rules, in the order the handler applies them:
 //! 1. save `errno`, restore it on every exit path;
 //! 2. find the thread's state through the tid table (no TLS, no locks); no state: count, return;
-//! 3. refresh a one-shot perf counter and read the thread CPU clock *before* any early return,
-//!    so a dropped sample's time is counted as dropped, never charged to the next sample;
-//! 4. if the thread is inside the runtime (`in_runtime`), count the sample as dropped;
+//! 3. refresh a one-shot perf counter; if the thread is inside the runtime (`in_runtime`),
+//!    return without reading its CPU clock: the time is carried by its next sample;
+//! 4. read the thread CPU clock: the sample's value is the time used since the previous one;
+//!    a thread blocked in a measured lock wait records nothing (the measurement covers it),
+//!    a thread spinning on a lock records idleness and adds it to the lock's counter;
 //! 5. unwind with the published module set through a wait-free try-read (dropped if an update
 //!    is under way) and framehop's non-allocating cache; stack reads cannot fault;
 //! 6. try-lock the buffer (dropped if the exit path is flushing it), encode, maybe flush with
@@ -24,8 +26,10 @@ use crate::format::SAMPLE_TRUNCATED;
 use crate::unwind::walk::{walk, Regs};
 use std::sync::atomic::{compiler_fence, Ordering};
 
-/// Metric index of `work` in the process header.
+/// Metric indices in the process header (see `records::METRICS`).
 pub const METRIC_WORK: u8 = 0;
+pub const METRIC_IDLENESS: u8 = 1;
+pub const METRIC_BLAME: u8 = 2;
 
 /// The `SA_SIGINFO` handler installed for the sampling signal.
 pub extern "C" fn on_sample_signal(
@@ -55,23 +59,29 @@ fn sample(context: *mut libc::c_void) {
         // SAFETY: refreshing our own perf counter; a plain system call.
         unsafe { libc::ioctl(perf_fd, 0x2402, 1) };
     }
+    if state.in_runtime.load(Ordering::Relaxed) {
+        return; // deferred: the next sample carries this time
+    }
     let now = thread_cpu_ns();
     let value = now.saturating_sub(state.last_cpu_ns.swap(now, Ordering::Relaxed));
-    if !lifecycle::sampling_enabled() {
+    if !lifecycle::sampling_enabled() || state.blocked.load(Ordering::Relaxed) {
         return;
     }
-    if state.in_runtime.load(Ordering::Relaxed) {
-        counters::add(Counter::DroppedBusy, 1);
-        return;
-    }
+    let spinning = state.spin_token.load(Ordering::Relaxed);
+    let metric = if spinning != 0 {
+        crate::locks::spin::add_idleness(spinning, value);
+        METRIC_IDLENESS
+    } else {
+        METRIC_WORK
+    };
     state.in_handler.store(true, Ordering::Relaxed);
     compiler_fence(Ordering::SeqCst);
-    take_sample(state, tid, context, value);
+    take_sample(state, tid, context, metric, value);
     compiler_fence(Ordering::SeqCst);
     state.in_handler.store(false, Ordering::Relaxed);
 }
 
-fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value: u64) {
+fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, metric: u8, value: u64) {
     // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
     let regs = unsafe { registers(context) };
     // SAFETY: `in_runtime` is low and we run on the owner thread with our signal blocked, so
@@ -103,13 +113,7 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
     }
     // SAFETY: we hold the buffer lock.
     let buffer = unsafe { &mut *state.buffer.get() };
-    buffer.push_sample(
-        tid,
-        METRIC_WORK,
-        value,
-        flags,
-        &owner.frames[..result.depth],
-    );
+    buffer.push_sample(tid, metric, value, flags, &owner.frames[..result.depth]);
     state.unlock_buffer();
 }
 

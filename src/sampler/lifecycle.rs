@@ -278,6 +278,14 @@ fn finish(reason: u8) -> bool {
     if !ENABLED.swap(false, Ordering::AcqRel) {
         return false;
     }
+    counters::set(
+        Counter::MonitoredSpinLocksPeak,
+        u64::from(crate::locks::spin::monitored_high_water()),
+    );
+    counters::set(
+        Counter::MonitoredMutexesPeak,
+        u64::from(crate::locks::mutex::monitored_high_water()),
+    );
     let me = gettid();
     let mut ends = Vec::new();
     thread_state::for_each_live(|state| {

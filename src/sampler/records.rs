@@ -30,6 +30,21 @@ pub fn write(tid: u32, encode: impl Fn(&mut RecordWriter) -> Result<(), Full>) {
     }
 }
 
+/// The metrics samples carry, in index order (`handler::METRIC_*`).
+pub const METRICS: [(&str, &str, &str); 3] = [
+    ("work", "ns", "CPU time of threads that were computing"),
+    (
+        "idleness",
+        "ns",
+        "time threads spent waiting for a lock, at the waiter (spinning: CPU samples; blocked: measured)",
+    ),
+    (
+        "blame",
+        "ns",
+        "waiting time of other threads, charged to the lock holder at its unlock",
+    ),
+];
+
 /// The process header: who we are and how we sample.
 pub fn process(
     w: &mut RecordWriter,
@@ -68,10 +83,12 @@ pub fn process(
     w.bytes(source.name().as_bytes())?;
     w.varint(cfg.frequency)?;
     w.varint(cfg.period_ns())?;
-    w.varint(1)?;
-    w.bytes(b"work")?;
-    w.bytes(b"ns")?;
-    w.bytes(b"CPU time of threads that were computing")?;
+    w.varint(METRICS.len() as u64)?;
+    for (name, unit, description) in METRICS {
+        w.bytes(name.as_bytes())?;
+        w.bytes(unit.as_bytes())?;
+        w.bytes(description.as_bytes())?;
+    }
     w.commit();
     Ok(())
 }

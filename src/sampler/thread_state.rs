@@ -48,6 +48,12 @@ pub struct ThreadState {
     pub last_cpu_ns: AtomicU64,
     /// The perf counter to refresh after each signal, or -1 (POSIX timer).
     pub perf_fd: AtomicI32,
+    /// The spin lock the thread is spinning on (its monitored word), or 0: samples taken
+    /// meanwhile are idleness charged to that lock.
+    pub spin_token: AtomicU32,
+    /// The thread is blocked in a contended lock whose wait is measured: samples taken
+    /// meanwhile are covered by that measurement and record nothing.
+    pub blocked: AtomicBool,
     pub owner: UnsafeCell<OwnerPart>,
     pub buffer: UnsafeCell<BufferPart>,
 }
@@ -67,6 +73,8 @@ impl ThreadState {
             live: AtomicBool::new(false),
             last_cpu_ns: AtomicU64::new(0),
             perf_fd: AtomicI32::new(-1),
+            spin_token: AtomicU32::new(0),
+            blocked: AtomicBool::new(false),
             owner: UnsafeCell::new(OwnerPart {
                 cache: UnwindCache::default(),
                 frames: frames(),
@@ -177,6 +185,8 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     state.tid.store(tid, Ordering::Release);
     state.in_runtime.store(false, Ordering::Release);
     state.in_handler.store(false, Ordering::Release);
+    state.spin_token.store(0, Ordering::Release);
+    state.blocked.store(false, Ordering::Release);
     state.lock_buffer();
     // SAFETY: we hold the buffer lock, and the state is not yet published to any handler.
     unsafe { (*state.buffer.get()).reset() };

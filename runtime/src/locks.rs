@@ -1,0 +1,157 @@
+//! Interposed pthread spin locks and mutexes: thin entry points over
+//! `blameprof::locks` and `blameprof::sampler::lock_glue`.
+//!
+//! Spin locks are implemented here entirely (dual representation; glibc's are never called).
+//! Mutexes keep glibc's implementation, so every type (normal, recursive, errorcheck, robust,
+//! priority-inheritance) keeps its exact semantics and return codes: an acquisition first
+//! tries the real trylock, and only when that says EBUSY does the wait get measured around
+//! the real blocking call.
+
+use crate::real;
+use blameprof::locks::spin;
+use blameprof::sampler::lifecycle::sampling_enabled;
+use blameprof::sampler::lock_glue::{self, SpinGlue};
+use libc::{c_int, pthread_mutex_t, pthread_spinlock_t, timespec};
+use std::sync::atomic::AtomicU32;
+
+/// # Safety
+/// `lock` must point at a valid, 4-byte aligned `pthread_spinlock_t`.
+unsafe fn word<'a>(lock: *mut pthread_spinlock_t) -> &'a AtomicU32 {
+    // SAFETY: pthread_spinlock_t is a 32-bit int, valid and aligned per the contract;
+    // AtomicU32 has the same size and alignment, and every access to the word (here and by
+    // the program, through these functions) is atomic.
+    unsafe { &*(lock as *const AtomicU32) }
+}
+
+fn glue(lock: *mut pthread_spinlock_t) -> SpinGlue {
+    SpinGlue {
+        address: lock as usize,
+    }
+}
+
+/// # Safety
+/// Same contract as `pthread_spin_init(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_spin_init(lock: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
+    lock_glue::note_spin_sharing(lock as usize, pshared == libc::PTHREAD_PROCESS_SHARED);
+    // SAFETY: per this function's contract.
+    spin::reset(unsafe { word(lock) })
+}
+
+/// # Safety
+/// Same contract as `pthread_spin_destroy(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_spin_destroy(lock: *mut pthread_spinlock_t) -> c_int {
+    lock_glue::note_spin_sharing(lock as usize, false);
+    // SAFETY: per this function's contract.
+    spin::reset(unsafe { word(lock) })
+}
+
+/// # Safety
+/// Same contract as `pthread_spin_lock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_spin_lock(lock: *mut pthread_spinlock_t) -> c_int {
+    // SAFETY: per this function's contract.
+    spin::lock(unsafe { word(lock) }, &glue(lock))
+}
+
+/// # Safety
+/// Same contract as `pthread_spin_trylock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_spin_trylock(lock: *mut pthread_spinlock_t) -> c_int {
+    // SAFETY: per this function's contract.
+    spin::trylock(unsafe { word(lock) })
+}
+
+/// # Safety
+/// Same contract as `pthread_spin_unlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_spin_unlock(lock: *mut pthread_spinlock_t) -> c_int {
+    // SAFETY: per this function's contract.
+    spin::unlock(unsafe { word(lock) }, &glue(lock))
+}
+
+/// # Safety
+/// Same contract as `pthread_mutex_lock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY (all calls below): forwarding the caller's mutex to glibc unchanged.
+    if !sampling_enabled() {
+        return unsafe { real::pthread_mutex_lock()(m) };
+    }
+    let rc = unsafe { real::pthread_mutex_trylock()(m) };
+    if rc != libc::EBUSY {
+        return rc;
+    }
+    lock_glue::mutex_wait(m as usize, || unsafe { real::pthread_mutex_lock()(m) })
+}
+
+/// # Safety
+/// Same contract as `pthread_mutex_timedlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_timedlock(
+    m: *mut pthread_mutex_t,
+    abstime: *const timespec,
+) -> c_int {
+    // SAFETY (all calls below): forwarding the caller's arguments to glibc unchanged.
+    if !sampling_enabled() {
+        return unsafe { real::pthread_mutex_timedlock()(m, abstime) };
+    }
+    let rc = unsafe { real::pthread_mutex_trylock()(m) };
+    if rc != libc::EBUSY {
+        return rc;
+    }
+    lock_glue::mutex_wait(m as usize, || unsafe {
+        real::pthread_mutex_timedlock()(m, abstime)
+    })
+}
+
+/// # Safety
+/// Same contract as `pthread_mutex_clocklock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_clocklock(
+    m: *mut pthread_mutex_t,
+    clock: libc::clockid_t,
+    abstime: *const timespec,
+) -> c_int {
+    // SAFETY (all calls below): forwarding the caller's arguments to glibc unchanged.
+    if !sampling_enabled() {
+        return unsafe { real::pthread_mutex_clocklock()(m, clock, abstime) };
+    }
+    let rc = unsafe { real::pthread_mutex_trylock()(m) };
+    if rc != libc::EBUSY {
+        return rc;
+    }
+    lock_glue::mutex_wait(m as usize, || unsafe {
+        real::pthread_mutex_clocklock()(m, clock, abstime)
+    })
+}
+
+/// # Safety
+/// Same contract as `pthread_mutex_unlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarding the caller's mutex to glibc unchanged.
+    lock_glue::mutex_unlock(m as usize, || unsafe { real::pthread_mutex_unlock()(m) })
+}
+
+/// # Safety
+/// Same contract as `pthread_mutex_init(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_init(
+    m: *mut pthread_mutex_t,
+    attr: *const libc::pthread_mutexattr_t,
+) -> c_int {
+    lock_glue::mutex_forget(m as usize);
+    // SAFETY: forwarding the caller's arguments to glibc unchanged.
+    unsafe { real::pthread_mutex_init()(m, attr) }
+}
+
+/// # Safety
+/// Same contract as `pthread_mutex_destroy(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
+    lock_glue::mutex_forget(m as usize);
+    // SAFETY: forwarding the caller's mutex to glibc unchanged.
+    unsafe { real::pthread_mutex_destroy()(m) }
+}

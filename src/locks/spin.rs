@@ -1,0 +1,316 @@
+//! Dual-representation spin locks (Tallent et al., PPoPP'10, Algorithms 2-5).
+//!
+//! Job: implement `pthread_spin_*` on the program's own 32-bit lock words so that a waiter's
+//! spinning can be charged to the lock and the holder can take it as blame at unlock.
+//!
+//! Representation of a lock word:
+//! - native, as glibc writes it: `0` unlocked, `1` locked (before the runtime starts, and for
+//!   locks that were never contended);
+//! - monitored: `MONITORED | index`, naming a [`MonSpin`] in the slab, whose own word is the
+//!   real lock and which carries the idleness counter.
+//!
+//! A native word is converted (by CAS) the first time a thread finds it locked while the
+//! runtime is active, so uncontended locks pay nothing but a CAS, like glibc's. Conversion
+//! preserves the lock state, and every protocol below stays correct while another thread
+//! converts the word, holds the lock or spins on it: a native CAS fails when the word was
+//! converted meanwhile, and the operation retries on the monitored form (at most twice for
+//! trylock and unlock). A monitored word stays monitored until `pthread_spin_destroy` or
+//! `pthread_spin_init`, which recycle its slot.
+//!
+//! Spinning: the waiter publishes the lock it spins on in its thread state; each CPU-time
+//! sample taken meanwhile adds its time to the lock's idleness (see the handler). Unlock swaps
+//! the idleness with zero after releasing, and charges it as blame to the unlock's calling
+//! context (a synchronous unwind, outside the critical section).
+//!
+//! Everything here is allocation-free; no function is called from the signal handler except
+//! [`add_idleness`], which is async-signal-safe.
+
+use super::slab::{Linked, Slab};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// Tag of a monitored lock word (native words are 0 or 1).
+const MONITORED: u32 = 0x8000_0000;
+
+/// The out-of-band state of a converted spin lock.
+#[derive(Default)]
+pub struct MonSpin {
+    /// The real lock: 0 unlocked, 1 locked.
+    word: AtomicU32,
+    next: AtomicU32,
+    /// Spin-wait (ns) charged by waiters' samples since the last unlock took it.
+    idleness: AtomicU64,
+    /// Address of the native word this slot belongs to (to recognise stale references).
+    owner: AtomicUsize,
+}
+
+impl Linked for MonSpin {
+    fn next(&self) -> &AtomicU32 {
+        &self.next
+    }
+}
+
+static SLAB: Slab<MonSpin> = Slab::new();
+
+fn monitored(word: u32) -> Option<&'static MonSpin> {
+    if word & MONITORED == 0 {
+        return None;
+    }
+    SLAB.get(word & !MONITORED)
+}
+
+/// What the lock operations need from the sampler.
+pub trait SpinHooks {
+    /// Whether the runtime is active (conversion happens only then).
+    fn active(&self) -> bool;
+    /// The calling thread starts (`Some(token)`) or stops (`None`) spinning on a lock;
+    /// samples taken meanwhile are idleness charged to that lock.
+    fn spinning(&self, token: Option<u32>);
+    /// Charges `ns` of blame to the calling context; false if it could not.
+    fn blame(&self, ns: u64) -> bool;
+}
+
+/// Converts `lock` to the monitored form (if it still is native) and returns its state.
+fn demand_monitored(lock: &AtomicU32, address: usize) -> Option<&'static MonSpin> {
+    let current = lock.load(Ordering::Acquire);
+    if let Some(m) = monitored(current) {
+        return Some(m);
+    }
+    let index = SLAB.alloc()?;
+    let slot = SLAB.get(index)?;
+    slot.idleness.store(0, Ordering::Relaxed);
+    slot.owner.store(address, Ordering::Relaxed);
+    let mut current = current;
+    loop {
+        if let Some(m) = monitored(current) {
+            SLAB.free(index); // another thread converted it first
+            return Some(m);
+        }
+        slot.word.store(u32::from(current != 0), Ordering::Relaxed);
+        match lock.compare_exchange(
+            current,
+            MONITORED | index,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return Some(slot),
+            Err(now) => current = now,
+        }
+    }
+}
+
+/// `pthread_spin_lock`.
+pub fn lock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
+    let address = lock as *const AtomicU32 as usize;
+    loop {
+        let current = lock.load(Ordering::Relaxed);
+        if let Some(m) = monitored(current) {
+            lock_monitored(m, current, hooks);
+            return 0;
+        }
+        if current == 0 {
+            if lock
+                .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return 0;
+            }
+            continue;
+        }
+        // Native and held: contended. Convert so the wait can be charged, or (runtime not
+        // active, or out of slots) spin natively.
+        if !hooks.active() || demand_monitored(lock, address).is_none() {
+            while lock.load(Ordering::Relaxed) == 1 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+fn lock_monitored(m: &MonSpin, token: u32, hooks: &impl SpinHooks) {
+    if m.word.swap(1, Ordering::Acquire) == 0 {
+        return;
+    }
+    hooks.spinning(Some(token));
+    loop {
+        while m.word.load(Ordering::Relaxed) != 0 {
+            std::hint::spin_loop();
+        }
+        if m.word.swap(1, Ordering::Acquire) == 0 {
+            break;
+        }
+    }
+    hooks.spinning(None);
+}
+
+/// `pthread_spin_trylock`: 0, or EBUSY.
+pub fn trylock(lock: &AtomicU32) -> i32 {
+    loop {
+        let current = lock.load(Ordering::Relaxed);
+        if let Some(m) = monitored(current) {
+            return if m.word.swap(1, Ordering::Acquire) == 0 {
+                0
+            } else {
+                libc::EBUSY
+            };
+        }
+        match lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return 0,
+            Err(1) => return libc::EBUSY,
+            Err(_) => continue, // converted meanwhile: try the monitored form
+        }
+    }
+}
+
+/// `pthread_spin_unlock`: releases, then takes any blame accumulated during the hold.
+pub fn unlock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
+    loop {
+        let current = lock.load(Ordering::Relaxed);
+        if let Some(m) = monitored(current) {
+            m.word.store(0, Ordering::Release);
+            let blame = m.idleness.swap(0, Ordering::AcqRel);
+            if blame > 0 && !hooks.blame(blame) {
+                // Not chargeable here (e.g. unlocked by the runtime itself): leave it for
+                // the lock's next unlock rather than lose it.
+                m.idleness.fetch_add(blame, Ordering::AcqRel);
+            }
+            return 0;
+        }
+        if current == 0 {
+            return 0; // unlocking an unlocked native lock: glibc's plain store would do this
+        }
+        if lock
+            .compare_exchange(current, 0, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+        {
+            return 0;
+        }
+    }
+}
+
+/// `pthread_spin_init` and `pthread_spin_destroy`: recycle a monitored slot that belongs to
+/// this word, and leave the word native and unlocked.
+pub fn reset(lock: &AtomicU32) -> i32 {
+    let address = lock as *const AtomicU32 as usize;
+    let current = lock.swap(0, Ordering::AcqRel);
+    if current & MONITORED != 0 {
+        let index = current & !MONITORED;
+        if let Some(m) = SLAB.get(index) {
+            if m.owner.load(Ordering::Acquire) == address {
+                m.owner.store(0, Ordering::Release);
+                SLAB.free(index);
+            }
+        }
+    }
+    0
+}
+
+/// Adds a spin-wait sample's time to the lock the thread spins on (`token` from
+/// [`SpinHooks::spinning`]). Async-signal-safe.
+pub fn add_idleness(token: u32, ns: u64) {
+    if let Some(m) = monitored(token) {
+        m.idleness.fetch_add(ns, Ordering::Relaxed);
+    }
+}
+
+/// Monitored spin locks ever needed at once (the slab's high-water mark).
+pub fn monitored_high_water() -> u32 {
+    SLAB.high_water()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    struct Hooks {
+        blamed: AtomicU64,
+    }
+    impl SpinHooks for Hooks {
+        fn active(&self) -> bool {
+            true
+        }
+        fn spinning(&self, token: Option<u32>) {
+            // Stand-in for a sample taken while spinning: 1 ns per call.
+            if let Some(t) = token {
+                add_idleness(t, 1);
+            }
+        }
+        fn blame(&self, ns: u64) -> bool {
+            self.blamed.fetch_add(ns, Ordering::Relaxed);
+            true
+        }
+    }
+
+    #[test]
+    fn uncontended_locks_stay_native() {
+        let word = AtomicU32::new(0);
+        let hooks = Hooks {
+            blamed: AtomicU64::new(0),
+        };
+        assert_eq!(lock(&word, &hooks), 0);
+        assert_eq!(word.load(Ordering::Relaxed), 1);
+        assert_eq!(trylock(&word), libc::EBUSY);
+        assert_eq!(unlock(&word, &hooks), 0);
+        assert_eq!(word.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn conversion_keeps_a_held_lock_held_and_blame_reaches_the_holder() {
+        let word = AtomicU32::new(1); // held natively (e.g. taken before the runtime started)
+        let m = demand_monitored(&word, 0x1000).unwrap();
+        assert!(word.load(Ordering::Relaxed) & MONITORED != 0);
+        assert_eq!(
+            m.word.load(Ordering::Relaxed),
+            1,
+            "still held after conversion"
+        );
+        assert_eq!(trylock(&word), libc::EBUSY);
+        add_idleness(word.load(Ordering::Relaxed), 500);
+        let hooks = Hooks {
+            blamed: AtomicU64::new(0),
+        };
+        assert_eq!(unlock(&word, &hooks), 0);
+        assert_eq!(hooks.blamed.load(Ordering::Relaxed), 500);
+        assert_eq!(trylock(&word), 0);
+        assert_eq!(unlock(&word, &hooks), 0);
+        assert_eq!(reset(&word), 0);
+        assert_eq!(word.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn mutual_exclusion_holds_while_locks_convert_under_contention() {
+        static WORDS: [AtomicU32; 4] = [const { AtomicU32::new(0) }; 4];
+        static COUNTS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+        static INSIDE: [AtomicBool; 4] = [const { AtomicBool::new(false) }; 4];
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let hooks = Hooks {
+                        blamed: AtomicU64::new(0),
+                    };
+                    for i in 0..50_000usize {
+                        let k = (i + t) % 4;
+                        if i % 3 == 0 {
+                            while trylock(&WORDS[k]) != 0 {
+                                std::hint::spin_loop();
+                            }
+                        } else {
+                            lock(&WORDS[k], &hooks);
+                        }
+                        assert!(!INSIDE[k].swap(true, Ordering::AcqRel), "two holders");
+                        let c = COUNTS[k].load(Ordering::Relaxed);
+                        COUNTS[k].store(c + 1, Ordering::Relaxed);
+                        INSIDE[k].store(false, Ordering::Release);
+                        unlock(&WORDS[k], &hooks);
+                    }
+                    hooks.blamed.load(Ordering::Relaxed)
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let total: u64 = COUNTS.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        assert_eq!(total, 4 * 50_000);
+    }
+}

@@ -1,0 +1,93 @@
+//! Samples taken synchronously, at a point in the program's own call (not from a timer):
+//! blame at an unlock, measured block-wait at a contended acquisition.
+//!
+//! Job: unwind the calling thread's stack from right here and append one sample with the
+//! given metric and value to its buffer. The first frames lie inside the runtime; the
+//! analysis folds them into the interposed entry point the program called.
+//!
+//! Not called from the signal handler. While it unwinds, `in_runtime` is raised so no timer
+//! sample interrupts the unwind (the paper's rule: no asynchronous sample during a synchronous
+//! unwind); the timer's time is then carried by the thread's next sample.
+
+use super::clock::gettid;
+use super::counters::{self, Counter};
+use super::lifecycle;
+use super::thread_state::lookup;
+use crate::unwind::walk::{walk, Regs};
+use std::sync::atomic::Ordering;
+
+/// How often to retry while a `dlopen` updates the module set.
+const MODULE_SET_RETRIES: u32 = 1 << 20;
+
+/// Records `value` of `metric` at the calling context. Returns false when it cannot (the
+/// runtime is off, the thread has no state, or it is already inside the runtime): the
+/// caller keeps the value for a later attempt rather than lose it.
+#[inline(never)]
+pub fn record_here(metric: u8, value: u64) -> bool {
+    if !lifecycle::sampling_enabled() {
+        return false;
+    }
+    let tid = gettid();
+    let Some(state) = lookup(tid) else {
+        return false;
+    };
+    if state.in_runtime.swap(true, Ordering::Acquire) {
+        return false;
+    }
+    let regs = current_registers();
+    // SAFETY: `in_runtime` is raised on the owner thread, so the handler stays out of
+    // `owner` (see thread_state's invariants).
+    let owner = unsafe { &mut *state.owner.get() };
+    let mut recorded = false;
+    for _ in 0..MODULE_SET_RETRIES {
+        if let Some(modules) = lifecycle::modules().try_read() {
+            let result = walk(
+                &modules,
+                &mut owner.cache,
+                regs,
+                owner.stack_top,
+                &mut owner.frames,
+            );
+            drop(modules);
+            if result.error {
+                counters::add(Counter::UnwindErrors, 1);
+            }
+            let flags = if result.truncated {
+                counters::add(Counter::TruncatedStacks, 1);
+                crate::format::SAMPLE_TRUNCATED
+            } else {
+                0
+            };
+            state.lock_buffer();
+            // SAFETY: we hold the buffer lock.
+            let buffer = unsafe { &mut *state.buffer.get() };
+            buffer.push_sample(tid, metric, value, flags, &owner.frames[..result.depth]);
+            state.unlock_buffer();
+            recorded = true;
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    state.in_runtime.store(false, Ordering::Release);
+    recorded
+}
+
+/// The registers of this very function's frame, for unwinding from here.
+#[inline(always)]
+fn current_registers() -> Regs {
+    let (pc, sp, bp): (u64, u64, u64);
+    // SAFETY: reads the instruction pointer (rip-relative lea), stack and frame pointers;
+    // no memory is touched and no flags are changed.
+    unsafe {
+        std::arch::asm!(
+            "lea {pc}, [rip]",
+            "mov {sp}, rsp",
+            "mov {bp}, rbp",
+            pc = out(reg) pc,
+            sp = out(reg) sp,
+            bp = out(reg) bp,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    Regs { pc, sp, bp }
+}
