@@ -71,6 +71,23 @@ pub unsafe extern "C" fn pthread_spin_unlock(lock: *mut pthread_spinlock_t) -> c
     spin::unlock(unsafe { word(lock) }, &glue(lock))
 }
 
+/// Tells the blame accounting that a try acquired `m`.
+fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
+    if rc == 0 || rc == libc::EOWNERDEAD {
+        lock_glue::mutex_acquired(m as usize);
+    }
+}
+
+/// # Safety
+/// Same contract as `pthread_mutex_trylock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarding the caller's mutex to glibc unchanged.
+    let rc = unsafe { real::pthread_mutex_trylock()(m) };
+    acquired(m, rc);
+    rc
+}
+
 /// # Safety
 /// Same contract as `pthread_mutex_lock(3)`.
 #[no_mangle]
@@ -81,6 +98,7 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
     }
     let rc = unsafe { real::pthread_mutex_trylock()(m) };
     if rc != libc::EBUSY {
+        acquired(m, rc);
         return rc;
     }
     lock_glue::mutex_wait(m as usize, || unsafe { real::pthread_mutex_lock()(m) })
@@ -99,6 +117,7 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(
     }
     let rc = unsafe { real::pthread_mutex_trylock()(m) };
     if rc != libc::EBUSY {
+        acquired(m, rc);
         return rc;
     }
     lock_glue::mutex_wait(m as usize, || unsafe {
@@ -120,6 +139,7 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
     }
     let rc = unsafe { real::pthread_mutex_trylock()(m) };
     if rc != libc::EBUSY {
+        acquired(m, rc);
         return rc;
     }
     lock_glue::mutex_wait(m as usize, || unsafe {

@@ -15,12 +15,18 @@
 //!
 //! Protocol per monitored mutex, under its small meta lock (held for a few instructions, never
 //! across a blocking call):
-//! - a waiter arriving or leaving first adds `waiters × (now − stamp)` to `integral`;
-//! - a waiter that *acquires* then drops the integral accumulated since the last unlock: that
-//!   is the hand-off gap (scheduler wake-up latency), caused by no holder;
-//! - a holder, just before its real unlock, adds the elapsed part and takes the integral:
-//!   exactly its hold's waiter-time (taking it after the real unlock would race with the next
-//!   owner's drop); the expensive part (the unwind) happens after the real unlock.
+//! - every event first brings `integral` up to date: while the mutex is *held*, it grows by
+//!   `waiters × (now − stamp)`; while it is free (between an unlock and the next acquisition,
+//!   blocked waiters not yet scheduled) nobody is to blame and it does not grow;
+//! - a waiter's arrival marks the mutex held (its try just failed);
+//! - any acquisition marks it held: a waiter's, and a fast-path one (a successful try) while
+//!   the mutex is dirty, which costs that path one counter read otherwise — so a holder that
+//!   barges in ahead of woken waiters is charged for exactly its own hold;
+//! - a waiter that acquires drops any integral left from before (only a holder that released
+//!   outside these wrappers could have left some);
+//! - a holder, just before its real unlock, brings the integral up to date, takes it, and
+//!   marks the mutex free: exactly its hold's waiter-time (taking it after the real unlock
+//!   would race with the next owner); the expensive part (the unwind) happens after.
 //!
 //! Allocation-free. Not used by the signal handler.
 
@@ -37,6 +43,8 @@ pub struct MonMutex {
     /// Next entry in the bucket chain, or the free list.
     next: AtomicU32,
     meta: AtomicBool,
+    /// Whether the mutex is held (waiter-time accrues only then).
+    held: AtomicBool,
     waiters: AtomicU32,
     dirty: AtomicBool,
     /// Waiter-nanoseconds accumulated since the last settlement.
@@ -109,6 +117,7 @@ fn get_or_create(address: usize) -> Option<&'static MonMutex> {
         let index = SLAB.alloc()?;
         let m = SLAB.get(index)?;
         m.waiters.store(0, Ordering::Relaxed);
+        m.held.store(false, Ordering::Relaxed);
         m.dirty.store(false, Ordering::Relaxed);
         m.integral.store(0, Ordering::Relaxed);
         m.stamp.store(0, Ordering::Relaxed); // a recycled slot keeps its last user's time
@@ -128,7 +137,7 @@ impl MonMutex {
     fn advance(&self, now: u64) {
         let stamp = self.stamp.load(Ordering::Relaxed);
         let waiters = u64::from(self.waiters.load(Ordering::Relaxed));
-        if waiters > 0 && now > stamp {
+        if waiters > 0 && now > stamp && self.held.load(Ordering::Relaxed) {
             self.integral
                 .fetch_add(waiters * (now - stamp), Ordering::Relaxed);
         }
@@ -148,6 +157,7 @@ pub fn arrive(address: usize, now: u64) -> Option<Wait> {
     spin_lock(&m.meta);
     m.advance(now);
     m.waiters.fetch_add(1, Ordering::Relaxed);
+    m.held.store(true, Ordering::Relaxed);
     if !m.dirty.swap(true, Ordering::Relaxed) {
         bucket(address).dirty.fetch_add(1, Ordering::AcqRel);
     }
@@ -162,9 +172,29 @@ pub fn depart(wait: Wait, now: u64, acquired: bool) {
     m.advance(now);
     m.waiters.fetch_sub(1, Ordering::Relaxed);
     if acquired {
-        // Waiter-time since the last unlock is hand-off latency: no holder caused it.
         m.integral.store(0, Ordering::Relaxed);
+        m.held.store(true, Ordering::Relaxed);
     }
+    spin_unlock(&m.meta);
+}
+
+/// After a successful try (the fast path): if the mutex is dirty, mark it held from `now`.
+/// Costs one counter read when nobody has waited for mutexes of its bucket.
+pub fn acquired(address: usize, now: impl FnOnce() -> u64) {
+    let b = bucket(address);
+    if b.dirty.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    spin_lock(&b.lock);
+    let found = b.find(address);
+    spin_unlock(&b.lock);
+    let Some(m) = found else { return };
+    if !m.dirty.load(Ordering::Acquire) {
+        return;
+    }
+    spin_lock(&m.meta);
+    m.advance(now());
+    m.held.store(true, Ordering::Relaxed);
     spin_unlock(&m.meta);
 }
 
@@ -184,6 +214,7 @@ pub fn settle(address: usize, now: impl FnOnce() -> u64) -> u64 {
     spin_lock(&m.meta);
     m.advance(now());
     let taken = m.integral.swap(0, Ordering::Relaxed);
+    m.held.store(false, Ordering::Relaxed);
     if m.waiters.load(Ordering::Relaxed) == 0 && m.dirty.swap(false, Ordering::Relaxed) {
         b.dirty.fetch_sub(1, Ordering::AcqRel);
     }
@@ -271,18 +302,33 @@ mod tests {
     }
 
     #[test]
+    fn a_barging_holder_pays_only_for_its_own_hold() {
+        let mutex = 0x7200_0000usize;
+        // H holds; W blocks at 0; H unlocks at 10 and takes 10.
+        let w = arrive(mutex, 0).unwrap();
+        assert_eq!(settle(mutex, || 10), 10);
+        // The mutex is free from 10 to 40 while W is not yet scheduled: nobody's fault.
+        // B barges in with a successful try at 40, holds until 45.
+        acquired(mutex, || 40);
+        assert_eq!(
+            settle(mutex, || 45),
+            5,
+            "B pays for its own 5 ns, not the free gap"
+        );
+        depart(w, 50, true);
+        assert_eq!(settle(mutex, || 60), 0);
+        assert_eq!(forget(mutex), 0);
+    }
+
+    #[test]
     fn unsettled_blame_waits_for_the_next_unlock() {
         let mutex = 0x7100_0000usize;
         let w = arrive(mutex, 0).unwrap();
         let taken = settle(mutex, || 100);
         assert_eq!(taken, 100);
         unsettle(mutex, taken); // e.g. the unlock failed
-        depart(w, 101, false); // a timed wait gave up; nothing acquired
-        assert_eq!(
-            settle(mutex, || 120),
-            101,
-            "given-back blame plus the last 1 ns"
-        );
+        depart(w, 101, false); // a timed wait gave up after the unlock: a free mutex's time
+        assert_eq!(settle(mutex, || 120), 100, "exactly the given-back blame");
         assert_eq!(forget(mutex), 0);
     }
 }

@@ -105,6 +105,14 @@ pub fn mutex_wait(address: usize, lock: impl FnOnce() -> i32) -> i32 {
     rc
 }
 
+/// A successful try (the uncontended path): tells a mutex others wait for that it is held
+/// again. One counter read when nobody waits.
+pub fn mutex_acquired(address: usize) {
+    if sampling_enabled() {
+        mutex::acquired(address, monotonic_ns);
+    }
+}
+
 /// A mutex unlock: takes the holder's blame just before the real unlock (`unlock`) and
 /// charges it to the calling context after it.
 pub fn mutex_unlock(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
