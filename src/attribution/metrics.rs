@@ -4,11 +4,22 @@
 //! index into it. The analysis merges the lists by metric name, in order of first
 //! appearance, and maps each process's indices onto the merged ones.
 //!
+//! The runtime writes the metrics [`WORK`], [`IDLENESS`] and [`BLAME`]
+//! (docs/lock-blame-contract.md); *effort* is work + idleness, the base HPCToolkit's
+//! blame-shifting analysis expresses waiting and blame against.
+//!
 //! Invariants: names are unique in the merged list; a merged id is an index into it and
 //! into every per-metric `Vec<u64>` of the analysis. Not async-signal-safe (allocates).
 
 use super::AttributionError;
 use crate::format::MetricDef;
+
+/// CPU time of threads that were computing (not waiting for a lock), ns.
+pub const WORK: &str = "work";
+/// Time threads spent waiting for a lock, at the waiter's context (victims), ns.
+pub const IDLENESS: &str = "idleness";
+/// Idleness shifted to the lock holder's context at its unlock (perpetrators), ns.
+pub const BLAME: &str = "blame";
 
 /// Metric definitions merged across processes.
 #[derive(Debug, Clone, Default)]
@@ -41,6 +52,16 @@ impl MetricTable {
                 name: name.to_owned(),
                 available: self.names(),
             })
+    }
+
+    /// The merged ids of [`WORK`] and [`IDLENESS`], whose sum is the effort.
+    pub fn effort_ids(&self) -> Result<(usize, usize), AttributionError> {
+        match (self.id(WORK), self.id(IDLENESS)) {
+            (Ok(work), Ok(idleness)) => Ok((work, idleness)),
+            _ => Err(AttributionError::NoEffort {
+                available: self.names(),
+            }),
+        }
     }
 
     /// All names, comma-separated (for messages).
@@ -88,5 +109,17 @@ mod tests {
         assert_eq!(t.id("blame").unwrap(), 2);
         let err = t.id("cycles").unwrap_err().to_string();
         assert!(err.contains("work, idleness, blame"), "{err}");
+        assert_eq!(t.effort_ids().unwrap(), (0, 1));
+    }
+
+    #[test]
+    fn effort_needs_work_and_idleness() {
+        let mut t = MetricTable::default();
+        t.add_process(&[def(WORK)]);
+        let err = t.effort_ids().unwrap_err().to_string();
+        assert!(
+            err.contains("work and idleness") && err.contains("has work;"),
+            "{err}"
+        );
     }
 }

@@ -14,10 +14,12 @@
 
 pub mod callers;
 pub mod cct;
+pub mod lock_sites;
 pub mod metrics;
 mod paths;
 pub mod symbolize;
 mod symtab;
+pub(crate) mod tailcall;
 
 #[cfg(test)]
 pub(crate) mod testutil;
@@ -45,6 +47,12 @@ pub enum AttributionError {
         scope: String,
         available: String,
     },
+    #[error(
+        "percentages of effort need the metrics work and idleness, and this profile has \
+         {available}; record it with a blameprof that measures lock waiting, or pass \
+         --percent-of total"
+    )]
+    NoEffort { available: String },
 }
 
 /// Which samples to analyse.
@@ -274,9 +282,23 @@ pub fn analyze(
     })
 }
 
+impl Analysis {
+    /// Total effort, work + idleness: the base for percentages of effort. Errors when the
+    /// profile lacks either metric.
+    pub fn effort(&self) -> Result<u64, AttributionError> {
+        let (work, idleness) = self.metrics.effort_ids()?;
+        Ok(self.totals[work] + self.totals[idleness])
+    }
+
+    /// The total of the metric called `name`; 0 when the profile has no such metric.
+    pub fn total_of(&self, name: &str) -> u64 {
+        self.metrics.id(name).map_or(0, |id| self.totals[id])
+    }
+}
+
 fn summarize_process(proc: &ProcessProfile) -> ProcessSummary {
     let h = &proc.header;
-    let work = h.metrics.iter().position(|m| m.name == "work");
+    let work = h.metrics.iter().position(|m| m.name == metrics::WORK);
     let (timer_samples, timer_ns) = proc
         .samples
         .iter()

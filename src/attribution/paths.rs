@@ -5,13 +5,27 @@
 //! path into a root-first path of [`Loc`]s, expanding inlined frames, and merge recorded
 //! paths that read the same at source level.
 //!
+//! A function that ends by *jumping* to a lock function (a tail call: `return
+//! pthread_mutex_unlock(&m);` at -O2) is missing from the recorded path; when the call
+//! before the caller's return address shows which function it was, that function is put
+//! back just root-ward of the runtime frames ([`super::tailcall`]).
+//!
+//! Frames inside the runtime library ([`super::lock_sites::is_runtime_module`]) are
+//! collapsed: every run of consecutive runtime frames becomes its outermost frame, shown as
+//! its out-of-line function only (no inlined runtime internals, no source line). That frame
+//! is the interposed entry point the program called (`pthread_mutex_lock`, ...), so lock
+//! waits and blame read `... lookup -> pthread_mutex_lock` (docs/lock-blame-contract.md).
+//!
 //! Invariants: each distinct (process, frame, address kind) is symbolized once; the values
 //! of the returned paths add up to the returned totals; a sample whose metric index is not
-//! declared by its process header is ignored (neither counted nor charged).
+//! declared by its process header is ignored (neither counted nor charged); no path holds
+//! two consecutive runtime locations.
 //!
 //! Not async-signal-safe (allocates); single-threaded.
 
+use super::lock_sites::is_runtime_module;
 use super::symbolize::{CodeAddress, SourceFrame, Symbolizer};
+use super::tailcall::CallSites;
 use super::{Loc, Names, SourceLine, WeightedPath};
 use crate::format::read::{ProcessProfile, Profile, StackId};
 use crate::format::Frame;
@@ -78,6 +92,8 @@ pub(super) fn weigh(
         names,
         cache: HashMap::new(),
         arena: Vec::new(),
+        call_sites: CallSites::default(),
+        tail_cache: HashMap::new(),
     };
     let mut path_index: HashMap<Vec<Loc>, usize> = HashMap::new();
     let mut paths: Vec<WeightedPath> = Vec::new();
@@ -109,17 +125,31 @@ pub(super) fn weigh(
     }
 }
 
+/// The source locations of one recorded frame.
+#[derive(Clone)]
+struct Expanded {
+    /// Range of the expander's arena, root first.
+    locs: Range<usize>,
+    /// The frame lies in the runtime library (then `locs` holds one location).
+    runtime: bool,
+}
+
 /// Turns recorded frames into source-level locations, caching per distinct frame.
 struct Expander<'a> {
     symbolizer: &'a mut Symbolizer,
     names: &'a mut Names,
-    /// (process index, frame, is return address) -> range of `arena`, root first.
-    cache: HashMap<(usize, Frame, bool), Range<usize>>,
+    /// (process index, frame, is return address) -> its locations.
+    cache: HashMap<(usize, Frame, bool), Expanded>,
     arena: Vec<Loc>,
+    call_sites: CallSites,
+    /// (process index, return-address frame) -> the location of the function that frame's
+    /// call reached and that tail-called into the runtime, if any.
+    tail_cache: HashMap<(usize, Frame), Option<Range<usize>>>,
 }
 
 impl Expander<'_> {
-    /// Writes the root-first source path of `frames` (leaf first) into `out`.
+    /// Writes the root-first source path of `frames` (leaf first) into `out`, collapsing
+    /// each run of runtime frames into its outermost frame.
     fn expand(
         &mut self,
         p: usize,
@@ -134,27 +164,74 @@ impl Expander<'_> {
             out.push(pseudo(function));
             return;
         }
+        // Root first: the first frame of a runtime run is its outermost one.
+        let mut in_runtime = false;
+        let mut caller: Option<Frame> = None;
         for (i, &frame) in frames.iter().enumerate().rev() {
             let is_return = i > 0 || first_is_return;
-            let range = match self.cache.get(&(p, frame, is_return)) {
-                Some(range) => range.clone(),
+            let expanded = match self.cache.get(&(p, frame, is_return)) {
+                Some(expanded) => expanded.clone(),
                 None => {
-                    let range = self.symbolize(proc, frame, is_return);
-                    self.cache.insert((p, frame, is_return), range.clone());
-                    range
+                    let expanded = self.symbolize(proc, frame, is_return);
+                    self.cache.insert((p, frame, is_return), expanded.clone());
+                    expanded
                 }
             };
-            out.extend_from_slice(&self.arena[range]);
+            if expanded.runtime && !in_runtime {
+                // Entering the runtime: if the caller's function was left by a tail call
+                // into the lock function, put that function back (see `tailcall`).
+                if let Some(range) = caller.and_then(|c| self.tail_called(p, proc, c)) {
+                    out.extend_from_slice(&self.arena[range]);
+                }
+            }
+            if !(expanded.runtime && in_runtime) {
+                out.extend_from_slice(&self.arena[expanded.locs]);
+            }
+            in_runtime = expanded.runtime;
+            caller = (!expanded.runtime && is_return).then_some(frame);
         }
     }
 
-    /// Symbolizes one frame into the arena (root first); returns its range.
-    fn symbolize(&mut self, proc: &ProcessProfile, frame: Frame, is_return: bool) -> Range<usize> {
+    /// The location of the function that the call before return address `frame` reached
+    /// directly, when the recorded path lacks it because it tail-called onwards.
+    fn tail_called(
+        &mut self,
+        p: usize,
+        proc: &ProcessProfile,
+        frame: Frame,
+    ) -> Option<Range<usize>> {
+        if let Some(hit) = self.tail_cache.get(&(p, frame)) {
+            return hit.clone();
+        }
+        let found = proc.module(frame.module).and_then(|module| {
+            let target = self.call_sites.tail_called(&module.path, frame.offset)?;
+            let chain = self
+                .symbolizer
+                .symbolize(Some(module), CodeAddress::InstructionPointer(target));
+            let function = chain.last()?;
+            let start = self.arena.len();
+            let mut loc = self.loc(function, &module.path);
+            loc.inlined = false;
+            // Where in it the tail call was is not recorded: no line.
+            loc.line = SourceLine::default();
+            self.arena.push(loc);
+            Some(start..self.arena.len())
+        });
+        self.tail_cache.insert((p, frame), found.clone());
+        found
+    }
+
+    /// Symbolizes one frame into the arena (root first). A runtime frame gets only its
+    /// out-of-line function.
+    fn symbolize(&mut self, proc: &ProcessProfile, frame: Frame, is_return: bool) -> Expanded {
         let start = self.arena.len();
         if frame == Frame::TRUNCATED {
             let function = self.names.intern_function("[truncated]", "");
             self.arena.push(pseudo(function));
-            return start..self.arena.len();
+            return Expanded {
+                locs: start..self.arena.len(),
+                runtime: false,
+            };
         }
         let module = (frame.module != 0)
             .then(|| proc.module(frame.module))
@@ -166,11 +243,21 @@ impl Expander<'_> {
         };
         let chain = self.symbolizer.symbolize(module, address);
         let module_path = module.map_or("", |m| m.path.as_str());
-        for source in chain.iter().rev() {
-            let loc = self.loc(source, module_path);
+        let runtime = is_runtime_module(module_path);
+        // The chain is innermost first and its last frame is the out-of-line function.
+        let keep = if runtime { 1 } else { chain.len() };
+        for source in chain.iter().rev().take(keep) {
+            let mut loc = self.loc(source, module_path);
+            if runtime {
+                // Where inside the entry point the runtime was tells the user nothing.
+                loc.line = SourceLine::default();
+            }
             self.arena.push(loc);
         }
-        start..self.arena.len()
+        Expanded {
+            locs: start..self.arena.len(),
+            runtime,
+        }
     }
 
     fn loc(&mut self, source: &SourceFrame, module: &str) -> Loc {
@@ -190,5 +277,82 @@ fn pseudo(function: u32) -> Loc {
         function,
         line: SourceLine::default(),
         inlined: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::attribution::testutil::{
+        add_frames, analyze_renamed, app, lock_profile, path_names, rt,
+    };
+
+    /// The distinct paths of an analysis with their values, as names, sorted.
+    fn paths(a: &crate::attribution::Analysis) -> Vec<(String, Vec<u64>)> {
+        let mut paths: Vec<(String, Vec<u64>)> = a
+            .paths
+            .iter()
+            .map(|p| (path_names(a, &p.locs).join(" "), p.values.clone()))
+            .collect();
+        paths.sort();
+        paths
+    }
+
+    #[test]
+    fn runs_of_runtime_frames_collapse_into_their_outermost_frame() {
+        let mut profile = lock_profile();
+        // Two separate runs in one path stay two frames.
+        let (start, worker, lookup) = (app(0x50), app(0x80), app(0x60));
+        let two_runs = [
+            start,
+            rt(0x400),
+            rt(0x410),
+            worker,
+            lookup,
+            rt(0x200),
+            rt(0x100),
+        ];
+        add_frames(&mut profile.processes[0], 101, 1, &two_runs, 700);
+        let a = analyze_renamed(&profile);
+        let ms = 1_000_000;
+        assert_eq!(
+            paths(&a),
+            [
+                (
+                    "_start blameprof_rt::thread_start worker lookup g".into(),
+                    vec![4 * ms, 0, 0]
+                ),
+                (
+                    "_start blameprof_rt::thread_start worker lookup pthread_mutex_lock".into(),
+                    vec![0, 700, 0]
+                ),
+                ("_start worker insert".into(), vec![3 * ms, 0, 0]),
+                // One recorded path ends in the bare lock function; both now read the same.
+                (
+                    "_start worker insert pthread_mutex_lock".into(),
+                    vec![0, ms, 0]
+                ),
+                (
+                    "_start worker insert pthread_mutex_unlock".into(),
+                    vec![0, 0, 4_800_000]
+                ),
+                (
+                    "_start worker lookup pthread_mutex_lock".into(),
+                    vec![0, 6 * ms, 0]
+                ),
+                (
+                    "_start worker lookup pthread_mutex_unlock".into(),
+                    vec![0, 0, 3 * ms / 2]
+                ),
+                ("main f g".into(), vec![2 * ms, 0, 0]),
+            ]
+        );
+        let unlock = a
+            .paths
+            .iter()
+            .find(|p| path_names(&a, &p.locs).ends_with(&["pthread_mutex_unlock".to_owned()]))
+            .unwrap();
+        let leaf = a.names.function(unlock.locs.last().unwrap().function);
+        assert!(leaf.module.ends_with("libblameprof_rt.so"), "{leaf:?}");
+        assert!(!leaf.name.contains("settle"));
     }
 }

@@ -251,3 +251,41 @@ fn analysis_expands_inlined_frames_into_the_tree() {
         binary.to_str().unwrap()
     );
 }
+
+#[test]
+fn a_runtime_frame_keeps_only_its_out_of_line_function_without_a_line() {
+    use crate::attribution::testutil::{add_frames, analyze_renamed, app, path_names, process};
+    use crate::format::read::Profile;
+    use crate::format::Frame;
+
+    // The program stands in for the runtime library: only the file name matters.
+    let tmp = TempDir::new("sym-runtime");
+    let binary = compile(&tmp.0, "libblameprof_rt.so", PROGRAM, false, &["-g", "-O1"]);
+    let (start, size, build_id) = symbol(&binary, "hash_all");
+    let m = module(1, binary.to_str().unwrap(), build_id);
+    let mut sym = Symbolizer::new();
+    // A return address whose call site is inside `mix`, inlined into `hash_all`.
+    let ret = (start + 1..start + size)
+        .find(|&a| {
+            let frames = sym.symbolize(Some(&m), CodeAddress::ReturnAddress(a));
+            functions(&frames) == ["mix", "hash_all"] && frames[0].line.is_some()
+        })
+        .expect("inlined address");
+
+    let mut p = process(7, &["work"]);
+    p.modules.push(m);
+    let runtime = Frame {
+        module: 1,
+        offset: ret,
+    };
+    add_frames(&mut p, 7, 0, &[app(0x30), runtime, app(0x10)], 1);
+    let profile = Profile {
+        path: tmp.0.clone(),
+        processes: vec![p],
+    };
+    let a = analyze_renamed(&profile);
+    let path = &a.paths[0].locs;
+    assert_eq!(path_names(&a, path), ["main", "hash_all", "g"]);
+    assert!(!path[1].inlined);
+    assert_eq!(path[1].line, crate::attribution::SourceLine::default());
+}

@@ -60,6 +60,19 @@ impl SymbolTable {
         SymbolTable { symbols, functions }
     }
 
+    /// Every known function start (symbols and unwind-table entries), sorted, deduplicated.
+    pub fn function_starts(&self) -> Vec<u64> {
+        let mut starts: Vec<u64> = self
+            .symbols
+            .iter()
+            .map(|s| s.0)
+            .chain(self.functions.iter().map(|f| f.0))
+            .collect();
+        starts.sort_unstable();
+        starts.dedup();
+        starts
+    }
+
     /// Start of the function containing `address`, from the unwind tables.
     pub fn function_start(&self, address: u64) -> Option<u64> {
         let i = self.functions.partition_point(|f| f.0 <= address);

@@ -1,5 +1,6 @@
 //! Test helpers: small synthetic profiles whose frames lie in no module, with the unknown
-//! addresses renamed after analysis to readable function names. Test-only.
+//! addresses renamed after analysis to readable function names. Lock profiles add frames
+//! in a runtime library that does not exist on disk, renamed likewise. Test-only.
 
 use super::cct::{NodeId, Tree};
 use super::symbolize::Symbolizer;
@@ -14,7 +15,39 @@ pub(crate) const NAMES: &[(u64, &str)] = &[
     (0x30, "main"),
     (0x40, "h"),
     (0x50, "_start"),
+    (0x60, "lookup"),
+    (0x70, "insert"),
+    (0x80, "worker"),
 ];
+
+/// Module id of the runtime library in lock profiles.
+pub(crate) const RT_MODULE: u32 = 7;
+/// Its path: named like the runtime, but no file (frames get `libblameprof_rt.so+0x...`).
+pub(crate) const RT_PATH: &str = "/nonexistent/blameprof/libblameprof_rt.so";
+
+/// Readable names of the fake runtime offsets used by tests.
+pub(crate) const RT_NAMES: &[(u64, &str)] = &[
+    (0x100, "blameprof::locks::mutex::slow_lock"),
+    (0x110, "blameprof::locks::blame::settle"),
+    (0x120, "blameprof::locks::blame::charge"),
+    (0x200, "pthread_mutex_lock"),
+    (0x300, "pthread_mutex_unlock"),
+    (0x400, "blameprof_rt::thread_start"),
+    (0x410, "blameprof_rt::thread_start_inner"),
+];
+
+/// An application frame (no module) at fake address `offset`.
+pub(crate) fn app(offset: u64) -> Frame {
+    Frame { module: 0, offset }
+}
+
+/// A frame in the runtime library at fake offset `offset`.
+pub(crate) fn rt(offset: u64) -> Frame {
+    Frame {
+        module: RT_MODULE,
+        offset,
+    }
+}
 
 pub(crate) fn metric(name: &str) -> MetricDef {
     MetricDef {
@@ -66,6 +99,114 @@ pub(crate) fn add_sample(
     });
 }
 
+/// Adds a sample with root-first `frames` (mixing [`app`] and [`rt`] frames).
+pub(crate) fn add_frames(
+    p: &mut ProcessProfile,
+    tid: u32,
+    metric: u8,
+    root_first: &[Frame],
+    value: u64,
+) {
+    let frames: Vec<Frame> = root_first.iter().rev().copied().collect();
+    let stack = p.stacks.intern(&frames);
+    p.samples.push(Sample {
+        tid,
+        metric,
+        flags: 0,
+        value,
+        stack,
+    });
+}
+
+/// A process as the lock-blame runtime writes it (docs/lock-blame-contract.md): metrics
+/// work (0), idleness (1), blame (2); the runtime module; main thread 100 and two workers,
+/// 101 and 102, started at `worker`. Costs (ms):
+///
+/// | thread | metric | path (root first; `rt:` runtime frames) | ms |
+/// |---|---|---|---|
+/// | 100 | work | main f g | 2 |
+/// | 101 | work | _start rt:thread_start rt:thread_start_inner worker lookup g | 4 |
+/// | 101 | idleness | _start worker lookup rt:pthread_mutex_lock rt:slow_lock | 6 |
+/// | 101 | blame | _start worker lookup rt:pthread_mutex_unlock rt:settle | 1.5 |
+/// | 102 | work | _start worker insert | 3 |
+/// | 102 | idleness | _start worker insert rt:pthread_mutex_lock | 1 |
+/// | 102 | blame | _start worker insert rt:pthread_mutex_unlock rt:settle rt:charge | 4.8 |
+///
+/// Totals: work 9, idleness 7, blame 6.3, effort 16 ms.
+pub(crate) fn lock_process() -> ProcessProfile {
+    let mut p = process(100, &["work", "idleness", "blame"]);
+    p.modules.push(module(RT_MODULE, RT_PATH, Vec::new()));
+    for tid in [101, 102] {
+        p.threads.push(ThreadInfo {
+            tid,
+            name: "worker".into(),
+            start_routine: Some(app(0x80)),
+            ..Default::default()
+        });
+    }
+    let (start, worker, lookup, insert) = (app(0x50), app(0x80), app(0x60), app(0x70));
+    let (lock, unlock) = (rt(0x200), rt(0x300));
+    add_frames(
+        &mut p,
+        100,
+        0,
+        &[app(0x30), app(0x20), app(0x10)],
+        2_000_000,
+    );
+    let trampoline = [start, rt(0x400), rt(0x410), worker, lookup, app(0x10)];
+    add_frames(&mut p, 101, 0, &trampoline, 4_000_000);
+    add_frames(
+        &mut p,
+        101,
+        1,
+        &[start, worker, lookup, lock, rt(0x100)],
+        6_000_000,
+    );
+    add_frames(
+        &mut p,
+        101,
+        2,
+        &[start, worker, lookup, unlock, rt(0x110)],
+        1_500_000,
+    );
+    add_frames(&mut p, 102, 0, &[start, worker, insert], 3_000_000);
+    add_frames(&mut p, 102, 1, &[start, worker, insert, lock], 1_000_000);
+    let deep_unlock = [start, worker, insert, unlock, rt(0x110), rt(0x120)];
+    add_frames(&mut p, 102, 2, &deep_unlock, 4_800_000);
+    p
+}
+
+/// A one-process profile of [`lock_process`].
+pub(crate) fn lock_profile() -> Profile {
+    Profile {
+        path: "blameprof-locks".into(),
+        processes: vec![lock_process()],
+    }
+}
+
+/// Gives every location of function `name` the source line `file:line` (as if from debug
+/// info), in all paths of `a`.
+pub(crate) fn set_line(a: &mut Analysis, name: &str, file: &str, line: u32) {
+    let file = a.names.intern_file(file);
+    for path in &mut a.paths {
+        for loc in &mut path.locs {
+            if a.names.function(loc.function).name == name {
+                loc.line = super::SourceLine {
+                    file: Some(file),
+                    line: Some(line),
+                };
+            }
+        }
+    }
+}
+
+/// The function names of a path, root first.
+pub(crate) fn path_names(a: &Analysis, locs: &[super::Loc]) -> Vec<String> {
+    locs.iter()
+        .map(|l| a.names.function(l.function).name.clone())
+        .collect()
+}
+
 /// A one-process profile (pid 100, metric "work") with the given root-first samples.
 pub(crate) fn profile_of(stacks: &[(&[u64], u64)]) -> Profile {
     let mut p = process(100, &["work"]);
@@ -87,10 +228,13 @@ pub(crate) fn analyze_renamed(profile: &Profile) -> Analysis {
         .iter_mut()
         .filter_map(|t| t.start_routine.as_mut());
     for name in names.chain(routines) {
-        if let Some((_, readable)) = NAMES
+        let app = NAMES
             .iter()
-            .find(|(addr, _)| *name == format!("[unknown] {addr:#x}"))
-        {
+            .find(|(addr, _)| *name == format!("[unknown] {addr:#x}"));
+        let runtime = RT_NAMES
+            .iter()
+            .find(|(offset, _)| *name == format!("libblameprof_rt.so+{offset:#x}"));
+        if let Some((_, readable)) = app.or(runtime) {
             *name = (*readable).to_owned();
         }
     }

@@ -10,12 +10,12 @@
 
 use super::json::Json;
 use super::text::Text;
-use super::{Prune, Renderer, Report, View};
-use crate::attribution::metrics::MetricTable;
+use super::{PercentOf, Prune, Renderer, Report, View};
+use crate::attribution::metrics::{MetricTable, WORK};
 use crate::attribution::symbolize::Symbolizer;
 use crate::attribution::{analyze, cct, Analysis, Filter};
-use crate::format::read::{read_profile, Profile, ReadOptions};
-use anyhow::anyhow;
+use crate::format::read::{read_profile, ReadOptions};
+use anyhow::{anyhow, bail};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -39,16 +39,26 @@ pub struct ReportArgs {
     /// Which view to show
     #[arg(long, value_enum, default_value_t = View::TopDown)]
     pub view: View,
-    /// Metric to sort and prune by
-    #[arg(long, default_value = "work")]
-    pub metric: String,
+    /// Metric to sort and prune by: work, idleness (lock waiting, at the waiter) or blame
+    /// (lock waiting, at the holder) [default: the first of --metrics, else work]
+    #[arg(long)]
+    pub metric: Option<String>,
+    /// Metrics shown side by side in text views, e.g. work,idleness,blame [default: --metric;
+    /// threads view: all]. JSON always carries every metric
+    #[arg(long, value_name = "M1,M2,...", value_delimiter = ',')]
+    pub metrics: Vec<String>,
+    /// What percentages (and --min-percent) are of: each metric's own total, or the effort
+    /// (work + idleness)
+    #[arg(long, value_enum, default_value_t = PercentOf::Total)]
+    pub percent_of: PercentOf,
     /// Output format
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
     /// Tree levels to show; the hot path is always shown in full [text default: 16; JSON: all]
     #[arg(long, value_parser = parse_depth)]
     pub depth: Option<usize>,
-    /// Hide rows under this percentage of the metric's total [text default: 1.0; JSON: none]
+    /// Hide rows under this percentage (see --percent-of) of the --metric [text default: 1.0;
+    /// JSON: none]
     #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
     pub min_percent: Option<f64>,
     /// Only samples of this thread
@@ -67,7 +77,8 @@ pub struct ReportArgs {
 pub struct FlamegraphArgs {
     /// Profile directory [default: the newest blameprof-* directory here]
     pub path: Option<PathBuf>,
-    /// Metric to draw
+    /// Metric to draw: work, idleness (lock waiting, at the waiter) or blame (lock
+    /// waiting, at the holder)
     #[arg(long, default_value = "work")]
     pub metric: String,
     /// Where to write the SVG
@@ -86,15 +97,35 @@ pub struct FlamegraphArgs {
 
 /// `blameprof report`: writes the chosen view to `out`. A closed pipe ends it quietly.
 pub fn report(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let (analysis, metric) = load(
+    let sort = args
+        .metric
+        .as_deref()
+        .or(args.metrics.first().map(String::as_str))
+        .unwrap_or(WORK);
+    let mut columns: Vec<&str> = Vec::new();
+    for name in &args.metrics {
+        if !columns.contains(&name.as_str()) {
+            columns.push(name);
+        }
+    }
+    if !columns.is_empty() && !columns.contains(&sort) {
+        bail!(
+            "--metric {sort} is not among --metrics {}: add it there, or sort by one of them",
+            columns.join(",")
+        );
+    }
+    let names: Vec<&str> = std::iter::once(sort).chain(columns).collect();
+    let (analysis, ids) = load(
         args.path.as_deref(),
         args.salvage,
         Filter {
             pid: args.pid,
             tid: args.thread,
         },
-        &args.metric,
+        &names,
+        args.percent_of == PercentOf::Effort,
     )?;
+    let metric = ids[0];
     let prune = match args.format {
         OutputFormat::Text => Prune {
             depth: Some(args.depth.unwrap_or(DEFAULT_DEPTH)),
@@ -105,7 +136,11 @@ pub fn report(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             min_percent: args.min_percent,
         },
     };
-    let report = Report::new(&analysis, args.view, metric, prune);
+    let mut report =
+        Report::new(&analysis, args.view, metric, prune).with_percent_of(args.percent_of)?;
+    if ids.len() > 1 {
+        report = report.with_columns(ids[1..].to_vec());
+    }
     let renderer: &dyn Renderer = match args.format {
         OutputFormat::Text => &Text,
         OutputFormat::Json => &Json,
@@ -123,15 +158,17 @@ pub fn report(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 
 /// `blameprof flamegraph`: writes an SVG flamegraph of the chosen metric.
 pub fn flamegraph(args: &FlamegraphArgs) -> anyhow::Result<()> {
-    let (analysis, metric) = load(
+    let (analysis, ids) = load(
         args.path.as_deref(),
         args.salvage,
         Filter {
             pid: args.pid,
             tid: args.thread,
         },
-        &args.metric,
+        &[&args.metric],
+        false,
     )?;
+    let metric = ids[0];
     if analysis.totals[metric] == 0 {
         anyhow::bail!(
             "metric '{}' has no cost in the selected samples, so there is nothing to draw: \
@@ -159,30 +196,35 @@ pub fn summary(profile_dir: &Path, top: usize, out: &mut dyn Write) -> anyhow::R
     super::summary::write(&analysis, top, out).map_err(|e| anyhow!("cannot write the summary: {e}"))
 }
 
-/// Reads and analyses a profile; checks the metric name before the (slower) analysis.
+/// Reads and analyses a profile; returns the merged ids of the metrics called `metrics`.
+/// Checks the metric names (and, with `need_effort`, that the profile has the metrics of
+/// effort) before the (slower) analysis.
 fn load(
     path: Option<&Path>,
     salvage: bool,
     filter: Filter,
-    metric: &str,
-) -> anyhow::Result<(Analysis, usize)> {
+    metrics: &[&str],
+    need_effort: bool,
+) -> anyhow::Result<(Analysis, Vec<usize>)> {
     let path = match path {
         Some(p) => p.to_owned(),
         None => default_profile()?,
     };
     let profile = read_profile(&path, ReadOptions { salvage })?;
-    let metric = metric_id(&profile, metric)?;
-    let analysis = analyze(&profile, filter, &mut Symbolizer::new())?;
-    Ok((analysis, metric))
-}
-
-/// The merged id of metric `name` (the same id [`analyze`] gives it).
-fn metric_id(profile: &Profile, name: &str) -> anyhow::Result<usize> {
+    // Merged exactly as `analyze` merges them, so the ids agree.
     let mut table = MetricTable::default();
     for p in &profile.processes {
         table.add_process(&p.header.metrics);
     }
-    Ok(table.id(name)?)
+    let ids = metrics
+        .iter()
+        .map(|name| table.id(name))
+        .collect::<Result<Vec<usize>, _>>()?;
+    if need_effort {
+        table.effort_ids()?;
+    }
+    let analysis = analyze(&profile, filter, &mut Symbolizer::new())?;
+    Ok((analysis, ids))
 }
 
 /// The newest `blameprof-*` directory in the current directory.

@@ -5,8 +5,12 @@
 //! sinks behind the small [`Renderer`] trait ([`text::Text`], [`json::Json`]);
 //! [`flamegraph`] draws SVGs; [`cli`] holds the command-line entry points.
 //!
+//! A report shows one or more metric *columns* and gives percentages either of each
+//! metric's own total or of the effort (work + idleness, see [`PercentOf`]).
+//!
 //! Invariants: tree views sort by inclusive cost and the flat view by exclusive cost of the
-//! chosen metric; a shown node's parent is shown; hot-path nodes are shown at any depth.
+//! chosen metric; a shown node's parent is shown; hot-path nodes are shown at any depth;
+//! pruning by percentage uses the same base as the percentages shown.
 //!
 //! Not async-signal-safe (allocates, does I/O); single-threaded.
 
@@ -18,7 +22,7 @@ pub mod text;
 pub mod units;
 
 use crate::attribution::cct::{self, NodeId, SortBy, Tree};
-use crate::attribution::{callers, Analysis};
+use crate::attribution::{callers, Analysis, AttributionError};
 use std::io;
 
 /// Which view of the analysis to show.
@@ -46,12 +50,23 @@ impl View {
     }
 }
 
+/// What percentages are of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum PercentOf {
+    /// The total of the metric the value is in.
+    #[default]
+    Total,
+    /// The effort, work + idleness (as HPCToolkit's blame-shifting analysis shows waiting
+    /// and blame).
+    Effort,
+}
+
 /// Limits on what a view shows; `None` shows everything.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Prune {
     /// Tree levels to show (roots are level 1); the hot path is exempt.
     pub depth: Option<usize>,
-    /// Hide nodes below this percentage of the metric's total.
+    /// Hide nodes below this percentage (of the report's percentage base).
     pub min_percent: Option<f64>,
 }
 
@@ -64,6 +79,11 @@ pub struct Report<'a> {
     pub prune: Prune,
     /// The view's sorted tree; empty for the threads view.
     pub tree: Tree,
+    /// Merged ids of the metrics shown, in order: by default the sort metric (threads
+    /// view: every metric).
+    pub columns: Vec<usize>,
+    /// The effort, when percentages are of effort; `None`: of each metric's total.
+    effort: Option<u64>,
     hot: Vec<bool>,
 }
 
@@ -83,13 +103,43 @@ impl<'a> Report<'a> {
             View::TopDown | View::BottomUp => tree.hot_path(metric, analysis.totals[metric]),
             View::Flat | View::Threads => vec![false; tree.len()],
         };
+        let columns = match view {
+            View::Threads => (0..analysis.metrics.len()).collect(),
+            View::TopDown | View::BottomUp | View::Flat => vec![metric],
+        };
         Report {
             analysis,
             view,
             metric,
             prune,
             tree,
+            columns,
+            effort: None,
             hot,
+        }
+    }
+
+    /// Shows the metrics `columns` (merged ids) instead of the default.
+    pub fn with_columns(mut self, columns: Vec<usize>) -> Report<'a> {
+        self.columns = columns;
+        self
+    }
+
+    /// Gives percentages (and prunes by percentage) of `base`. Errors when percentages of
+    /// effort are asked for and the profile lacks the work or idleness metric.
+    pub fn with_percent_of(mut self, base: PercentOf) -> Result<Report<'a>, AttributionError> {
+        self.effort = match base {
+            PercentOf::Total => None,
+            PercentOf::Effort => Some(self.analysis.effort()?),
+        };
+        Ok(self)
+    }
+
+    /// What percentages are of.
+    pub fn percent_of(&self) -> PercentOf {
+        match self.effort {
+            Some(_) => PercentOf::Effort,
+            None => PercentOf::Total,
         }
     }
 
@@ -98,20 +148,31 @@ impl<'a> Report<'a> {
         self.analysis.totals[self.metric]
     }
 
+    /// What a value of merged metric `metric` is a percentage of.
+    pub fn percent_base(&self, metric: usize) -> u64 {
+        self.effort.unwrap_or(self.analysis.totals[metric])
+    }
+
+    /// `value` of merged metric `metric` as a percentage of the report's base.
+    pub fn percent(&self, value: u64, metric: usize) -> f64 {
+        units::percent(value, self.percent_base(metric))
+    }
+
     /// Whether `id` is on the hot path.
     pub fn is_hot(&self, id: NodeId) -> bool {
         self.hot[id as usize]
     }
 
     /// Whether `id`, at `level` (roots: 1), passes the pruning limits: within the depth
-    /// (or on the hot path), and with an inclusive cost of at least `min_percent` of the
-    /// total (in the flat view, too: a function is kept when either of its costs is).
+    /// (or on the hot path), and with an inclusive cost in the chosen metric of at least
+    /// `min_percent` of the percentage base (in the flat view, too: a function is kept when
+    /// either of its costs is).
     pub fn shown(&self, id: NodeId, level: usize) -> bool {
         if self.prune.depth.is_some_and(|d| level > d) && !self.is_hot(id) {
             return false;
         }
         self.prune.min_percent.map_or(true, |min| {
-            units::percent(self.tree.inclusive(id)[self.metric], self.total()) >= min
+            self.percent(self.tree.inclusive(id)[self.metric], self.metric) >= min
         })
     }
 }
@@ -192,5 +253,7 @@ pub fn command_line(analysis: &Analysis) -> String {
         .unwrap_or_default()
 }
 
+#[cfg(test)]
+mod lock_tests;
 #[cfg(test)]
 mod tests;

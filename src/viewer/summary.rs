@@ -2,13 +2,19 @@
 //!
 //! Job: say how much was measured and lost, how, where the profile is, and which functions
 //! used the most CPU time (the head of the flat view by exclusive "work", or by the first
-//! metric when a profile has no "work").
+//! metric when a profile has no "work"). When threads waited for locks, add the headline:
+//! idleness and blame as shares of the effort, the application functions that waited most
+//! (victims, by idleness) and those that made others wait most (culprits, by blame), each
+//! with the lock function it called and the call site (see [`lock_sites`]).
 //!
-//! Invariants: every line starts with `blameprof: `. Not async-signal-safe (allocates).
+//! Invariants: every line starts with `blameprof: `; without idleness and blame the lock
+//! lines are absent. Not async-signal-safe (allocates).
 
 use super::text::location;
 use super::units::{format_value, percent};
 use super::{describe_lost, describe_sources, Prune, Report, View};
+use crate::attribution::lock_sites::lock_sites;
+use crate::attribution::metrics::{BLAME, IDLENESS, WORK};
 use crate::attribution::Analysis;
 use crate::format::counters::LOST_SAMPLE_COUNTERS;
 use std::io::{self, Write};
@@ -55,7 +61,7 @@ pub(super) fn write(analysis: &Analysis, top: usize, out: &mut dyn Write) -> io:
         )?;
         return Ok(());
     }
-    let metric = a.metrics.id("work").unwrap_or(0);
+    let metric = a.metrics.id(WORK).unwrap_or(0);
     let def = &a.metrics.defs()[metric];
     let total = a.totals[metric];
     writeln!(
@@ -94,8 +100,88 @@ pub(super) fn write(analysis: &Analysis, top: usize, out: &mut dyn Write) -> io:
             location(a, line, &function.module)
         )?;
     }
+    let locks = a.total_of(IDLENESS) > 0 || a.total_of(BLAME) > 0;
+    if locks {
+        lock_lines(a, top, out)?;
+    }
     writeln!(
         out,
         "{PREFIX}call paths: 'blameprof report {path}'; flamegraph: 'blameprof flamegraph {path}'"
-    )
+    )?;
+    if locks {
+        let metrics: Vec<&str> = [BLAME, IDLENESS, WORK]
+            .into_iter()
+            .filter(|m| a.metrics.id(m).is_ok())
+            .collect();
+        let effort = match a.effort() {
+            Ok(_) => " --percent-of effort",
+            Err(_) => "",
+        };
+        writeln!(
+            out,
+            "{PREFIX}lock blame by call path: 'blameprof report --metrics {}{effort} {path}'",
+            metrics.join(",")
+        )?;
+    }
+    Ok(())
+}
+
+/// The lock-waiting headline, then the top `top` victims and culprits.
+fn lock_lines(a: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
+    let (idleness, blame) = (a.total_of(IDLENESS), a.total_of(BLAME));
+    let effort = a.total_of(WORK) + idleness;
+    let blame = match a.metrics.id(BLAME) {
+        Ok(_) => format!(", blame {} = {:.1}%", ns(blame), percent(blame, effort)),
+        Err(_) => String::new(),
+    };
+    writeln!(
+        out,
+        "{PREFIX}lock waiting: idleness {} = {:.1}% of effort{blame} \
+         (effort = work + idleness = {})",
+        ns(idleness),
+        percent(idleness, effort),
+        ns(effort),
+    )?;
+    let lists = [
+        (IDLENESS, "waiters (victims)"),
+        (BLAME, "culprits (perpetrators)"),
+    ];
+    for (metric, who) in lists {
+        let Ok(id) = a.metrics.id(metric) else {
+            continue;
+        };
+        let sites: Vec<_> = lock_sites(a, id).into_iter().take(top).collect();
+        if sites.is_empty() {
+            continue;
+        }
+        writeln!(
+            out,
+            "{PREFIX}top {} {who} by {metric}, % of effort:",
+            sites.len()
+        )?;
+        for site in sites {
+            let function = |f| a.names.function(f);
+            let (caller, module) = match site.caller.map(function) {
+                Some(f) => (f.name.as_str(), f.module.as_str()),
+                None => ("[no caller]", ""),
+            };
+            let lock = match site.lock.map(function) {
+                Some(f) => format!("  ({})", f.name),
+                None => String::new(),
+            };
+            writeln!(
+                out,
+                "{PREFIX}  {:>5.1}% {:>10}  {caller}{lock}{}",
+                percent(site.value, effort),
+                ns(site.value),
+                location(a, Some(site.line), module),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Nanoseconds for reading (idleness, blame and work are in ns).
+fn ns(value: u64) -> String {
+    format_value(value, "ns")
 }

@@ -38,7 +38,7 @@ fn profile() -> Profile {
     }
 }
 
-fn render(report: &Report, renderer: &dyn Renderer) -> String {
+pub(super) fn render(report: &Report, renderer: &dyn Renderer) -> String {
     let mut out = Vec::new();
     renderer.render(report, &mut out).unwrap();
     String::from_utf8(out).unwrap()
@@ -242,11 +242,13 @@ fn profile_dir(tmp: &TempDir) -> PathBuf {
     dir
 }
 
-fn report_args(path: PathBuf) -> ReportArgs {
+pub(super) fn report_args(path: PathBuf) -> ReportArgs {
     ReportArgs {
         path: Some(path),
         view: View::TopDown,
-        metric: "work".into(),
+        metric: None,
+        metrics: Vec::new(),
+        percent_of: PercentOf::Total,
         format: OutputFormat::Text,
         depth: None,
         min_percent: None,
@@ -277,7 +279,7 @@ fn cli_report_and_its_errors() {
     assert_eq!(doc["samples"], 1);
 
     let mut args = report_args(dir.clone());
-    args.metric = "cycles".into();
+    args.metric = Some("cycles".into());
     let err = cli::report(&args, &mut Vec::new()).unwrap_err().to_string();
     assert!(
         err.contains("unknown metric 'cycles'") && err.contains("work, idleness"),
@@ -341,6 +343,14 @@ fn cli_summary_lines_are_prefixed() {
         "{text}"
     );
     assert!(text.contains("70.1%"), "{text}");
+    // Its idleness samples have no runtime frames: the waiter is the leaf, without a lock.
+    assert!(
+        text.contains(
+            "blameprof: top 1 waiters (victims) by idleness, % of effort:\n\
+             blameprof:    28.6%    4.00 ms  [unknown] 0x20\n"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
@@ -448,9 +458,24 @@ fn clap_arguments_parse() {
     assert_eq!((r.view, r.format), (View::BottomUp, OutputFormat::Json));
     assert_eq!((r.depth, r.min_percent), (Some(3), Some(2.5)));
     assert_eq!(
-        (r.thread, r.pid, r.metric.as_str()),
-        (Some(7), Some(6), "idleness")
+        (r.thread, r.pid, r.metric.as_deref()),
+        (Some(7), Some(6), Some("idleness"))
     );
+    assert_eq!((r.metrics.len(), r.percent_of), (0, PercentOf::Total));
+    let cli = TestCli::try_parse_from([
+        "blameprof",
+        "report",
+        "--metrics",
+        "work,idleness,blame",
+        "--percent-of",
+        "effort",
+    ])
+    .unwrap();
+    let TestCommand::Report(r) = cli.command else {
+        panic!("not a report")
+    };
+    assert_eq!(r.metrics, ["work", "idleness", "blame"]);
+    assert_eq!((r.metric, r.percent_of), (None, PercentOf::Effort));
     let cli = TestCli::try_parse_from(["blameprof", "flamegraph", "-o", "x.svg"]).unwrap();
     let TestCommand::Flamegraph(f) = cli.command else {
         panic!("not a flamegraph")
@@ -463,6 +488,7 @@ fn clap_arguments_parse() {
         ["--min-percent", "101"],
         ["--depth", "0"],
         ["--view", "sideways"],
+        ["--percent-of", "work"],
     ] {
         let args = ["blameprof", "report"].into_iter().chain(bad);
         assert!(TestCli::try_parse_from(args).is_err(), "{bad:?} accepted");

@@ -1,15 +1,17 @@
 //! Plain-text rendering of reports: a header describing the profile, then a table.
 //!
 //! Job: tree views print one row per shown node, indented by depth, hot-path rows marked
-//! with `*`; the flat view prints one row per function; the threads view prints one row per
-//! thread. Values are in human units (see [`units`]).
+//! with `*`, with an inclusive and an exclusive column pair per metric shown; the flat view
+//! prints one row per function; the threads view prints one row per thread. Values are in
+//! human units (see [`units`]), percentages of the report's base.
 //!
 //! Invariants: rows appear in the report's sort order, a child after its parent; output is
 //! ASCII apart from the names found in the profile. Not async-signal-safe (allocates).
 
-use super::units::{format_value, percent};
-use super::{describe_lost, describe_sources, Renderer, Report, View};
+use super::units::format_value;
+use super::{describe_lost, describe_sources, PercentOf, Renderer, Report, View};
 use crate::attribution::cct::NodeId;
+use crate::attribution::metrics::IDLENESS;
 use crate::attribution::symbolize::module_name;
 use crate::attribution::{Analysis, SourceLine};
 use std::io::{self, Write};
@@ -82,7 +84,11 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             .zip(&a.totals)
             .map(|(d, &t)| format!("{} {}", d.name, format_value(t, &d.unit)))
             .collect();
-        writeln!(out, "totals:     {}", totals.join(", "))?;
+        let effort = match (a.effort(), a.total_of(IDLENESS)) {
+            (Ok(effort), 1..) => format!("; effort (work + idleness) {}", ns(effort)),
+            _ => String::new(),
+        };
+        writeln!(out, "totals:     {}{effort}", totals.join(", "))?;
     }
     let order = match r.view {
         View::Threads => return writeln!(out, "view:       threads"),
@@ -90,6 +96,12 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         View::TopDown | View::BottomUp => "inclusive",
     };
     let mut view = format!("{}, by {order} {}", r.view.name(), def.name);
+    if r.percent_of() == PercentOf::Effort {
+        view.push_str(&format!(
+            "; % of effort (work + idleness, {})",
+            ns(r.percent_base(r.metric))
+        ));
+    }
     if matches!(r.view, View::TopDown | View::BottomUp) {
         view.push_str("; * marks the hot path");
     }
@@ -103,20 +115,44 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
 }
 
 fn table(r: &Report, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "{:>17}  {:>17}    function", "inclusive", "exclusive")?;
+    let defs = r.analysis.metrics.defs();
+    if r.columns.len() > 1 {
+        let names: Vec<String> = r
+            .columns
+            .iter()
+            .map(|&m| format!("{:-^36}", format!(" {} ", defs[m].name)))
+            .collect();
+        writeln!(out, "{}", names.join("  "))?;
+    }
+    let heads: Vec<String> = r
+        .columns
+        .iter()
+        .map(|_| format!("{:>17}  {:>17}", "inclusive", "exclusive"))
+        .collect();
+    writeln!(out, "{}    function", heads.join("  "))?;
     if r.tree.roots().is_empty() {
         return writeln!(out, "(no samples)");
     }
-    let unit = &r.analysis.metrics.defs()[r.metric].unit;
-    let total = r.total();
     // Depth-first, children in sort order: push them reversed.
     let mut stack: Vec<(NodeId, usize)> = r.tree.roots().iter().rev().map(|&id| (id, 1)).collect();
     while let Some((id, level)) = stack.pop() {
         if !r.shown(id, level) {
             continue;
         }
-        let incl = r.tree.inclusive(id)[r.metric];
-        let excl = r.tree.exclusive(id)[r.metric];
+        for (i, &m) in r.columns.iter().enumerate() {
+            let incl = r.tree.inclusive(id)[m];
+            let excl = r.tree.exclusive(id)[m];
+            let unit = &defs[m].unit;
+            write!(
+                out,
+                "{}{:>10} {:>5.1}%  {:>10} {:>5.1}%",
+                if i == 0 { "" } else { "  " },
+                format_value(incl, unit),
+                r.percent(incl, m),
+                format_value(excl, unit),
+                r.percent(excl, m),
+            )?;
+        }
         let node = r.tree.node(id);
         let function = r.analysis.names.function(node.function);
         let mark = if r.is_hot(id) { '*' } else { ' ' };
@@ -124,11 +160,7 @@ fn table(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         let line = r.tree.hottest_line(id, r.metric);
         writeln!(
             out,
-            "{:>10} {:>5.1}%  {:>10} {:>5.1}%  {mark} {:indent$}{}{inlined}{}",
-            format_value(incl, unit),
-            percent(incl, total),
-            format_value(excl, unit),
-            percent(excl, total),
+            "  {mark} {:indent$}{}{inlined}{}",
             "",
             function.name,
             location(r.analysis, line, &function.module),
@@ -137,6 +169,11 @@ fn table(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         stack.extend(r.tree.children(id).iter().rev().map(|&c| (c, level + 1)));
     }
     Ok(())
+}
+
+/// Nanoseconds for reading.
+fn ns(value: u64) -> String {
+    format_value(value, "ns")
 }
 
 /// "  file.c:12" from the hottest line, else "  [module]", to follow a function name; ""
@@ -158,14 +195,14 @@ pub fn location(a: &Analysis, line: Option<SourceLine>, module: &str) -> String 
 fn threads(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     let defs = r.analysis.metrics.defs();
     write!(out, "{:>8} {:>8}", "pid", "tid")?;
-    for d in defs {
-        write!(out, " {:>12}", d.name)?;
+    for &m in &r.columns {
+        write!(out, " {:>12}", defs[m].name)?;
     }
     writeln!(out, "  {:<20} start routine", "name")?;
     for t in &r.analysis.threads {
         write!(out, "{:>8} {:>8}", t.pid, t.tid)?;
-        for (d, &v) in defs.iter().zip(&t.totals) {
-            write!(out, " {:>12}", format_value(v, &d.unit))?;
+        for &m in &r.columns {
+            write!(out, " {:>12}", format_value(t.totals[m], &defs[m].unit))?;
         }
         let name = match t.is_main {
             true => format!("{} (main)", t.name),
