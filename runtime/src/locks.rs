@@ -35,7 +35,7 @@ fn glue(lock: *mut pthread_spinlock_t) -> SpinGlue {
 pub unsafe extern "C" fn pthread_spin_init(lock: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
     lock_glue::note_spin_sharing(lock as usize, pshared == libc::PTHREAD_PROCESS_SHARED);
     // SAFETY: per this function's contract.
-    spin::reset(unsafe { word(lock) })
+    spin::reset(unsafe { word(lock) }, spin::NATIVE_UNLOCKED)
 }
 
 /// # Safety
@@ -44,7 +44,7 @@ pub unsafe extern "C" fn pthread_spin_init(lock: *mut pthread_spinlock_t, pshare
 pub unsafe extern "C" fn pthread_spin_destroy(lock: *mut pthread_spinlock_t) -> c_int {
     lock_glue::note_spin_sharing(lock as usize, false);
     // SAFETY: per this function's contract.
-    spin::reset(unsafe { word(lock) })
+    spin::destroy(unsafe { word(lock) })
 }
 
 /// # Safety
@@ -147,10 +147,33 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
     })
 }
 
+/// Whether unlocking `m` now releases it: not when a recursive mutex is held more than once.
+///
+/// # Safety
+/// `m` must point at a valid, initialised glibc mutex.
+unsafe fn unlock_releases(m: *mut pthread_mutex_t) -> bool {
+    // glibc's x86-64 layout (fixed by the ABI of its static initialisers): `__count` (the
+    // recursion depth) at byte 4 and `__kind` at byte 16, whose low 2 bits are the type.
+    // SAFETY: both fields lie within the 40-byte pthread_mutex_t the caller owns.
+    let (count, kind) = unsafe {
+        let base = m as *const u8;
+        (
+            std::ptr::read_volatile(base.add(4) as *const u32),
+            std::ptr::read_volatile(base.add(16) as *const i32),
+        )
+    };
+    !(kind & 3 == libc::PTHREAD_MUTEX_RECURSIVE && count > 1)
+}
+
 /// # Safety
 /// Same contract as `pthread_mutex_unlock(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: per this function's contract, `m` is a valid mutex held by the caller.
+    if !unsafe { unlock_releases(m) } {
+        // An inner unlock of a recursive mutex: the hold goes on.
+        return unsafe { real::pthread_mutex_unlock()(m) };
+    }
     // SAFETY: forwarding the caller's mutex to glibc unchanged.
     lock_glue::mutex_unlock(m as usize, || unsafe { real::pthread_mutex_unlock()(m) })
 }

@@ -4,8 +4,9 @@
 //! spinning can be charged to the lock and the holder can take it as blame at unlock.
 //!
 //! Representation of a lock word:
-//! - native, as glibc writes it: `0` unlocked, `1` locked (before the runtime starts, and for
-//!   locks that were never contended);
+//! - native, as glibc writes it on x86-64: [`NATIVE_UNLOCKED`] (1) and [`NATIVE_LOCKED`] (0)
+//!   (glibc's x86 spin locks decrement to lock, so a zero-filled, never initialised word is
+//!   *locked*, and programs that use one behave as under glibc);
 //! - monitored: `MONITORED | index`, naming a [`MonSpin`] in the slab, whose own word is the
 //!   real lock and which carries the idleness counter.
 //!
@@ -30,6 +31,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Tag of a monitored lock word (native words are 0 or 1).
 const MONITORED: u32 = 0x8000_0000;
+/// glibc's x86-64 spin-lock word values (`pthread_spin_init` stores 1, lock takes it to 0).
+pub const NATIVE_UNLOCKED: u32 = 1;
+pub const NATIVE_LOCKED: u32 = 0;
 
 /// The out-of-band state of a converted spin lock.
 #[derive(Default)]
@@ -85,7 +89,8 @@ fn demand_monitored(lock: &AtomicU32, address: usize) -> Option<&'static MonSpin
             SLAB.free(index); // another thread converted it first
             return Some(m);
         }
-        slot.word.store(u32::from(current != 0), Ordering::Relaxed);
+        slot.word
+            .store(u32::from(current != NATIVE_UNLOCKED), Ordering::Relaxed);
         match lock.compare_exchange(
             current,
             MONITORED | index,
@@ -107,9 +112,14 @@ pub fn lock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
             lock_monitored(m, current, hooks);
             return 0;
         }
-        if current == 0 {
+        if current == NATIVE_UNLOCKED {
             if lock
-                .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .compare_exchange_weak(
+                    NATIVE_UNLOCKED,
+                    NATIVE_LOCKED,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
             {
                 return 0;
@@ -119,7 +129,7 @@ pub fn lock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
         // Native and held: contended. Convert so the wait can be charged, or (runtime not
         // active, or out of slots) spin natively.
         if !hooks.active() || demand_monitored(lock, address).is_none() {
-            while lock.load(Ordering::Relaxed) == 1 {
+            while lock.load(Ordering::Relaxed) == NATIVE_LOCKED {
                 std::hint::spin_loop();
             }
         }
@@ -153,9 +163,14 @@ pub fn trylock(lock: &AtomicU32) -> i32 {
                 libc::EBUSY
             };
         }
-        match lock.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed) {
+        match lock.compare_exchange(
+            NATIVE_UNLOCKED,
+            NATIVE_LOCKED,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
             Ok(_) => return 0,
-            Err(1) => return libc::EBUSY,
+            Err(NATIVE_LOCKED) => return libc::EBUSY,
             Err(_) => continue, // converted meanwhile: try the monitored form
         }
     }
@@ -175,11 +190,16 @@ pub fn unlock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
             }
             return 0;
         }
-        if current == 0 {
+        if current == NATIVE_UNLOCKED {
             return 0; // unlocking an unlocked native lock: glibc's plain store would do this
         }
         if lock
-            .compare_exchange(current, 0, Ordering::Release, Ordering::Relaxed)
+            .compare_exchange(
+                current,
+                NATIVE_UNLOCKED,
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
             .is_ok()
         {
             return 0;
@@ -187,11 +207,11 @@ pub fn unlock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     }
 }
 
-/// `pthread_spin_init` and `pthread_spin_destroy`: recycle a monitored slot that belongs to
-/// this word, and leave the word native and unlocked.
-pub fn reset(lock: &AtomicU32) -> i32 {
+/// `pthread_spin_init` (`to` = [`NATIVE_UNLOCKED`]) and `pthread_spin_destroy` (`to` = the
+/// word's native equivalent): recycle a monitored slot that belongs to this word.
+pub fn reset(lock: &AtomicU32, to: u32) -> i32 {
     let address = lock as *const AtomicU32 as usize;
-    let current = lock.swap(0, Ordering::AcqRel);
+    let current = lock.swap(to, Ordering::AcqRel);
     if current & MONITORED != 0 {
         let index = current & !MONITORED;
         if let Some(m) = SLAB.get(index) {
@@ -202,6 +222,18 @@ pub fn reset(lock: &AtomicU32) -> i32 {
         }
     }
     0
+}
+
+/// `pthread_spin_destroy`: recycles the monitored slot, leaving the native equivalent of the
+/// lock's state (glibc's destroy changes nothing, so a destroyed word keeps its state).
+pub fn destroy(lock: &AtomicU32) -> i32 {
+    let current = lock.load(Ordering::Acquire);
+    let native = match monitored(current) {
+        Some(m) if m.word.load(Ordering::Acquire) == 0 => NATIVE_UNLOCKED,
+        Some(_) => NATIVE_LOCKED,
+        None => return 0,
+    };
+    reset(lock, native)
 }
 
 /// Adds a spin-wait sample's time to the lock the thread spins on (`token` from
@@ -242,21 +274,23 @@ mod tests {
     }
 
     #[test]
-    fn uncontended_locks_stay_native() {
-        let word = AtomicU32::new(0);
+    fn uncontended_locks_stay_native_with_glibcs_values() {
+        let word = AtomicU32::new(NATIVE_UNLOCKED);
         let hooks = Hooks {
             blamed: AtomicU64::new(0),
         };
         assert_eq!(lock(&word, &hooks), 0);
-        assert_eq!(word.load(Ordering::Relaxed), 1);
+        assert_eq!(word.load(Ordering::Relaxed), NATIVE_LOCKED);
         assert_eq!(trylock(&word), libc::EBUSY);
         assert_eq!(unlock(&word, &hooks), 0);
-        assert_eq!(word.load(Ordering::Relaxed), 0);
+        assert_eq!(word.load(Ordering::Relaxed), NATIVE_UNLOCKED);
+        // A zero-filled word is locked, as with glibc on x86-64.
+        assert_eq!(trylock(&AtomicU32::new(0)), libc::EBUSY);
     }
 
     #[test]
     fn conversion_keeps_a_held_lock_held_and_blame_reaches_the_holder() {
-        let word = AtomicU32::new(1); // held natively (e.g. taken before the runtime started)
+        let word = AtomicU32::new(NATIVE_LOCKED); // held since before the runtime started
         let m = demand_monitored(&word, 0x1000).unwrap();
         assert!(word.load(Ordering::Relaxed) & MONITORED != 0);
         assert_eq!(
@@ -273,13 +307,13 @@ mod tests {
         assert_eq!(hooks.blamed.load(Ordering::Relaxed), 500);
         assert_eq!(trylock(&word), 0);
         assert_eq!(unlock(&word, &hooks), 0);
-        assert_eq!(reset(&word), 0);
-        assert_eq!(word.load(Ordering::Relaxed), 0);
+        assert_eq!(destroy(&word), 0);
+        assert_eq!(word.load(Ordering::Relaxed), NATIVE_UNLOCKED);
     }
 
     #[test]
     fn mutual_exclusion_holds_while_locks_convert_under_contention() {
-        static WORDS: [AtomicU32; 4] = [const { AtomicU32::new(0) }; 4];
+        static WORDS: [AtomicU32; 4] = [const { AtomicU32::new(NATIVE_UNLOCKED) }; 4];
         static COUNTS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
         static INSIDE: [AtomicBool; 4] = [const { AtomicBool::new(false) }; 4];
         let threads: Vec<_> = (0..4)
