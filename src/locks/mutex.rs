@@ -198,18 +198,19 @@ pub fn acquired(address: usize, now: impl FnOnce() -> u64) {
     spin_unlock(&m.meta);
 }
 
-/// Before a real unlock: the blame the unlocking holder takes (0 on the fast path).
-pub fn settle(address: usize, now: impl FnOnce() -> u64) -> u64 {
+/// Before a real unlock: the blame the unlocking holder takes, or `None` on the fast path
+/// (nobody waited: nothing was touched).
+pub fn settle(address: usize, now: impl FnOnce() -> u64) -> Option<u64> {
     let b = bucket(address);
     if b.dirty.load(Ordering::Acquire) == 0 {
-        return 0;
+        return None;
     }
     spin_lock(&b.lock);
     let found = b.find(address);
     spin_unlock(&b.lock);
-    let Some(m) = found else { return 0 };
+    let m = found?;
     if !m.dirty.load(Ordering::Acquire) {
-        return 0;
+        return None;
     }
     spin_lock(&m.meta);
     m.advance(now());
@@ -219,17 +220,21 @@ pub fn settle(address: usize, now: impl FnOnce() -> u64) -> u64 {
         b.dirty.fetch_sub(1, Ordering::AcqRel);
     }
     spin_unlock(&m.meta);
-    taken
+    Some(taken)
 }
 
-/// Gives back blame that could not be charged (the unlock failed, or happened where no
-/// context can be recorded), so a later unlock of the same mutex takes it.
-pub fn unsettle(address: usize, ns: u64) {
-    if ns == 0 {
+/// Gives back blame that could not be charged, so a later unlock of the same mutex takes it:
+/// when the unlock failed (`still_held`: e.g. EPERM, the caller was not the owner, whose hold
+/// goes on) or when it succeeded where no context can be recorded.
+pub fn unsettle(address: usize, ns: u64, still_held: bool) {
+    if ns == 0 && !still_held {
         return;
     }
     if let Some(m) = get_or_create(address) {
         spin_lock(&m.meta);
+        if still_held {
+            m.held.store(true, Ordering::Relaxed);
+        }
         m.integral.fetch_add(ns, Ordering::Relaxed);
         if !m.dirty.swap(true, Ordering::Relaxed) {
             bucket(address).dirty.fetch_add(1, Ordering::AcqRel);
@@ -287,15 +292,15 @@ mod tests {
         // Holder A holds from 0; W1 blocks at 10, W2 at 20; A unlocks at 30.
         let w1 = arrive(mutex, 10).unwrap();
         let w2 = arrive(mutex, 20).unwrap();
-        let a = settle(mutex, || 30);
+        let a = settle(mutex, || 30).unwrap();
         assert_eq!(a, (30 - 10) + (30 - 20));
         // W1 acquires at 32 (2 ns of hand-off, charged to nobody), holds until 50.
         depart(w1, 32, true);
-        let w1_blame = settle(mutex, || 50);
+        let w1_blame = settle(mutex, || 50).unwrap();
         assert_eq!(w1_blame, 50 - 32, "only W2 waited during W1's hold");
         // W2 acquires at 51 and unlocks at 60 with nobody waiting.
         depart(w2, 51, true);
-        assert_eq!(settle(mutex, || 60), 0);
+        assert_eq!(settle(mutex, || 60), Some(0));
         // Settled and clean: the fast path applies again.
         assert_eq!(bucket(mutex).dirty.load(Ordering::Acquire), 0);
         assert_eq!(forget(mutex), 0);
@@ -306,17 +311,17 @@ mod tests {
         let mutex = 0x7200_0000usize;
         // H holds; W blocks at 0; H unlocks at 10 and takes 10.
         let w = arrive(mutex, 0).unwrap();
-        assert_eq!(settle(mutex, || 10), 10);
+        assert_eq!(settle(mutex, || 10), Some(10));
         // The mutex is free from 10 to 40 while W is not yet scheduled: nobody's fault.
         // B barges in with a successful try at 40, holds until 45.
         acquired(mutex, || 40);
         assert_eq!(
             settle(mutex, || 45),
-            5,
+            Some(5),
             "B pays for its own 5 ns, not the free gap"
         );
         depart(w, 50, true);
-        assert_eq!(settle(mutex, || 60), 0);
+        assert_eq!(settle(mutex, || 60), Some(0));
         assert_eq!(forget(mutex), 0);
     }
 
@@ -324,11 +329,15 @@ mod tests {
     fn unsettled_blame_waits_for_the_next_unlock() {
         let mutex = 0x7100_0000usize;
         let w = arrive(mutex, 0).unwrap();
-        let taken = settle(mutex, || 100);
+        let taken = settle(mutex, || 100).unwrap();
         assert_eq!(taken, 100);
-        unsettle(mutex, taken); // e.g. the unlock failed
+        unsettle(mutex, taken, false); // e.g. no context could be recorded
         depart(w, 101, false); // a timed wait gave up after the unlock: a free mutex's time
-        assert_eq!(settle(mutex, || 120), 100, "exactly the given-back blame");
+        assert_eq!(
+            settle(mutex, || 120),
+            Some(100),
+            "exactly the given-back blame"
+        );
         assert_eq!(forget(mutex), 0);
     }
 }

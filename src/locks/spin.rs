@@ -129,7 +129,11 @@ pub fn lock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
         // Native and held: contended. Convert so the wait can be charged, or (runtime not
         // active, or out of slots) spin natively.
         if !hooks.active() || demand_monitored(lock, address).is_none() {
-            while lock.load(Ordering::Relaxed) == NATIVE_LOCKED {
+            loop {
+                let now = lock.load(Ordering::Relaxed);
+                if now == NATIVE_UNLOCKED || monitored(now).is_some() {
+                    break;
+                }
                 std::hint::spin_loop();
             }
         }
@@ -170,8 +174,11 @@ pub fn trylock(lock: &AtomicU32) -> i32 {
             Ordering::Relaxed,
         ) {
             Ok(_) => return 0,
-            Err(NATIVE_LOCKED) => return libc::EBUSY,
-            Err(_) => continue, // converted meanwhile: try the monitored form
+            // Converted meanwhile: try the monitored form.
+            Err(now) if monitored(now).is_some() => continue,
+            // 0, or another locked value glibc writes (an unprofiled process sharing the
+            // lock decrements it below zero when contended).
+            Err(_) => return libc::EBUSY,
         }
     }
 }
@@ -284,8 +291,10 @@ mod tests {
         assert_eq!(trylock(&word), libc::EBUSY);
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(word.load(Ordering::Relaxed), NATIVE_UNLOCKED);
-        // A zero-filled word is locked, as with glibc on x86-64.
+        // A zero-filled word is locked, as with glibc on x86-64, and so is a word glibc took
+        // below zero (contended, in an unprofiled process sharing it).
         assert_eq!(trylock(&AtomicU32::new(0)), libc::EBUSY);
+        assert_eq!(trylock(&AtomicU32::new(u32::MAX)), libc::EBUSY);
     }
 
     #[test]

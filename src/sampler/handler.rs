@@ -6,11 +6,12 @@
 //! Async-signal-safety rules, in the order the handler applies them:
 //! 1. save `errno`, restore it on every exit path;
 //! 2. find the thread's state through the tid table (no TLS, no locks); no state: count, return;
-//! 3. refresh a one-shot perf counter; if the thread is inside the runtime (`in_runtime`),
-//!    return without reading its CPU clock: the time is carried by its next sample;
-//! 4. read the thread CPU clock: the sample's value is the time used since the previous one;
-//!    a thread blocked in a measured lock wait records nothing (the measurement covers it),
-//!    a thread spinning on a lock records idleness and adds it to the lock's counter;
+//! 3. if the thread is inside the runtime (`in_runtime`), record nothing: the time is carried
+//!    by its next sample; otherwise read the thread CPU clock: the sample's value is the time
+//!    used since the previous one; a thread blocked in a measured lock wait records nothing
+//!    (the measurement covers it); a thread spinning on a lock adds the value to the lock's
+//!    counter at once (before any further system call) and records idleness;
+//! 4. refresh a one-shot perf counter;
 //! 5. unwind with the published module set through a wait-free try-read (dropped if an update
 //!    is under way) and framehop's non-allocating cache; stack reads cannot fault;
 //! 6. try-lock the buffer (dropped if the exit path is flushing it), encode, maybe flush with
@@ -54,31 +55,42 @@ fn sample(context: *mut libc::c_void) {
         }
         return;
     };
+    let metric = charge(state);
     let perf_fd = state.perf_fd.load(Ordering::Relaxed);
     if perf_fd >= 0 {
         // SAFETY: refreshing our own perf counter; a plain system call.
         unsafe { libc::ioctl(perf_fd, 0x2402, 1) };
     }
-    if state.in_runtime.load(Ordering::Relaxed) {
-        return; // deferred: the next sample carries this time
-    }
-    let now = thread_cpu_ns();
-    let value = now.saturating_sub(state.last_cpu_ns.swap(now, Ordering::Relaxed));
-    if !lifecycle::sampling_enabled() || state.blocked.load(Ordering::Relaxed) {
+    let Some((metric, value)) = metric else {
         return;
-    }
-    let spinning = state.spin_token.load(Ordering::Relaxed);
-    let metric = if spinning != 0 {
-        crate::locks::spin::add_idleness(spinning, value);
-        METRIC_IDLENESS
-    } else {
-        METRIC_WORK
     };
     state.in_handler.store(true, Ordering::Relaxed);
     compiler_fence(Ordering::SeqCst);
     take_sample(state, tid, context, metric, value);
     compiler_fence(Ordering::SeqCst);
     state.in_handler.store(false, Ordering::Relaxed);
+}
+
+/// Reads the thread's CPU time since its previous sample and decides what it is. A spinning
+/// thread's time is added to the lock it spins on *first*, before any other system call: if
+/// the holder released during the handler's own latency, the next holder would be charged.
+/// `None`: nothing to record (inside the runtime: deferred to the next sample; blocked in a
+/// measured wait: covered by the measurement; sampling stopped).
+fn charge(state: &ThreadState) -> Option<(u8, u64)> {
+    if state.in_runtime.load(Ordering::Relaxed) {
+        return None;
+    }
+    let now = thread_cpu_ns();
+    let value = now.saturating_sub(state.last_cpu_ns.swap(now, Ordering::Relaxed));
+    if !lifecycle::sampling_enabled() || state.blocked.load(Ordering::Relaxed) {
+        return None;
+    }
+    let spinning = state.spin_token.load(Ordering::Relaxed);
+    if spinning != 0 {
+        crate::locks::spin::add_idleness(spinning, value);
+        return Some((METRIC_IDLENESS, value));
+    }
+    Some((METRIC_WORK, value))
 }
 
 fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, metric: u8, value: u64) {

@@ -116,14 +116,19 @@ pub fn mutex_acquired(address: usize) {
 /// A mutex unlock: takes the holder's blame just before the real unlock (`unlock`) and
 /// charges it to the calling context after it.
 pub fn mutex_unlock(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
-    let taken = if sampling_enabled() {
+    let settled = if sampling_enabled() {
         mutex::settle(address, monotonic_ns)
     } else {
-        0
+        None
     };
     let rc = unlock();
-    if taken > 0 && (rc != 0 || !record_here(METRIC_BLAME, taken)) {
-        mutex::unsettle(address, taken);
+    match settled {
+        // The caller did not release it (e.g. EPERM): the owner's hold goes on.
+        Some(taken) if rc != 0 => mutex::unsettle(address, taken, true),
+        Some(taken) if taken > 0 && !record_here(METRIC_BLAME, taken) => {
+            mutex::unsettle(address, taken, false)
+        }
+        _ => {}
     }
     rc
 }

@@ -11,14 +11,23 @@ use serde_json::Value;
 use super::blameprof_cmd;
 /// `blameprof report PROFILE --format json --metric work EXTRA...`, parsed and schema-checked.
 pub fn report_json(profile: &Path, extra: &[&str]) -> Value {
+    report_json_metric(profile, "work", extra)
+}
+
+/// `blameprof report PROFILE --format json --metric METRIC EXTRA...`, parsed and
+/// schema-checked (`metric` selects the sort order; every node carries all metrics).
+pub fn report_json_metric(profile: &Path, metric: &str, extra: &[&str]) -> Value {
     let mut args: Vec<&OsStr> = vec![OsStr::new("report"), profile.as_os_str()];
-    for a in ["--format", "json", "--metric", "work"].iter().chain(extra) {
+    for a in ["--format", "json", "--metric", metric]
+        .into_iter()
+        .chain(extra.iter().copied())
+    {
         args.push(OsStr::new(a));
     }
     let run = blameprof_cmd(&args);
     assert!(
         run.status.success(),
-        "report {extra:?} failed\n{}",
+        "report --metric {metric} {extra:?} failed\n{}",
         run.describe()
     );
     // Call paths may be hundreds of levels deep (up to the 512-frame cut): no nesting limit.
@@ -29,7 +38,7 @@ pub fn report_json(profile: &Path, extra: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("report output is not JSON ({e})\n{}", run.describe()));
     assert_eq!(v["schema"], "blameprof-report", "schema field");
     assert_eq!(v["version"], 1, "version field");
-    assert_eq!(v["metric"], "work", "metric field");
+    assert_eq!(v["metric"], metric, "metric field");
     assert!(
         v["roots"].is_array() && v["threads"].is_array(),
         "roots/threads missing: {v}"
@@ -72,9 +81,19 @@ pub fn func(node: &Value) -> &str {
 }
 
 pub fn work(v: &Value, field: &str) -> u64 {
-    v[field]["work"]
+    metric_of(v, field, "work")
+}
+
+/// `v[field][metric]` (`field`: `inclusive`, `exclusive` or `totals`).
+pub fn metric_of(v: &Value, field: &str, metric: &str) -> u64 {
+    v[field][metric]
         .as_u64()
-        .unwrap_or_else(|| panic!("no {field}.work in {v}"))
+        .unwrap_or_else(|| panic!("no {field}.{metric} in {v}"))
+}
+
+/// The report's total of `metric`.
+pub fn total_of(report: &Value, metric: &str) -> u64 {
+    metric_of(report, "totals", metric)
 }
 
 pub fn total_work(report: &Value) -> u64 {
@@ -91,12 +110,20 @@ pub fn roots(report: &Value) -> &Vec<Value> {
 
 /// (inclusive, exclusive) work of `want` in a flat report, summed over its entries.
 pub fn flat_values(report: &Value, want: &str) -> (u64, u64) {
-    assert_eq!(report["view"], "flat", "flat_values needs the flat view");
+    flat_metric(report, want, "work")
+}
+
+/// (inclusive, exclusive) `metric` of `want` in a flat report, summed over its entries.
+pub fn flat_metric(report: &Value, want: &str, metric: &str) -> (u64, u64) {
+    assert_eq!(report["view"], "flat", "flat_metric needs the flat view");
     roots(report)
         .iter()
         .filter(|n| name_matches(func(n), want))
         .fold((0, 0), |(i, e), n| {
-            (i + work(n, "inclusive"), e + work(n, "exclusive"))
+            (
+                i + metric_of(n, "inclusive", metric),
+                e + metric_of(n, "exclusive", metric),
+            )
         })
 }
 
@@ -107,16 +134,22 @@ pub struct PathMatch {
     pub names: Vec<String>,
     /// Modules, parallel to `names`.
     pub modules: Vec<String>,
-    /// Inclusive work of the last node.
+    /// Inclusive work (or the metric asked for) of the last node.
     pub inclusive: u64,
 }
 
 /// Every node whose path from a root ends with the consecutive names in `seq`.
 pub fn find_paths(report: &Value, seq: &[&str]) -> Vec<PathMatch> {
+    find_paths_metric(report, seq, "work")
+}
+
+/// Like [`find_paths`], with `inclusive` holding `metric`.
+pub fn find_paths_metric(report: &Value, seq: &[&str], metric: &str) -> Vec<PathMatch> {
     fn walk(
         node: &Value,
         stack: &mut Vec<(String, String)>,
         seq: &[&str],
+        metric: &str,
         out: &mut Vec<PathMatch>,
     ) {
         stack.push((
@@ -132,26 +165,31 @@ pub fn find_paths(report: &Value, seq: &[&str]) -> Vec<PathMatch> {
             out.push(PathMatch {
                 names: stack.iter().map(|(f, _)| f.clone()).collect(),
                 modules: stack.iter().map(|(_, m)| m.clone()).collect(),
-                inclusive: work(node, "inclusive"),
+                inclusive: metric_of(node, "inclusive", metric),
             });
         }
         if let Some(children) = node["children"].as_array() {
             for c in children {
-                walk(c, stack, seq, out);
+                walk(c, stack, seq, metric, out);
             }
         }
         stack.pop();
     }
     let mut out = Vec::new();
     for r in roots(report) {
-        walk(r, &mut Vec::new(), seq, &mut out);
+        walk(r, &mut Vec::new(), seq, metric, &mut out);
     }
     out
 }
 
 /// Human-readable list of the heaviest paths ending in `leaf`, for failure messages.
 pub fn describe_paths(report: &Value, leaf: &str, limit: usize) -> String {
-    let mut paths = find_paths(report, &[leaf]);
+    describe_paths_metric(report, leaf, limit, "work")
+}
+
+/// Like [`describe_paths`], by `metric`.
+pub fn describe_paths_metric(report: &Value, leaf: &str, limit: usize, metric: &str) -> String {
+    let mut paths = find_paths_metric(report, &[leaf], metric);
     paths.sort_by_key(|p| std::cmp::Reverse(p.inclusive));
     paths
         .iter()
@@ -194,4 +232,21 @@ pub fn part_files(profile: &Path) -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+/// Function names along the hot path of a tree view, in the report's `metric`: from the
+/// heaviest root, following the heaviest child while it holds at least half of its parent.
+pub fn heaviest_path(report: &Value) -> Vec<String> {
+    let metric = report["metric"].as_str().expect("metric").to_string();
+    let mut out = Vec::new();
+    let mut node = roots(report).first();
+    while let Some(n) = node {
+        out.push(func(n).to_string());
+        let parent = metric_of(n, "inclusive", &metric);
+        node = n["children"]
+            .as_array()
+            .and_then(|c| c.first())
+            .filter(|c| 2 * metric_of(c, "inclusive", &metric) >= parent);
+    }
+    out
 }

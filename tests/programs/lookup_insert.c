@@ -1,0 +1,223 @@
+/* lookup_insert: a table under one pthread mutex. LOOKUPS threads call a short `lookup`
+ * (about 20 us under the lock) in a loop; one thread calls a rare, long `insert` (5 ms under
+ * the lock every 20 ms). The lookups are the victims (they wait), insert is the perpetrator.
+ *
+ * Usage: lookup_insert [seconds=1.5] [lookups=3]
+ *
+ * Ground truth, measured by the program itself with CLOCK_MONOTONIC into preallocated
+ * per-thread arrays (no locks taken for logging):
+ *   - every hold interval [lock returned, unlock called] per holder function;
+ *   - every wait interval [pthread_mutex_lock called, returned] per waiter function.
+ * At the end, for each holder function, the sum over all waits of overlap(wait, hold) is the
+ * waiter time during its holds (blame truth), and the total wait time per waiter function is
+ * the idleness truth. Nothing is subtracted. Prints
+ *   truth blame_insert_ns=.. blame_lookup_ns=.. idle_lookup_ns=.. idle_insert_ns=.. ...
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NOINL __attribute__((noinline, noclone))
+
+enum { F_LOOKUP, F_INSERT, NFUNC };
+static const char *const FNAME[NFUNC] = {"lookup", "insert"};
+
+#define LOOKUP_HOLD_NS 20000ull
+#define LOOKUP_GAP_NS 40000ull
+#define INSERT_HOLD_NS 5000000ull
+#define INSERT_PERIOD_NS 20000000ull
+
+typedef struct {
+    uint64_t a, b;
+    int fn;
+} ival_t;
+
+typedef struct {
+    ival_t *holds, *waits;
+    size_t nholds, nwaits, cap;
+    int overflow;
+} tlog_t;
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile uint64_t table[4096];
+static uint64_t deadline;
+
+static inline uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU work until `ns` of wall time have passed. */
+static void busy_for(uint64_t ns, unsigned seed) {
+    uint64_t end = now_ns() + ns;
+    unsigned x = seed | 1;
+    do {
+        for (int i = 0; i < 64; i++) {
+            x = x * 1103515245u + 12345u;
+            table[x & 4095] += x;
+        }
+    } while (now_ns() < end);
+}
+
+static void log_iv(tlog_t *l, int fn, uint64_t w0, uint64_t h0, uint64_t h1) {
+    if (l->nholds >= l->cap || l->nwaits >= l->cap) {
+        l->overflow = 1;
+        return;
+    }
+    l->waits[l->nwaits++] = (ival_t){w0, h0, fn};
+    l->holds[l->nholds++] = (ival_t){h0, h1, fn};
+}
+
+NOINL void lookup(tlog_t *l, unsigned key) {
+    uint64_t w0 = now_ns();
+    pthread_mutex_lock(&table_lock);
+    uint64_t h0 = now_ns();
+    busy_for(LOOKUP_HOLD_NS, key); /* search the table */
+    uint64_t h1 = now_ns();
+    pthread_mutex_unlock(&table_lock);
+    log_iv(l, F_LOOKUP, w0, h0, h1);
+}
+
+NOINL void insert(tlog_t *l, unsigned key) {
+    uint64_t w0 = now_ns();
+    pthread_mutex_lock(&table_lock);
+    uint64_t h0 = now_ns();
+    busy_for(INSERT_HOLD_NS, key); /* rebuild the table */
+    uint64_t h1 = now_ns();
+    pthread_mutex_unlock(&table_lock);
+    log_iv(l, F_INSERT, w0, h0, h1);
+}
+
+static void *lookup_thread(void *arg) {
+    tlog_t *l = arg;
+    unsigned key = (unsigned)(uintptr_t)l;
+    while (now_ns() < deadline) {
+        lookup(l, key++);
+        busy_for(LOOKUP_GAP_NS, key); /* use the result */
+    }
+    return NULL;
+}
+
+static void *insert_thread(void *arg) {
+    tlog_t *l = arg;
+    unsigned key = 7;
+    uint64_t next = now_ns() + INSERT_PERIOD_NS;
+    while (next < deadline) {
+        struct timespec ts = {(time_t)(next / 1000000000ull), (long)(next % 1000000000ull)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        insert(l, key++);
+        next += INSERT_PERIOD_NS;
+    }
+    return NULL;
+}
+
+static int by_start(const void *x, const void *y) {
+    const ival_t *a = x, *b = y;
+    return (a->a > b->a) - (a->a < b->a);
+}
+
+int main(int argc, char **argv) {
+    double secs = argc > 1 ? atof(argv[1]) : 1.5;
+    int nlookup = argc > 2 ? atoi(argv[2]) : 3;
+    if (secs <= 0 || nlookup < 1 || nlookup > 64) {
+        fprintf(stderr, "usage: lookup_insert [seconds] [lookup-threads]\n");
+        return 2;
+    }
+    int nthreads = nlookup + 1;
+    size_t cap = (size_t)(secs * 60000) + 1000;
+    tlog_t *logs = calloc((size_t)nthreads, sizeof *logs);
+    for (int i = 0; i < nthreads; i++) {
+        logs[i].cap = cap;
+        logs[i].holds = calloc(cap, sizeof(ival_t));
+        logs[i].waits = calloc(cap, sizeof(ival_t));
+        if (!logs[i].holds || !logs[i].waits) {
+            perror("calloc");
+            return 2;
+        }
+        /* Touch the arrays now so page faults do not land inside the measurement. */
+        memset(logs[i].holds, 0, cap * sizeof(ival_t));
+        memset(logs[i].waits, 0, cap * sizeof(ival_t));
+    }
+    uint64_t t_start = now_ns();
+    deadline = t_start + (uint64_t)(secs * 1e9);
+    pthread_t th[65];
+    for (int i = 0; i < nthreads; i++) {
+        void *(*fn)(void *) = i < nlookup ? lookup_thread : insert_thread;
+        if (pthread_create(&th[i], NULL, fn, &logs[i]) != 0) {
+            perror("pthread_create");
+            return 2;
+        }
+    }
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(th[i], NULL);
+
+    /* Merge the holds (they never overlap: one mutex) and sort them by start. */
+    size_t nh = 0, nw = 0;
+    for (int i = 0; i < nthreads; i++) {
+        if (logs[i].overflow) {
+            fprintf(stderr, "lookup_insert: interval log overflow\n");
+            return 2;
+        }
+        nh += logs[i].nholds;
+        nw += logs[i].nwaits;
+    }
+    ival_t *holds = malloc((nh + 1) * sizeof *holds);
+    size_t k = 0;
+    for (int i = 0; i < nthreads; i++) {
+        memcpy(holds + k, logs[i].holds, logs[i].nholds * sizeof *holds);
+        k += logs[i].nholds;
+    }
+    qsort(holds, nh, sizeof *holds, by_start);
+
+    uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, held[NFUNC] = {0}, nhold[NFUNC] = {0};
+    uint64_t contended[NFUNC] = {0};
+    for (size_t h = 0; h < nh; h++) {
+        held[holds[h].fn] += holds[h].b - holds[h].a;
+        nhold[holds[h].fn]++;
+    }
+    for (int i = 0; i < nthreads; i++) {
+        for (size_t j = 0; j < logs[i].nwaits; j++) {
+            ival_t w = logs[i].waits[j];
+            idle[w.fn] += w.b - w.a;
+            /* first hold that ends after the wait starts */
+            size_t lo = 0, hi = nh;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (holds[mid].b <= w.a)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            int any = 0;
+            for (size_t h = lo; h < nh && holds[h].a < w.b; h++) {
+                uint64_t s = holds[h].a > w.a ? holds[h].a : w.a;
+                uint64_t e = holds[h].b < w.b ? holds[h].b : w.b;
+                if (e > s) {
+                    blame[holds[h].fn] += e - s;
+                    any = 1;
+                }
+            }
+            contended[w.fn] += any;
+        }
+    }
+    uint64_t wall = now_ns() - t_start;
+    printf("lookup_insert: %.2f s, %d lookup threads + 1 insert thread\n", wall / 1e9, nlookup);
+    for (int f = 0; f < NFUNC; f++)
+        printf("  %-7s holds=%llu held=%.3f s contended_waits=%llu waited=%.3f s blame=%.3f s\n",
+               FNAME[f], (unsigned long long)nhold[f], held[f] / 1e9,
+               (unsigned long long)contended[f], idle[f] / 1e9, blame[f] / 1e9);
+    printf("truth blame_insert_ns=%llu blame_lookup_ns=%llu idle_lookup_ns=%llu idle_insert_ns=%llu"
+           " holds_insert=%llu holds_lookup=%llu held_insert_ns=%llu held_lookup_ns=%llu"
+           " wall_ns=%llu\n",
+           (unsigned long long)blame[F_INSERT], (unsigned long long)blame[F_LOOKUP],
+           (unsigned long long)idle[F_LOOKUP], (unsigned long long)idle[F_INSERT],
+           (unsigned long long)nhold[F_INSERT], (unsigned long long)nhold[F_LOOKUP],
+           (unsigned long long)held[F_INSERT], (unsigned long long)held[F_LOOKUP],
+           (unsigned long long)wall);
+    return 0;
+}

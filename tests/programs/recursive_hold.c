@@ -1,0 +1,211 @@
+/* recursive_hold: blame for a recursive mutex is the waiting during the whole hold, from
+ * the outermost lock to the outermost unlock; an inner unlock releases nothing.
+ *
+ * One thread calls `outer_hold` in a loop: it locks a recursive mutex, computes 1 ms, calls
+ * `inner_hold` (lock again, 1 ms, unlock: still held), computes 3 ms more and unlocks. WAITERS
+ * threads call `short_hold` (10 us under the lock) in a loop, so they wait during every
+ * outer hold.
+ *
+ * Usage: recursive_hold [seconds=1.5] [waiters=2]
+ *
+ * Ground truth as in lookup_insert.c: every (outermost) hold and every wait is logged with
+ * CLOCK_MONOTONIC; blame of a holder function = sum over waits of the overlap with its holds.
+ * Prints  truth blame_outer_ns=.. blame_short_ns=.. idle_short_ns=.. ...
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NOINL __attribute__((noinline, noclone))
+
+enum { F_OUTER, F_SHORT, NFUNC };
+
+typedef struct {
+    uint64_t a, b;
+    int fn;
+} ival_t;
+
+typedef struct {
+    ival_t *holds, *waits;
+    size_t nholds, nwaits, cap;
+    int overflow, index;
+} tlog_t;
+
+static pthread_mutex_t m;
+static volatile uint64_t sink[1024];
+static uint64_t deadline;
+
+static inline uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void busy_for(uint64_t ns, unsigned seed) {
+    uint64_t end = now_ns() + ns;
+    unsigned x = seed | 1;
+    do {
+        for (int i = 0; i < 64; i++) {
+            x = x * 1103515245u + 12345u;
+            sink[x & 1023] += x;
+        }
+    } while (now_ns() < end);
+}
+
+static void log_iv(tlog_t *l, int fn, uint64_t w0, uint64_t h0, uint64_t h1) {
+    if (l->nholds >= l->cap) {
+        l->overflow = 1;
+        return;
+    }
+    l->waits[l->nwaits++] = (ival_t){w0, h0, fn};
+    l->holds[l->nholds++] = (ival_t){h0, h1, fn};
+}
+
+NOINL void inner_hold(void) {
+    pthread_mutex_lock(&m); /* already ours: returns at once */
+    busy_for(1000000ull, 3);
+    pthread_mutex_unlock(&m); /* still held by the outer lock */
+    sink[1]++;
+}
+
+NOINL void outer_hold(tlog_t *l) {
+    uint64_t w0 = now_ns();
+    pthread_mutex_lock(&m);
+    uint64_t h0 = now_ns();
+    busy_for(1000000ull, 1);
+    inner_hold();
+    busy_for(3000000ull, 2);
+    uint64_t h1 = now_ns();
+    pthread_mutex_unlock(&m);
+    log_iv(l, F_OUTER, w0, h0, h1);
+}
+
+NOINL void short_hold(tlog_t *l) {
+    uint64_t w0 = now_ns();
+    pthread_mutex_lock(&m);
+    uint64_t h0 = now_ns();
+    busy_for(10000ull, 4);
+    uint64_t h1 = now_ns();
+    pthread_mutex_unlock(&m);
+    log_iv(l, F_SHORT, w0, h0, h1);
+}
+
+static void *holder_thread(void *arg) {
+    tlog_t *l = arg;
+    while (now_ns() < deadline) {
+        outer_hold(l);
+        busy_for(500000ull, 5); /* let the waiters in */
+    }
+    return NULL;
+}
+
+static void *waiter_thread(void *arg) {
+    tlog_t *l = arg;
+    while (now_ns() < deadline) {
+        short_hold(l);
+        busy_for(50000ull, 6);
+    }
+    return NULL;
+}
+
+static int by_start(const void *x, const void *y) {
+    const ival_t *a = x, *b = y;
+    return (a->a > b->a) - (a->a < b->a);
+}
+
+int main(int argc, char **argv) {
+    double secs = argc > 1 ? atof(argv[1]) : 1.5;
+    int nwait = argc > 2 ? atoi(argv[2]) : 2;
+    if (secs <= 0 || nwait < 1 || nwait > 60) {
+        fprintf(stderr, "usage: recursive_hold [seconds] [waiters]\n");
+        return 2;
+    }
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&m, &a);
+    pthread_mutexattr_destroy(&a);
+
+    int nthreads = nwait + 1;
+    size_t cap = (size_t)(secs * 40000) + 1000;
+    tlog_t *logs = calloc((size_t)nthreads, sizeof *logs);
+    for (int i = 0; i < nthreads; i++) {
+        logs[i].cap = cap;
+        logs[i].index = i;
+        logs[i].holds = calloc(cap, sizeof(ival_t));
+        logs[i].waits = calloc(cap, sizeof(ival_t));
+        if (!logs[i].holds || !logs[i].waits) {
+            perror("calloc");
+            return 2;
+        }
+        memset(logs[i].holds, 0, cap * sizeof(ival_t));
+        memset(logs[i].waits, 0, cap * sizeof(ival_t));
+    }
+    uint64_t t_start = now_ns();
+    deadline = t_start + (uint64_t)(secs * 1e9);
+    pthread_t th[64];
+    for (int i = 0; i < nthreads; i++) {
+        if (pthread_create(&th[i], NULL, i == 0 ? holder_thread : waiter_thread, &logs[i]) != 0) {
+            perror("pthread_create");
+            return 2;
+        }
+    }
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(th[i], NULL);
+
+    size_t nh = 0;
+    for (int i = 0; i < nthreads; i++) {
+        if (logs[i].overflow) {
+            fprintf(stderr, "recursive_hold: interval log overflow\n");
+            return 2;
+        }
+        nh += logs[i].nholds;
+    }
+    ival_t *holds = malloc((nh + 1) * sizeof *holds);
+    size_t k = 0;
+    for (int i = 0; i < nthreads; i++) {
+        memcpy(holds + k, logs[i].holds, logs[i].nholds * sizeof *holds);
+        k += logs[i].nholds;
+    }
+    qsort(holds, nh, sizeof *holds, by_start);
+
+    uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, count[NFUNC] = {0};
+    for (size_t h = 0; h < nh; h++)
+        count[holds[h].fn]++;
+    for (int i = 0; i < nthreads; i++) {
+        for (size_t j = 0; j < logs[i].nwaits; j++) {
+            ival_t w = logs[i].waits[j];
+            idle[w.fn] += w.b - w.a;
+            size_t lo = 0, hi = nh;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (holds[mid].b <= w.a)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (size_t h = lo; h < nh && holds[h].a < w.b; h++) {
+                uint64_t s = holds[h].a > w.a ? holds[h].a : w.a;
+                uint64_t e = holds[h].b < w.b ? holds[h].b : w.b;
+                if (e > s)
+                    blame[holds[h].fn] += e - s;
+            }
+        }
+    }
+    printf("recursive_hold: %.2f s, 1 holder, %d waiters: outer holds=%llu blame=%.3f s; "
+           "short holds=%llu blame=%.3f s waited=%.3f s\n",
+           (now_ns() - t_start) / 1e9, nwait, (unsigned long long)count[F_OUTER],
+           blame[F_OUTER] / 1e9, (unsigned long long)count[F_SHORT], blame[F_SHORT] / 1e9,
+           idle[F_SHORT] / 1e9);
+    printf("truth blame_outer_ns=%llu blame_short_ns=%llu idle_short_ns=%llu idle_outer_ns=%llu"
+           " holds_outer=%llu\n",
+           (unsigned long long)blame[F_OUTER], (unsigned long long)blame[F_SHORT],
+           (unsigned long long)idle[F_SHORT], (unsigned long long)idle[F_OUTER],
+           (unsigned long long)count[F_OUTER]);
+    pthread_mutex_destroy(&m);
+    return 0;
+}
