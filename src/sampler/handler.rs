@@ -24,6 +24,7 @@ use super::counters::{self, Counter};
 use super::lifecycle;
 use super::thread_state::{lookup, ThreadState};
 use crate::format::SAMPLE_TRUNCATED;
+use crate::unwind::module_set::Modules;
 use crate::unwind::walk::{walk, Regs};
 use std::sync::atomic::{compiler_fence, Ordering};
 
@@ -96,21 +97,43 @@ fn charge(state: &ThreadState) -> Option<(u8, u64)> {
 fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, metric: u8, value: u64) {
     // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
     let regs = unsafe { registers(context) };
-    // SAFETY: `in_runtime` is low and we run on the owner thread with our signal blocked, so
-    // nothing else uses the owner part now (see thread_state's invariants).
-    let owner = unsafe { &mut *state.owner.get() };
     let Some(modules) = lifecycle::modules().try_read() else {
         counters::add(Counter::DroppedModulesUpdating, 1);
         return;
     };
+    // SAFETY: `in_runtime` is low and we run on the owner thread with our signal blocked, so
+    // nothing else uses the owner part now (see thread_state's invariants).
+    let recorded = unsafe { record_path(state, &modules, regs, tid, metric, value, false) };
+    if !recorded {
+        counters::add(Counter::DroppedBusy, 1);
+    }
+}
+
+/// Walks the stack from `regs` and appends one sample to the thread's buffer; returns false
+/// only when `wait_for_buffer` is false and the buffer was busy. Shared by the timer handler
+/// (which may not wait) and synchronous samples (which may). Async-signal-safe.
+///
+/// # Safety
+/// Must run on `state`'s owner thread, with nothing else using its owner part (in the
+/// handler, `in_runtime` low; elsewhere, `in_runtime` raised).
+pub(super) unsafe fn record_path(
+    state: &ThreadState,
+    modules: &Modules,
+    regs: Regs,
+    tid: u32,
+    metric: u8,
+    value: u64,
+    wait_for_buffer: bool,
+) -> bool {
+    // SAFETY: guaranteed by the caller.
+    let owner = unsafe { &mut *state.owner.get() };
     let result = walk(
-        &modules,
+        modules,
         &mut owner.cache,
         regs,
         owner.stack_top,
         &mut owner.frames,
     );
-    drop(modules);
     if result.error {
         counters::add(Counter::UnwindErrors, 1);
     }
@@ -119,14 +142,16 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, metric
         counters::add(Counter::TruncatedStacks, 1);
         flags |= SAMPLE_TRUNCATED;
     }
-    if !state.try_lock_buffer() {
-        counters::add(Counter::DroppedBusy, 1);
-        return;
+    if wait_for_buffer {
+        state.lock_buffer();
+    } else if !state.try_lock_buffer() {
+        return false;
     }
     // SAFETY: we hold the buffer lock.
     let buffer = unsafe { &mut *state.buffer.get() };
     buffer.push_sample(tid, metric, value, flags, &owner.frames[..result.depth]);
     state.unlock_buffer();
+    true
 }
 
 /// # Safety

@@ -10,10 +10,10 @@
 //! unwind); the timer's time is then carried by the thread's next sample.
 
 use super::clock::gettid;
-use super::counters::{self, Counter};
+use super::handler::record_path;
 use super::lifecycle;
 use super::thread_state::lookup;
-use crate::unwind::walk::{walk, Regs};
+use crate::unwind::walk::Regs;
 use std::sync::atomic::Ordering;
 
 /// How often to retry while a `dlopen` updates the module set.
@@ -35,35 +35,12 @@ pub fn record_here(metric: u8, value: u64) -> bool {
         return false;
     }
     let regs = current_registers();
-    // SAFETY: `in_runtime` is raised on the owner thread, so the handler stays out of
-    // `owner` (see thread_state's invariants).
-    let owner = unsafe { &mut *state.owner.get() };
     let mut recorded = false;
     for _ in 0..MODULE_SET_RETRIES {
         if let Some(modules) = lifecycle::modules().try_read() {
-            let result = walk(
-                &modules,
-                &mut owner.cache,
-                regs,
-                owner.stack_top,
-                &mut owner.frames,
-            );
-            drop(modules);
-            if result.error {
-                counters::add(Counter::UnwindErrors, 1);
-            }
-            let flags = if result.truncated {
-                counters::add(Counter::TruncatedStacks, 1);
-                crate::format::SAMPLE_TRUNCATED
-            } else {
-                0
-            };
-            state.lock_buffer();
-            // SAFETY: we hold the buffer lock.
-            let buffer = unsafe { &mut *state.buffer.get() };
-            buffer.push_sample(tid, metric, value, flags, &owner.frames[..result.depth]);
-            state.unlock_buffer();
-            recorded = true;
+            // SAFETY: on the owner thread with `in_runtime` raised: the handler stays out of
+            // the owner part.
+            recorded = unsafe { record_path(state, &modules, regs, tid, metric, value, true) };
             break;
         }
         std::hint::spin_loop();
