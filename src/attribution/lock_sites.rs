@@ -20,13 +20,9 @@
 use super::{Analysis, FunctionId, SourceLine};
 use std::collections::HashMap;
 
-/// File name of the runtime library; frames in a module whose path ends with it are the
-/// runtime's own.
-pub const RUNTIME_MODULE_SUFFIX: &str = "libblameprof_rt.so";
-
 /// Whether a module path names the runtime library.
 pub fn is_runtime_module(path: &str) -> bool {
-    path.ends_with(RUNTIME_MODULE_SUFFIX)
+    path.ends_with(crate::format::RUNTIME_LIBRARY)
 }
 
 /// The cost of one metric at one lock site.

@@ -14,12 +14,7 @@
 use super::AttributionError;
 use crate::format::MetricDef;
 
-/// CPU time of threads that were computing (not waiting for a lock), ns.
-pub const WORK: &str = "work";
-/// Time threads spent waiting for a lock, at the waiter's context (victims), ns.
-pub const IDLENESS: &str = "idleness";
-/// Idleness shifted to the lock holder's context at its unlock (perpetrators), ns.
-pub const BLAME: &str = "blame";
+pub use crate::format::metric_names::{BLAME, IDLENESS, WORK};
 
 /// Metric definitions merged across processes.
 #[derive(Debug, Clone, Default)]

@@ -8,6 +8,7 @@
 
 use super::preflight::{self, LaunchError};
 use anyhow::{bail, Context};
+use blameprof::format::RUNTIME_LIBRARY as RUNTIME_NAME;
 use blameprof::sampler::config::{ENV_FREQUENCY, ENV_OUTPUT};
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -15,8 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-/// File name of the runtime library, built next to the `blameprof` executable.
-pub const RUNTIME_NAME: &str = "libblameprof_rt.so";
 /// Overrides where the runtime library is looked for.
 pub const ENV_RUNTIME: &str = "BLAMEPROF_RUNTIME";
 

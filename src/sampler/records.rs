@@ -8,6 +8,7 @@
 use super::config::{Config, Source};
 use super::counters;
 use super::output;
+use crate::format::metric_names::{BLAME, IDLENESS, WORK};
 use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
 use crate::format::{Frame, RecordTag};
 use crate::unwind::modules::LoadedModule;
@@ -32,14 +33,14 @@ pub fn write(tid: u32, encode: impl Fn(&mut RecordWriter) -> Result<(), Full>) {
 
 /// The metrics samples carry, in index order (`handler::METRIC_*`).
 pub const METRICS: [(&str, &str, &str); 3] = [
-    ("work", "ns", "CPU time of threads that were computing"),
+    (WORK, "ns", "CPU time of threads that were computing"),
     (
-        "idleness",
+        IDLENESS,
         "ns",
         "time threads spent waiting for a lock, at the waiter (spinning: CPU samples; blocked: measured)",
     ),
     (
-        "blame",
+        BLAME,
         "ns",
         "waiting time of other threads, charged to the lock holder at its unlock",
     ),
