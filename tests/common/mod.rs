@@ -61,8 +61,9 @@ fn mtime_ns(path: &Path) -> u128 {
 }
 
 /// Builds `out_name` with `build(tmp_output)` unless a cached copy exists that was built from
-/// the same source modification time and the same `recipe` (flags). The output is renamed
-/// into place atomically, so concurrent tests may ask for the same program.
+/// the same source modification time and the same `recipe` (flags, and for C the headers'
+/// modification times). The output is renamed into place atomically, so concurrent tests may
+/// ask for the same program.
 fn cached_build(src: &Path, out_name: &str, recipe: &str, build: impl FnOnce(&Path)) -> PathBuf {
     let bin_dir = tmp_root().join("programs");
     fs::create_dir_all(&bin_dir).unwrap();
@@ -84,6 +85,29 @@ fn cached_build(src: &Path, out_name: &str, recipe: &str, build: impl FnOnce(&Pa
     out
 }
 
+/// Names and modification times of the C headers next to `src` (such as `truth_log.h`), for
+/// the cache key of a C build: a change to a header alone must rebuild the programs.
+fn sibling_headers_stamp(src: &Path) -> String {
+    let Some(dir) = src.parent() else {
+        return String::new();
+    };
+    let mut headers: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    headers.retain(|p| p.extension() == Some(OsStr::new("h")));
+    headers.sort();
+    headers
+        .iter()
+        .map(|h| {
+            format!(
+                " {}@{}",
+                h.file_name().unwrap().to_string_lossy(),
+                mtime_ns(h)
+            )
+        })
+        .collect()
+}
+
 /// Compiles `tests/programs/<src>` with gcc and `flags`, into CARGO_TARGET_TMPDIR.
 pub fn compile_c(src: &str, out_name: &str, flags: &[&str]) -> PathBuf {
     let src_path = programs_dir().join(src);
@@ -93,7 +117,7 @@ pub fn compile_c(src: &str, out_name: &str, flags: &[&str]) -> PathBuf {
 /// Like [`compile_c`] for an arbitrary source path; returns gcc's complaint on failure.
 pub fn try_compile_c(src_path: &Path, out_name: &str, flags: &[&str]) -> Result<PathBuf, String> {
     let mut err = None;
-    let recipe = format!("gcc {flags:?}");
+    let recipe = format!("gcc {flags:?}{}", sibling_headers_stamp(src_path));
     let out = cached_build(src_path, out_name, &recipe, |tmp_out| {
         let o = Command::new("gcc")
             .arg("-o")

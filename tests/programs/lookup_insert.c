@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "truth_log.h"
+
 #define NOINL __attribute__((noinline, noclone))
 
 enum { F_LOOKUP, F_INSERT, NFUNC };
@@ -31,26 +33,9 @@ static const char *const FNAME[NFUNC] = {"lookup", "insert"};
 #define INSERT_HOLD_NS 5000000ull
 #define INSERT_PERIOD_NS 20000000ull
 
-typedef struct {
-    uint64_t a, b;
-    int fn;
-} ival_t;
-
-typedef struct {
-    ival_t *holds, *waits;
-    size_t nholds, nwaits, cap;
-    int overflow;
-} tlog_t;
-
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile uint64_t table[4096];
 static uint64_t deadline;
-
-static inline uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* CPU work until `ns` of wall time have passed. */
 static void busy_for(uint64_t ns, unsigned seed) {
@@ -62,15 +47,6 @@ static void busy_for(uint64_t ns, unsigned seed) {
             table[x & 4095] += x;
         }
     } while (now_ns() < end);
-}
-
-static void log_iv(tlog_t *l, int fn, uint64_t w0, uint64_t h0, uint64_t h1) {
-    if (l->nholds >= l->cap || l->nwaits >= l->cap) {
-        l->overflow = 1;
-        return;
-    }
-    l->waits[l->nwaits++] = (ival_t){w0, h0, fn};
-    l->holds[l->nholds++] = (ival_t){h0, h1, fn};
 }
 
 NOINL void lookup(tlog_t *l, unsigned key) {
@@ -116,11 +92,6 @@ static void *insert_thread(void *arg) {
     return NULL;
 }
 
-static int by_start(const void *x, const void *y) {
-    const ival_t *a = x, *b = y;
-    return (a->a > b->a) - (a->a < b->a);
-}
-
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 1.5;
     int nlookup = argc > 2 ? atoi(argv[2]) : 3;
@@ -130,19 +101,9 @@ int main(int argc, char **argv) {
     }
     int nthreads = nlookup + 1;
     size_t cap = (size_t)(secs * 60000) + 1000;
-    tlog_t *logs = calloc((size_t)nthreads, sizeof *logs);
-    for (int i = 0; i < nthreads; i++) {
-        logs[i].cap = cap;
-        logs[i].holds = calloc(cap, sizeof(ival_t));
-        logs[i].waits = calloc(cap, sizeof(ival_t));
-        if (!logs[i].holds || !logs[i].waits) {
-            perror("calloc");
-            return 2;
-        }
-        /* Touch the arrays now so page faults do not land inside the measurement. */
-        memset(logs[i].holds, 0, cap * sizeof(ival_t));
-        memset(logs[i].waits, 0, cap * sizeof(ival_t));
-    }
+    tlog_t *logs = truth_alloc_logs(nthreads, cap);
+    if (!logs)
+        return 2;
     uint64_t t_start = now_ns();
     deadline = t_start + (uint64_t)(secs * 1e9);
     pthread_t th[65];
@@ -156,55 +117,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
 
-    /* Merge the holds (they never overlap: one mutex) and sort them by start. */
-    size_t nh = 0, nw = 0;
-    for (int i = 0; i < nthreads; i++) {
-        if (logs[i].overflow) {
-            fprintf(stderr, "lookup_insert: interval log overflow\n");
-            return 2;
-        }
-        nh += logs[i].nholds;
-        nw += logs[i].nwaits;
-    }
-    ival_t *holds = malloc((nh + 1) * sizeof *holds);
-    size_t k = 0;
-    for (int i = 0; i < nthreads; i++) {
-        memcpy(holds + k, logs[i].holds, logs[i].nholds * sizeof *holds);
-        k += logs[i].nholds;
-    }
-    qsort(holds, nh, sizeof *holds, by_start);
-
+    /* The holds never overlap (one mutex): merged and sorted by start, then met by the waits. */
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, held[NFUNC] = {0}, nhold[NFUNC] = {0};
     uint64_t contended[NFUNC] = {0};
-    for (size_t h = 0; h < nh; h++) {
-        held[holds[h].fn] += holds[h].b - holds[h].a;
-        nhold[holds[h].fn]++;
-    }
-    for (int i = 0; i < nthreads; i++) {
-        for (size_t j = 0; j < logs[i].nwaits; j++) {
-            ival_t w = logs[i].waits[j];
-            idle[w.fn] += w.b - w.a;
-            /* first hold that ends after the wait starts */
-            size_t lo = 0, hi = nh;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (holds[mid].b <= w.a)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            int any = 0;
-            for (size_t h = lo; h < nh && holds[h].a < w.b; h++) {
-                uint64_t s = holds[h].a > w.a ? holds[h].a : w.a;
-                uint64_t e = holds[h].b < w.b ? holds[h].b : w.b;
-                if (e > s) {
-                    blame[holds[h].fn] += e - s;
-                    any = 1;
-                }
-            }
-            contended[w.fn] += any;
-        }
-    }
+    if (truth_mutex_totals(logs, nthreads, "lookup_insert", blame, idle, held, nhold, contended))
+        return 2;
     uint64_t wall = now_ns() - t_start;
     printf("lookup_insert: %.2f s, %d lookup threads + 1 insert thread\n", wall / 1e9, nlookup);
     for (int f = 0; f < NFUNC; f++)

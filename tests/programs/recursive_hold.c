@@ -20,30 +20,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "truth_log.h"
+
 #define NOINL __attribute__((noinline, noclone))
 
 enum { F_OUTER, F_SHORT, NFUNC };
 
-typedef struct {
-    uint64_t a, b;
-    int fn;
-} ival_t;
-
-typedef struct {
-    ival_t *holds, *waits;
-    size_t nholds, nwaits, cap;
-    int overflow, index;
-} tlog_t;
-
 static pthread_mutex_t m;
 static volatile uint64_t sink[1024];
 static uint64_t deadline;
-
-static inline uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void busy_for(uint64_t ns, unsigned seed) {
     uint64_t end = now_ns() + ns;
@@ -54,15 +39,6 @@ static void busy_for(uint64_t ns, unsigned seed) {
             sink[x & 1023] += x;
         }
     } while (now_ns() < end);
-}
-
-static void log_iv(tlog_t *l, int fn, uint64_t w0, uint64_t h0, uint64_t h1) {
-    if (l->nholds >= l->cap) {
-        l->overflow = 1;
-        return;
-    }
-    l->waits[l->nwaits++] = (ival_t){w0, h0, fn};
-    l->holds[l->nholds++] = (ival_t){h0, h1, fn};
 }
 
 NOINL void inner_hold(void) {
@@ -112,11 +88,6 @@ static void *waiter_thread(void *arg) {
     return NULL;
 }
 
-static int by_start(const void *x, const void *y) {
-    const ival_t *a = x, *b = y;
-    return (a->a > b->a) - (a->a < b->a);
-}
-
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 1.5;
     int nwait = argc > 2 ? atoi(argv[2]) : 2;
@@ -132,19 +103,9 @@ int main(int argc, char **argv) {
 
     int nthreads = nwait + 1;
     size_t cap = (size_t)(secs * 40000) + 1000;
-    tlog_t *logs = calloc((size_t)nthreads, sizeof *logs);
-    for (int i = 0; i < nthreads; i++) {
-        logs[i].cap = cap;
-        logs[i].index = i;
-        logs[i].holds = calloc(cap, sizeof(ival_t));
-        logs[i].waits = calloc(cap, sizeof(ival_t));
-        if (!logs[i].holds || !logs[i].waits) {
-            perror("calloc");
-            return 2;
-        }
-        memset(logs[i].holds, 0, cap * sizeof(ival_t));
-        memset(logs[i].waits, 0, cap * sizeof(ival_t));
-    }
+    tlog_t *logs = truth_alloc_logs(nthreads, cap);
+    if (!logs)
+        return 2;
     uint64_t t_start = now_ns();
     deadline = t_start + (uint64_t)(secs * 1e9);
     pthread_t th[64];
@@ -157,45 +118,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
 
-    size_t nh = 0;
-    for (int i = 0; i < nthreads; i++) {
-        if (logs[i].overflow) {
-            fprintf(stderr, "recursive_hold: interval log overflow\n");
-            return 2;
-        }
-        nh += logs[i].nholds;
-    }
-    ival_t *holds = malloc((nh + 1) * sizeof *holds);
-    size_t k = 0;
-    for (int i = 0; i < nthreads; i++) {
-        memcpy(holds + k, logs[i].holds, logs[i].nholds * sizeof *holds);
-        k += logs[i].nholds;
-    }
-    qsort(holds, nh, sizeof *holds, by_start);
-
-    uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, count[NFUNC] = {0};
-    for (size_t h = 0; h < nh; h++)
-        count[holds[h].fn]++;
-    for (int i = 0; i < nthreads; i++) {
-        for (size_t j = 0; j < logs[i].nwaits; j++) {
-            ival_t w = logs[i].waits[j];
-            idle[w.fn] += w.b - w.a;
-            size_t lo = 0, hi = nh;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (holds[mid].b <= w.a)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            for (size_t h = lo; h < nh && holds[h].a < w.b; h++) {
-                uint64_t s = holds[h].a > w.a ? holds[h].a : w.a;
-                uint64_t e = holds[h].b < w.b ? holds[h].b : w.b;
-                if (e > s)
-                    blame[holds[h].fn] += e - s;
-            }
-        }
-    }
+    uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, held[NFUNC] = {0}, count[NFUNC] = {0};
+    if (truth_mutex_totals(logs, nthreads, "recursive_hold", blame, idle, held, count, NULL))
+        return 2;
     printf("recursive_hold: %.2f s, 1 holder, %d waiters: outer holds=%llu blame=%.3f s; "
            "short holds=%llu blame=%.3f s waited=%.3f s\n",
            (now_ns() - t_start) / 1e9, nwait, (unsigned long long)count[F_OUTER],

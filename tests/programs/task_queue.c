@@ -27,6 +27,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "truth_log.h"
+
 #define NOINL __attribute__((noinline, noclone))
 
 enum { T_ENQ_A, T_ENQ_B, T_DEQ, NTAG };
@@ -43,32 +45,12 @@ static const char *const TNAME[NTAG] = {"enqueue(future_a)", "enqueue(future_b)"
 #endif
 #define QCAP 4096
 
-typedef struct {
-    uint64_t a, b, cpu;
-    int tag;
-} ival_t;
-
-typedef struct {
-    ival_t *holds, *waits;
-    size_t nholds, nwaits, cap;
-    int overflow, index;
-    uint64_t spin_cpu, spin_wall;
-} tlog_t;
-
 static pthread_spinlock_t qlock;
 static uint64_t queue[QCAP];
 static unsigned qhead, qtail;
 static volatile uint64_t sink[1024];
 static uint64_t deadline;
 static int share_a = 67;
-
-static inline uint64_t clock_ns(clockid_t c) {
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-static inline uint64_t now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
-static inline uint64_t cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
 static uint64_t busy_for(uint64_t ns, uint64_t x) {
     uint64_t end = now_ns() + ns;
@@ -82,7 +64,7 @@ static uint64_t busy_for(uint64_t ns, uint64_t x) {
     return x;
 }
 
-/* Acquire with the wait logged; returns the hold start. */
+/* Acquire with the wait logged (with the spinning CPU time in `cpu`); returns the hold start. */
 static inline __attribute__((always_inline)) uint64_t qlock_acquire(tlog_t *l, int tag) {
     uint64_t c0 = cpu_ns(), w0 = now_ns();
     pthread_spin_lock(&qlock);
@@ -91,8 +73,6 @@ static inline __attribute__((always_inline)) uint64_t qlock_acquire(tlog_t *l, i
         l->waits[l->nwaits++] = (ival_t){w0, h0, c1 - c0, tag};
     else
         l->overflow = 1;
-    l->spin_cpu += c1 - c0;
-    l->spin_wall += h0 - w0;
     return h0;
 }
 
@@ -159,11 +139,6 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static int by_start(const void *x, const void *y) {
-    const ival_t *a = x, *b = y;
-    return (a->a > b->a) - (a->a < b->a);
-}
-
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 1.5;
     int nthreads = argc > 2 ? atoi(argv[2]) : 3;
@@ -174,19 +149,9 @@ int main(int argc, char **argv) {
     }
     pthread_spin_init(&qlock, PTHREAD_PROCESS_PRIVATE);
     size_t cap = (size_t)(secs * 100000) + 1000;
-    tlog_t *logs = calloc((size_t)nthreads, sizeof *logs);
-    for (int i = 0; i < nthreads; i++) {
-        logs[i].cap = cap;
-        logs[i].index = i;
-        logs[i].holds = calloc(cap, sizeof(ival_t));
-        logs[i].waits = calloc(cap, sizeof(ival_t));
-        if (!logs[i].holds || !logs[i].waits) {
-            perror("calloc");
-            return 2;
-        }
-        memset(logs[i].holds, 0, cap * sizeof(ival_t));
-        memset(logs[i].waits, 0, cap * sizeof(ival_t));
-    }
+    tlog_t *logs = truth_alloc_logs(nthreads, cap);
+    if (!logs)
+        return 2;
     uint64_t t_start = now_ns();
     deadline = t_start + (uint64_t)(secs * 1e9);
     pthread_t th[64];
@@ -199,55 +164,28 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
 
-    size_t nh = 0;
-    uint64_t spin_cpu = 0, spin_wall = 0;
-    for (int i = 0; i < nthreads; i++) {
-        if (logs[i].overflow) {
-            fprintf(stderr, "task_queue: interval log overflow\n");
-            return 2;
-        }
-        nh += logs[i].nholds;
-        spin_cpu += logs[i].spin_cpu;
-        spin_wall += logs[i].spin_wall;
-    }
-    ival_t *holds = malloc((nh + 1) * sizeof *holds);
-    size_t k = 0;
-    for (int i = 0; i < nthreads; i++) {
-        memcpy(holds + k, logs[i].holds, logs[i].nholds * sizeof *holds);
-        k += logs[i].nholds;
-    }
-    qsort(holds, nh, sizeof *holds, by_start);
+    size_t nh;
+    ival_t *holds = truth_merge_holds(logs, nthreads, &nh, "task_queue");
+    if (!holds)
+        return 2;
 
     double blame[NTAG] = {0};
-    uint64_t idle[NTAG] = {0};
+    uint64_t idle[NTAG] = {0}, spin_cpu = 0, spin_wall = 0;
     uint64_t held[NTAG] = {0}, count[NTAG] = {0};
-    for (size_t h = 0; h < nh; h++) {
-        held[holds[h].tag] += holds[h].b - holds[h].a;
-        count[holds[h].tag]++;
-    }
+    truth_hold_totals(holds, nh, held, count);
     for (int i = 0; i < nthreads; i++) {
         for (size_t j = 0; j < logs[i].nwaits; j++) {
             ival_t w = logs[i].waits[j];
-            idle[w.tag] += w.cpu;
+            spin_cpu += w.cpu;
+            spin_wall += w.b - w.a;
+            idle[w.fn] += w.cpu;
             if (w.b <= w.a)
                 continue;
             double cpu_per_wall = (double)w.cpu / (double)(w.b - w.a);
             if (cpu_per_wall > 1.0)
                 cpu_per_wall = 1.0;
-            size_t lo = 0, hi = nh;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (holds[mid].b <= w.a)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            for (size_t h = lo; h < nh && holds[h].a < w.b; h++) {
-                uint64_t s = holds[h].a > w.a ? holds[h].a : w.a;
-                uint64_t e = holds[h].b < w.b ? holds[h].b : w.b;
-                if (e > s)
-                    blame[holds[h].tag] += (double)(e - s) * cpu_per_wall;
-            }
+            for (size_t h = truth_first_hold(holds, nh, w.a); h < nh && holds[h].a < w.b; h++)
+                blame[holds[h].fn] += (double)truth_overlap(&holds[h], &w) * cpu_per_wall;
         }
     }
     uint64_t wall = now_ns() - t_start;

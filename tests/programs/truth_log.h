@@ -1,0 +1,172 @@
+/* truth_log.h: the ground-truth lock logging shared by the lock workloads (lookup_insert.c,
+ * three_holders.c, recursive_hold.c, task_queue.c). It provides
+ *   - ival_t, one logged interval, and tlog_t, one thread's preallocated hold/wait logs
+ *     (no locks are taken for logging);
+ *   - clock_ns(), now_ns() (CLOCK_MONOTONIC) and cpu_ns() (CLOCK_THREAD_CPUTIME_ID);
+ *   - log_iv(), logging one wait [lock called, returned] and its hold [returned, unlock called];
+ *   - truth_alloc_logs(), truth_merge_holds() (all holds, sorted by start), truth_hold_totals(),
+ *     truth_first_hold() / truth_overlap(), and truth_wait_blame(): per holder function, the sum
+ *     over all waits of overlap(wait, hold) (blame truth), and the wait time per waiter function
+ *     (idleness truth). Nothing is subtracted. truth_mutex_totals() does all of it at once.
+ * Include it after the system headers (and after _GNU_SOURCE).
+ */
+#ifndef TRUTH_LOG_H
+#define TRUTH_LOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* One interval [a, b] (CLOCK_MONOTONIC ns) of function (or tag) `fn`; `cpu` is the thread
+ * CPU time over a wait where the program measures it, else 0. */
+typedef struct {
+    uint64_t a, b, cpu;
+    int fn;
+} ival_t;
+
+/* One thread's logs: holds[i] and waits[i] for nholds / nwaits entries of `cap`. */
+typedef struct {
+    ival_t *holds, *waits;
+    size_t nholds, nwaits, cap;
+    int overflow, index;
+} tlog_t;
+
+static inline uint64_t clock_ns(clockid_t c) {
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static inline uint64_t now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+static inline uint64_t cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
+
+/* Logs the wait [w0, h0] and the hold [h0, h1] of `fn`. */
+static inline void log_iv(tlog_t *l, int fn, uint64_t w0, uint64_t h0, uint64_t h1) {
+    if (l->nholds >= l->cap || l->nwaits >= l->cap) {
+        l->overflow = 1;
+        return;
+    }
+    l->waits[l->nwaits++] = (ival_t){w0, h0, 0, fn};
+    l->holds[l->nholds++] = (ival_t){h0, h1, 0, fn};
+}
+
+/* `n` logs of `cap` intervals each, touched now so that page faults do not land inside the
+ * measurement; NULL (after perror) on failure. */
+static inline tlog_t *truth_alloc_logs(int n, size_t cap) {
+    tlog_t *logs = calloc((size_t)n, sizeof *logs);
+    if (!logs) {
+        perror("calloc");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        logs[i].cap = cap;
+        logs[i].index = i;
+        logs[i].holds = calloc(cap, sizeof(ival_t));
+        logs[i].waits = calloc(cap, sizeof(ival_t));
+        if (!logs[i].holds || !logs[i].waits) {
+            perror("calloc");
+            return NULL;
+        }
+        memset(logs[i].holds, 0, cap * sizeof(ival_t));
+        memset(logs[i].waits, 0, cap * sizeof(ival_t));
+    }
+    return logs;
+}
+
+static inline int by_start(const void *x, const void *y) {
+    const ival_t *a = x, *b = y;
+    return (a->a > b->a) - (a->a < b->a);
+}
+
+/* All the holds of `n` logs, sorted by start, their number in *nh. NULL (after a message
+ * "<prog>: interval log overflow") if a log overflowed. */
+static inline ival_t *truth_merge_holds(const tlog_t *logs, int n, size_t *nh, const char *prog) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (logs[i].overflow) {
+            fprintf(stderr, "%s: interval log overflow\n", prog);
+            return NULL;
+        }
+        total += logs[i].nholds;
+    }
+    ival_t *holds = malloc((total + 1) * sizeof *holds);
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(holds + k, logs[i].holds, logs[i].nholds * sizeof *holds);
+        k += logs[i].nholds;
+    }
+    qsort(holds, total, sizeof *holds, by_start);
+    *nh = total;
+    return holds;
+}
+
+/* Per function: total hold time (held) and number of holds (count). */
+static inline void truth_hold_totals(const ival_t *holds, size_t nh, uint64_t *held,
+                                     uint64_t *count) {
+    for (size_t h = 0; h < nh; h++) {
+        held[holds[h].fn] += holds[h].b - holds[h].a;
+        count[holds[h].fn]++;
+    }
+}
+
+/* Index of the first of the sorted, non-overlapping `holds` that ends after `t`. */
+static inline size_t truth_first_hold(const ival_t *holds, size_t nh, uint64_t t) {
+    size_t lo = 0, hi = nh;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (holds[mid].b <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Length of the overlap of intervals `h` and `w` (0 if none). */
+static inline uint64_t truth_overlap(const ival_t *h, const ival_t *w) {
+    uint64_t s = h->a > w->a ? h->a : w->a;
+    uint64_t e = h->b < w->b ? h->b : w->b;
+    return e > s ? e - s : 0;
+}
+
+/* Over all waits of `n` logs: idle[waiter fn] += wait time, blame[holder fn] += overlap of the
+ * wait with each hold, and (if `contended` is not NULL) contended[waiter fn] counts the waits
+ * that overlap some hold. */
+static inline void truth_wait_blame(const tlog_t *logs, int n, const ival_t *holds, size_t nh,
+                                    uint64_t *blame, uint64_t *idle, uint64_t *contended) {
+    for (int i = 0; i < n; i++) {
+        for (size_t j = 0; j < logs[i].nwaits; j++) {
+            ival_t w = logs[i].waits[j];
+            idle[w.fn] += w.b - w.a;
+            int any = 0;
+            for (size_t h = truth_first_hold(holds, nh, w.a); h < nh && holds[h].a < w.b; h++) {
+                uint64_t o = truth_overlap(&holds[h], &w);
+                if (o) {
+                    blame[holds[h].fn] += o;
+                    any = 1;
+                }
+            }
+            if (contended)
+                contended[w.fn] += any;
+        }
+    }
+}
+
+/* The truth of one mutex workload's `n` logs, all at once, per function: blame, idle (wait
+ * time), held (hold time), count (holds) and, if not NULL, contended (waits that overlap a
+ * hold); see truth_wait_blame(). -1 (after a message) if a log overflowed, else 0. */
+static inline int truth_mutex_totals(const tlog_t *logs, int n, const char *prog, uint64_t *blame,
+                                     uint64_t *idle, uint64_t *held, uint64_t *count,
+                                     uint64_t *contended) {
+    size_t nh;
+    ival_t *holds = truth_merge_holds(logs, n, &nh, prog);
+    if (!holds)
+        return -1;
+    truth_hold_totals(holds, nh, held, count);
+    truth_wait_blame(logs, n, holds, nh, blame, idle, contended);
+    free(holds);
+    return 0;
+}
+
+#endif
