@@ -78,6 +78,24 @@ fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
     }
 }
 
+/// A blocking acquisition (`block`: glibc's lock, timedlock or clocklock on `m`): glibc's
+/// trylock first; only when that says EBUSY is the wait measured around `block`.
+///
+/// # Safety
+/// `m` must be a valid mutex pointer for glibc's trylock.
+unsafe fn lock_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
+    if !sampling_enabled() {
+        return block();
+    }
+    // SAFETY: forwarding the caller's mutex to glibc unchanged.
+    let rc = unsafe { real::pthread_mutex_trylock()(m) };
+    if rc != libc::EBUSY {
+        acquired(m, rc);
+        return rc;
+    }
+    lock_glue::mutex_wait(m as usize, block)
+}
+
 /// # Safety
 /// Same contract as `pthread_mutex_trylock(3)`.
 #[no_mangle]
@@ -92,16 +110,8 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int
 /// Same contract as `pthread_mutex_lock(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY (all calls below): forwarding the caller's mutex to glibc unchanged.
-    if !sampling_enabled() {
-        return unsafe { real::pthread_mutex_lock()(m) };
-    }
-    let rc = unsafe { real::pthread_mutex_trylock()(m) };
-    if rc != libc::EBUSY {
-        acquired(m, rc);
-        return rc;
-    }
-    lock_glue::mutex_wait(m as usize, || unsafe { real::pthread_mutex_lock()(m) })
+    // SAFETY: `m` is the caller's mutex (this function's contract), forwarded unchanged.
+    unsafe { lock_measured(m, || real::pthread_mutex_lock()(m)) }
 }
 
 /// # Safety
@@ -111,18 +121,8 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(
     m: *mut pthread_mutex_t,
     abstime: *const timespec,
 ) -> c_int {
-    // SAFETY (all calls below): forwarding the caller's arguments to glibc unchanged.
-    if !sampling_enabled() {
-        return unsafe { real::pthread_mutex_timedlock()(m, abstime) };
-    }
-    let rc = unsafe { real::pthread_mutex_trylock()(m) };
-    if rc != libc::EBUSY {
-        acquired(m, rc);
-        return rc;
-    }
-    lock_glue::mutex_wait(m as usize, || unsafe {
-        real::pthread_mutex_timedlock()(m, abstime)
-    })
+    // SAFETY: `m` is the caller's mutex (this function's contract), forwarded unchanged.
+    unsafe { lock_measured(m, || real::pthread_mutex_timedlock()(m, abstime)) }
 }
 
 /// # Safety
@@ -133,18 +133,8 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
     clock: libc::clockid_t,
     abstime: *const timespec,
 ) -> c_int {
-    // SAFETY (all calls below): forwarding the caller's arguments to glibc unchanged.
-    if !sampling_enabled() {
-        return unsafe { real::pthread_mutex_clocklock()(m, clock, abstime) };
-    }
-    let rc = unsafe { real::pthread_mutex_trylock()(m) };
-    if rc != libc::EBUSY {
-        acquired(m, rc);
-        return rc;
-    }
-    lock_glue::mutex_wait(m as usize, || unsafe {
-        real::pthread_mutex_clocklock()(m, clock, abstime)
-    })
+    // SAFETY: `m` is the caller's mutex (this function's contract), forwarded unchanged.
+    unsafe { lock_measured(m, || real::pthread_mutex_clocklock()(m, clock, abstime)) }
 }
 
 /// Whether unlocking `m` now releases it: not when a recursive mutex is held more than once.

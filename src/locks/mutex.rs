@@ -181,26 +181,18 @@ pub fn depart(wait: Wait, now: u64, acquired: bool) {
 /// After a successful try (the fast path): if the mutex is dirty, mark it held from `now`.
 /// Costs one counter read when nobody has waited for mutexes of its bucket.
 pub fn acquired(address: usize, now: impl FnOnce() -> u64) {
-    let b = bucket(address);
-    if b.dirty.load(Ordering::Acquire) == 0 {
+    let Some((_, m)) = dirty_entry(address) else {
         return;
-    }
-    spin_lock(&b.lock);
-    let found = b.find(address);
-    spin_unlock(&b.lock);
-    let Some(m) = found else { return };
-    if !m.dirty.load(Ordering::Acquire) {
-        return;
-    }
+    };
     spin_lock(&m.meta);
     m.advance(now());
     m.held.store(true, Ordering::Relaxed);
     spin_unlock(&m.meta);
 }
 
-/// Before a real unlock: the blame the unlocking holder takes, or `None` on the fast path
-/// (nobody waited: nothing was touched).
-pub fn settle(address: usize, now: impl FnOnce() -> u64) -> Option<u64> {
+/// The bucket and monitoring state of the mutex at `address` if it is dirty; one counter
+/// read (and `None`) when no mutex of its bucket is.
+fn dirty_entry(address: usize) -> Option<(&'static Bucket, &'static MonMutex)> {
     let b = bucket(address);
     if b.dirty.load(Ordering::Acquire) == 0 {
         return None;
@@ -209,9 +201,13 @@ pub fn settle(address: usize, now: impl FnOnce() -> u64) -> Option<u64> {
     let found = b.find(address);
     spin_unlock(&b.lock);
     let m = found?;
-    if !m.dirty.load(Ordering::Acquire) {
-        return None;
-    }
+    m.dirty.load(Ordering::Acquire).then_some((b, m))
+}
+
+/// Before a real unlock: the blame the unlocking holder takes, or `None` on the fast path
+/// (nobody waited: nothing was touched).
+pub fn settle(address: usize, now: impl FnOnce() -> u64) -> Option<u64> {
+    let (b, m) = dirty_entry(address)?;
     spin_lock(&m.meta);
     m.advance(now());
     let taken = m.integral.swap(0, Ordering::Relaxed);

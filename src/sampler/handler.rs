@@ -59,8 +59,7 @@ fn sample(context: *mut libc::c_void) {
     let metric = charge(state);
     let perf_fd = state.perf_fd.load(Ordering::Relaxed);
     if perf_fd >= 0 {
-        // SAFETY: refreshing our own perf counter; a plain system call.
-        unsafe { libc::ioctl(perf_fd, 0x2402, 1) };
+        super::timer::refresh_perf(perf_fd);
     }
     let Some((metric, value)) = metric else {
         return;

@@ -217,12 +217,7 @@ extern "C" fn thread_exit(value: *mut libc::c_void) {
         return;
     }
     state.in_runtime.store(true, Ordering::Relaxed);
-    // SAFETY: `in_runtime` is raised on the owner thread.
-    let owner = unsafe { &mut *state.owner.get() };
-    if let Some(timer) = owner.timer.take() {
-        timer.stop();
-    }
-    state.perf_fd.store(-1, Ordering::Relaxed);
+    stop_timer(state);
     flush_thread(state);
     let name = records::thread_name(tid);
     let cpu = thread_cpu_ns();
@@ -231,6 +226,16 @@ extern "C" fn thread_exit(value: *mut libc::c_void) {
         counters::encode(w)
     });
     thread_state::detach(state);
+}
+
+/// Stops the calling thread's timer. Call on the owner thread with `in_runtime` raised.
+fn stop_timer(state: &ThreadState) {
+    // SAFETY: the caller raised `in_runtime` on the owner thread.
+    let owner = unsafe { &mut *state.owner.get() };
+    if let Some(timer) = owner.timer.take() {
+        timer.stop();
+    }
+    state.perf_fd.store(-1, Ordering::Relaxed);
 }
 
 fn flush_thread(state: &ThreadState) {
@@ -321,12 +326,7 @@ pub fn before_exec() -> bool {
     }
     if let (Some(cfg), Some(state)) = (CONFIG.get(), thread_state::lookup(gettid())) {
         state.in_runtime.store(true, Ordering::Relaxed);
-        // SAFETY: `in_runtime` is raised on the owner thread.
-        let owner = unsafe { &mut *state.owner.get() };
-        if let Some(timer) = owner.timer.take() {
-            timer.stop();
-        }
-        state.perf_fd.store(-1, Ordering::Relaxed);
+        stop_timer(state);
         state.in_runtime.store(false, Ordering::Relaxed);
         drain_pending(cfg.signal);
     }

@@ -4,7 +4,7 @@
 //! time, from one of two [`Source`]s, and stop doing so at thread exit.
 //!
 //! [`Timer::start`] and [`Timer::stop`] are not async-signal-safe (they may be, but are only
-//! called from thread set-up and tear-down); [`Timer::rearm`] is async-signal-safe and is
+//! called from thread set-up and tear-down); [`refresh_perf`] is async-signal-safe and is
 //! called from the handler (a perf counter is one-shot and must be refreshed after each
 //! overflow).
 
@@ -28,6 +28,13 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 const ATTR_DISABLED: u64 = 1 << 0;
 const ATTR_EXCLUDE_KERNEL: u64 = 1 << 5;
 const ATTR_EXCLUDE_HV: u64 = 1 << 6;
+
+/// Re-enables a one-shot perf counter for one more overflow (it disables itself after each,
+/// which is what raises the signal). Async-signal-safe: one `ioctl`.
+pub fn refresh_perf(fd: libc::c_int) -> bool {
+    // SAFETY: ioctl on a perf descriptor of ours; a plain system call.
+    unsafe { libc::ioctl(fd, PERF_EVENT_IOC_REFRESH, 1) == 0 }
+}
 
 /// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes), all we use.
 #[repr(C)]
@@ -70,14 +77,6 @@ impl Timer {
         match source {
             Source::CpuTimer => start_posix(signal, period_ns, tid),
             Source::PerfTaskClock => start_perf(signal, period_ns, tid),
-        }
-    }
-
-    /// Re-enables a one-shot source after its signal. Async-signal-safe.
-    pub fn rearm(&self) {
-        if let Timer::Perf(fd) = *self {
-            // SAFETY: ioctl on our own perf fd; a plain system call.
-            unsafe { libc::ioctl(fd, PERF_EVENT_IOC_REFRESH, 1) };
         }
     }
 
@@ -183,7 +182,7 @@ fn start_perf(signal: i32, period_ns: u64, tid: u32) -> io::Result<Timer> {
         libc::fcntl(fd, libc::F_SETFL, libc::O_ASYNC | libc::O_NONBLOCK) == 0
             && libc::fcntl(fd, F_SETSIG, signal) == 0
             && libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx) == 0
-            && libc::ioctl(fd, PERF_EVENT_IOC_REFRESH, 1) == 0
+            && refresh_perf(fd)
     };
     if !ok {
         let err = io::Error::last_os_error();
