@@ -25,18 +25,11 @@ HZ=${HZ:-200}
 WORK=${WORK:-$(mktemp -d /tmp/blameprof-locks.XXXXXX)}
 BLAMEPROF=${BLAMEPROF:-$ROOT/target/release/blameprof}
 
-log() { echo "locks.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
-now_ns() { date +%s%N; }
-
-median() {
-    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
-        if (NR == 0) { print "nan"; exit }
-        if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+NAME=locks.sh
+# shellcheck source=benchmarks/common.sh
+. "$ROOT/benchmarks/common.sh"
 fmt() { awk -v x="$1" -v d="${2:-2}" 'BEGIN { printf "%.*f", d, x }'; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a - b }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
 field() { # name, text -> value of name=value
     tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'
 }

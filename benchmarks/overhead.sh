@@ -23,21 +23,12 @@ SAMPLES=${SAMPLES:-1000000}
 WORK=${WORK:-$(mktemp -d /tmp/blameprof-bench.XXXXXX)}
 BLAMEPROF=${BLAMEPROF:-$ROOT/target/release/blameprof}
 
-log() { echo "overhead.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-now_ns() { date +%s%N; }
-
-# median of the numbers given as arguments
-median() {
-    printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END {
-        if (NR == 0) { print "nan"; exit }
-        if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+NAME=overhead.sh
+# shellcheck source=benchmarks/common.sh
+. "$ROOT/benchmarks/common.sh"
 
 # seconds with 3 decimals from nanoseconds
 secs() { awk -v ns="$1" 'BEGIN { printf "%.3f", ns / 1e9 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
 
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
     log "building blameprof (release)"
