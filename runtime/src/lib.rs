@@ -5,16 +5,24 @@
 //! forwards; the logic lives in the `blameprof` library so it can be tested without
 //! preloading. The CLI never links this crate, so it never interposes anything itself.
 //!
-//! Interposed: `pthread_create` (every thread gets a timer), `dlopen`/`dlclose` (module set),
+//! Interposed: in [`threads`], `pthread_create` (every thread gets a timer), `pthread_exit`
+//! and the joins (blame for the joiner's wait); `dlopen`/`dlclose` (module set),
 //! `execve`/`execv`/`execvp`/`execvpe`/`fexecve` and, in [`exec_variadic`], `execl`/`execlp`/
 //! `execle` (flush before the image is replaced),
 //! `_exit`/`_Exit` (flush), `sigaction`/`signal` (the sampling signal stays ours), in
-//! [`waits`] the waits that any signal would break with `EINTR`, and in [`locks`] the
-//! pthread spin locks and mutexes (blame shifting).
+//! [`waits`] the waits that any signal would break with `EINTR`; and for blame shifting,
+//! [`locks`] (spin locks, mutexes), [`rwlock`], [`condvar`], [`semaphore`], [`barrier`] and
+//! [`futex`] (`syscall(SYS_futex)`: Rust's std locks, parking_lot).
 
+mod barrier;
+mod condvar;
 mod exec_variadic;
+mod futex;
 mod locks;
 mod real;
+mod rwlock;
+mod semaphore;
+mod threads;
 mod waits;
 
 use blameprof::sampler::lifecycle;
@@ -38,45 +46,6 @@ static INIT: extern "C" fn() = on_load;
 #[used]
 #[link_section = ".fini_array"]
 static FINI: extern "C" fn() = on_unload;
-
-type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
-
-struct Start {
-    routine: StartRoutine,
-    arg: *mut c_void,
-}
-
-extern "C" fn thread_trampoline(start: *mut c_void) -> *mut c_void {
-    // SAFETY: `start` is the Box<Start> leaked by `pthread_create` below, handed to exactly
-    // one new thread.
-    let Start { routine, arg } = *unsafe { Box::from_raw(start as *mut Start) };
-    lifecycle::thread_started(routine as usize);
-    routine(arg)
-}
-
-/// # Safety
-/// Same contract as POSIX `pthread_create`.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_create(
-    thread: *mut libc::pthread_t,
-    attr: *const libc::pthread_attr_t,
-    routine: StartRoutine,
-    arg: *mut c_void,
-) -> c_int {
-    let real = real::pthread_create();
-    if !lifecycle::sampling_enabled() {
-        // SAFETY: forwarding the caller's arguments unchanged.
-        return unsafe { real(thread, attr, routine, arg) };
-    }
-    let start = Box::into_raw(Box::new(Start { routine, arg }));
-    // SAFETY: forwarding the caller's arguments; the trampoline takes ownership of `start`.
-    let rc = unsafe { real(thread, attr, thread_trampoline, start.cast()) };
-    if rc != 0 {
-        // SAFETY: the thread was not created, so `start` is still ours.
-        drop(unsafe { Box::from_raw(start) });
-    }
-    rc
-}
 
 /// # Safety
 /// Same contract as `dlopen(3)`.

@@ -8,6 +8,7 @@
 //! the real blocking call.
 
 use crate::real;
+use blameprof::format::WaitKind;
 use blameprof::locks::spin;
 use blameprof::sampler::lifecycle::sampling_enabled;
 use blameprof::sampler::lock_glue::{self, SpinGlue};
@@ -74,7 +75,7 @@ pub unsafe extern "C" fn pthread_spin_unlock(lock: *mut pthread_spinlock_t) -> c
 /// Tells the blame accounting that a try acquired `m`.
 fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
     if rc == 0 || rc == libc::EOWNERDEAD {
-        lock_glue::mutex_acquired(m as usize);
+        lock_glue::acquired(m as usize);
     }
 }
 
@@ -93,7 +94,9 @@ unsafe fn lock_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) 
         acquired(m, rc);
         return rc;
     }
-    lock_glue::mutex_wait(m as usize, block)
+    lock_glue::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
+        lock_glue::outcome_of_rc(rc)
+    })
 }
 
 /// # Safety
@@ -165,7 +168,9 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
         return unsafe { real::pthread_mutex_unlock()(m) };
     }
     // SAFETY: forwarding the caller's mutex to glibc unchanged.
-    lock_glue::mutex_unlock(m as usize, || unsafe { real::pthread_mutex_unlock()(m) })
+    lock_glue::release(m as usize, WaitKind::Mutex, false, || unsafe {
+        real::pthread_mutex_unlock()(m)
+    })
 }
 
 /// # Safety
@@ -175,7 +180,7 @@ pub unsafe extern "C" fn pthread_mutex_init(
     m: *mut pthread_mutex_t,
     attr: *const libc::pthread_mutexattr_t,
 ) -> c_int {
-    lock_glue::mutex_forget(m as usize);
+    lock_glue::forget(m as usize);
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
     unsafe { real::pthread_mutex_init()(m, attr) }
 }
@@ -184,7 +189,7 @@ pub unsafe extern "C" fn pthread_mutex_init(
 /// Same contract as `pthread_mutex_destroy(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
-    lock_glue::mutex_forget(m as usize);
+    lock_glue::forget(m as usize);
     // SAFETY: forwarding the caller's mutex to glibc unchanged.
     unsafe { real::pthread_mutex_destroy()(m) }
 }

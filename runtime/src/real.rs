@@ -5,17 +5,24 @@
 //! calls that arrive earlier (another library's constructor creating a thread). Not
 //! async-signal-safe; never used from the signal handler.
 
-use libc::{c_char, c_int, c_void, pthread_mutex_t, sigset_t, timespec};
+use libc::{
+    c_char, c_int, c_void, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, sigset_t, timespec,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
+fn resolve(slot: &AtomicUsize, name: &'static [u8], version: Option<&'static [u8]>) -> usize {
     let cached = slot.load(Ordering::Acquire);
     if cached != 0 {
         return cached;
     }
-    // SAFETY: `name` is a NUL-terminated symbol name; RTLD_NEXT finds the next definition
-    // after this library, i.e. libc's.
-    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    // SAFETY: `name` and `version` are NUL-terminated; RTLD_NEXT finds the next definition
+    // after this library, i.e. libc's, of that exact version when one is given.
+    let p = unsafe {
+        match version {
+            Some(v) => libc::dlvsym(libc::RTLD_NEXT, name.as_ptr().cast(), v.as_ptr().cast()),
+            None => libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()),
+        }
+    } as usize;
     if p == 0 {
         // Without the real function nothing can work; say which and stop.
         let msg = b"blameprof: fatal: cannot resolve an interposed libc function\n";
@@ -30,11 +37,12 @@ fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
 }
 
 macro_rules! real_fns {
-    ($($fn_name:ident = $sym:literal : $ty:ty;)*) => {
+    ($($fn_name:ident = $sym:literal $(@ $version:literal)? : $ty:ty;)*) => {
         $(
             pub fn $fn_name() -> $ty {
                 static SLOT: AtomicUsize = AtomicUsize::new(0);
-                let p = resolve(&SLOT, $sym);
+                let version: Option<&'static [u8]> = None $(.or(Some($version)))?;
+                let p = resolve(&SLOT, $sym, version);
                 // SAFETY: `p` is the address of the libc function named `$sym`, whose C
                 // signature is `$ty`.
                 unsafe { std::mem::transmute::<usize, $ty>(p) }
@@ -85,6 +93,12 @@ real_fns! {
     sem_wait = b"sem_wait\0": unsafe extern "C" fn(*mut libc::sem_t) -> c_int;
     sem_timedwait = b"sem_timedwait\0":
         unsafe extern "C" fn(*mut libc::sem_t, *const timespec) -> c_int;
+    sem_clockwait = b"sem_clockwait\0":
+        unsafe extern "C" fn(*mut libc::sem_t, libc::clockid_t, *const timespec) -> c_int;
+    sem_trywait = b"sem_trywait\0": unsafe extern "C" fn(*mut libc::sem_t) -> c_int;
+    sem_post = b"sem_post\0": unsafe extern "C" fn(*mut libc::sem_t) -> c_int;
+    sem_init = b"sem_init\0": unsafe extern "C" fn(*mut libc::sem_t, c_int, libc::c_uint) -> c_int;
+    sem_destroy = b"sem_destroy\0": unsafe extern "C" fn(*mut libc::sem_t) -> c_int;
     pause = b"pause\0": unsafe extern "C" fn() -> c_int;
     sigsuspend = b"sigsuspend\0": unsafe extern "C" fn(*const sigset_t) -> c_int;
     sigtimedwait = b"sigtimedwait\0":
@@ -104,4 +118,55 @@ real_fns! {
         unsafe extern "C" fn(*mut pthread_mutex_t, *const libc::pthread_mutexattr_t) -> c_int;
     pthread_mutex_destroy = b"pthread_mutex_destroy\0":
         unsafe extern "C" fn(*mut pthread_mutex_t) -> c_int;
+    // The condition variables of glibc 2.3.2 on (the default); GLIBC_2.2.5 is the old ABI.
+    pthread_cond_wait = b"pthread_cond_wait\0" @ b"GLIBC_2.3.2\0":
+        unsafe extern "C" fn(*mut pthread_cond_t, *mut pthread_mutex_t) -> c_int;
+    pthread_cond_timedwait = b"pthread_cond_timedwait\0" @ b"GLIBC_2.3.2\0":
+        unsafe extern "C" fn(*mut pthread_cond_t, *mut pthread_mutex_t, *const timespec) -> c_int;
+    pthread_cond_signal = b"pthread_cond_signal\0" @ b"GLIBC_2.3.2\0":
+        unsafe extern "C" fn(*mut pthread_cond_t) -> c_int;
+    pthread_cond_broadcast = b"pthread_cond_broadcast\0" @ b"GLIBC_2.3.2\0":
+        unsafe extern "C" fn(*mut pthread_cond_t) -> c_int;
+    pthread_cond_init = b"pthread_cond_init\0" @ b"GLIBC_2.3.2\0":
+        unsafe extern "C" fn(*mut pthread_cond_t, *const libc::pthread_condattr_t) -> c_int;
+    pthread_cond_destroy = b"pthread_cond_destroy\0" @ b"GLIBC_2.3.2\0":
+        unsafe extern "C" fn(*mut pthread_cond_t) -> c_int;
+    pthread_cond_clockwait = b"pthread_cond_clockwait\0": unsafe extern "C" fn(
+        *mut pthread_cond_t, *mut pthread_mutex_t, libc::clockid_t, *const timespec) -> c_int;
+    pthread_rwlock_rdlock = b"pthread_rwlock_rdlock\0":
+        unsafe extern "C" fn(*mut pthread_rwlock_t) -> c_int;
+    pthread_rwlock_wrlock = b"pthread_rwlock_wrlock\0":
+        unsafe extern "C" fn(*mut pthread_rwlock_t) -> c_int;
+    pthread_rwlock_tryrdlock = b"pthread_rwlock_tryrdlock\0":
+        unsafe extern "C" fn(*mut pthread_rwlock_t) -> c_int;
+    pthread_rwlock_trywrlock = b"pthread_rwlock_trywrlock\0":
+        unsafe extern "C" fn(*mut pthread_rwlock_t) -> c_int;
+    pthread_rwlock_timedrdlock = b"pthread_rwlock_timedrdlock\0":
+        unsafe extern "C" fn(*mut pthread_rwlock_t, *const timespec) -> c_int;
+    pthread_rwlock_timedwrlock = b"pthread_rwlock_timedwrlock\0":
+        unsafe extern "C" fn(*mut pthread_rwlock_t, *const timespec) -> c_int;
+    pthread_rwlock_clockrdlock = b"pthread_rwlock_clockrdlock\0":
+        unsafe extern "C" fn(*mut pthread_rwlock_t, libc::clockid_t, *const timespec) -> c_int;
+    pthread_rwlock_clockwrlock = b"pthread_rwlock_clockwrlock\0":
+        unsafe extern "C" fn(*mut pthread_rwlock_t, libc::clockid_t, *const timespec) -> c_int;
+    pthread_rwlock_unlock = b"pthread_rwlock_unlock\0":
+        unsafe extern "C" fn(*mut pthread_rwlock_t) -> c_int;
+    pthread_rwlock_init = b"pthread_rwlock_init\0":
+        unsafe extern "C" fn(*mut pthread_rwlock_t, *const libc::pthread_rwlockattr_t) -> c_int;
+    pthread_rwlock_destroy = b"pthread_rwlock_destroy\0":
+        unsafe extern "C" fn(*mut pthread_rwlock_t) -> c_int;
+    pthread_barrier_init = b"pthread_barrier_init\0": unsafe extern "C" fn(
+        *mut libc::pthread_barrier_t, *const libc::pthread_barrierattr_t, libc::c_uint) -> c_int;
+    pthread_barrier_wait = b"pthread_barrier_wait\0":
+        unsafe extern "C" fn(*mut libc::pthread_barrier_t) -> c_int;
+    pthread_barrier_destroy = b"pthread_barrier_destroy\0":
+        unsafe extern "C" fn(*mut libc::pthread_barrier_t) -> c_int;
+    pthread_join = b"pthread_join\0":
+        unsafe extern "C" fn(libc::pthread_t, *mut *mut c_void) -> c_int;
+    pthread_timedjoin_np = b"pthread_timedjoin_np\0":
+        unsafe extern "C" fn(libc::pthread_t, *mut *mut c_void, *const timespec) -> c_int;
+    pthread_clockjoin_np = b"pthread_clockjoin_np\0": unsafe extern "C" fn(
+        libc::pthread_t, *mut *mut c_void, libc::clockid_t, *const timespec) -> c_int;
+    pthread_exit = b"pthread_exit\0": unsafe extern "C" fn(*mut c_void) -> !;
+    syscall = b"syscall\0": unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long;
 }

@@ -146,24 +146,6 @@ pub unsafe extern "C" fn epoll_pwait(
 }
 
 /// # Safety
-/// Same contract as `sem_wait(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn sem_wait(sem: *mut libc::sem_t) -> c_int {
-    let _quiet = Quiet::new();
-    // SAFETY: forwarding the caller's argument unchanged.
-    unsafe { real::sem_wait()(sem) }
-}
-
-/// # Safety
-/// Same contract as `sem_timedwait(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn sem_timedwait(sem: *mut libc::sem_t, abstime: *const timespec) -> c_int {
-    let _quiet = Quiet::new();
-    // SAFETY: forwarding the caller's arguments unchanged.
-    unsafe { real::sem_timedwait()(sem, abstime) }
-}
-
-/// # Safety
 /// Same contract as `pause(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn pause() -> c_int {

@@ -87,6 +87,66 @@ impl RecordTag {
 pub const SAMPLE_TRUNCATED: u8 = 1;
 /// Sample flag: frame 0 is a return address (synchronous unwind), not an interrupted pc.
 pub const SAMPLE_FIRST_IS_RETURN: u8 = 2;
+/// Sample flags, bits 2..=5: the [`WaitKind`] of an idleness or blame sample (0: none).
+pub const SAMPLE_KIND_SHIFT: u8 = 2;
+/// Mask of the wait kind once shifted down by [`SAMPLE_KIND_SHIFT`].
+pub const SAMPLE_KIND_MASK: u8 = 0xF;
+/// Sample flag: an idleness sample of a wait that ended without the event it waited for
+/// (timed out, interrupted, or returned with no wake the runtime saw): nobody is blamed.
+pub const SAMPLE_UNBLAMED: u8 = 0x40;
+
+/// What a thread waited on: the primitive behind an idleness or blame sample. Carried in the
+/// sample flags; the analysis derives one metric per kind (`idleness.condvar`, ...).
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WaitKind {
+    Spin = 1,
+    Mutex = 2,
+    RwLock = 3,
+    CondVar = 4,
+    Semaphore = 5,
+    Barrier = 6,
+    Join = 7,
+    Futex = 8,
+}
+
+impl WaitKind {
+    pub const ALL: [WaitKind; 8] = [
+        WaitKind::Spin,
+        WaitKind::Mutex,
+        WaitKind::RwLock,
+        WaitKind::CondVar,
+        WaitKind::Semaphore,
+        WaitKind::Barrier,
+        WaitKind::Join,
+        WaitKind::Futex,
+    ];
+
+    /// The kind encoded in a sample's flags, if any.
+    pub fn from_flags(flags: u8) -> Option<WaitKind> {
+        let code = (flags >> SAMPLE_KIND_SHIFT) & SAMPLE_KIND_MASK;
+        WaitKind::ALL.into_iter().find(|k| *k as u8 == code)
+    }
+
+    /// The flag bits that encode this kind.
+    pub const fn flags(self) -> u8 {
+        (self as u8) << SAMPLE_KIND_SHIFT
+    }
+
+    /// Short name, used as the suffix of the derived metrics (`idleness.<name>`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            WaitKind::Spin => "spin",
+            WaitKind::Mutex => "mutex",
+            WaitKind::RwLock => "rwlock",
+            WaitKind::CondVar => "condvar",
+            WaitKind::Semaphore => "semaphore",
+            WaitKind::Barrier => "barrier",
+            WaitKind::Join => "join",
+            WaitKind::Futex => "futex",
+        }
+    }
+}
 
 /// One frame of a call path as recorded: a module-relative address. For frames other than
 /// the first, `offset` is a return address (look up `offset - 1` for the call site).
@@ -136,8 +196,15 @@ pub mod counters {
     pub const TIMER_FALLBACKS: &str = "timer_fallbacks";
     /// Bytes of sample data that could not be written to the profile.
     pub const WRITE_ERRORS: &str = "write_errors";
-    /// Timed lock waits that gave up (their time is still idleness; see docs).
-    pub const LOCK_WAITS_TIMED_OUT: &str = "lock_waits_timed_out";
+    /// Timed waits that gave up (idleness nobody is blamed for).
+    pub const WAITS_TIMED_OUT: &str = "waits_timed_out";
+    /// Waits interrupted by a signal, EINTR (idleness nobody is blamed for).
+    pub const WAITS_INTERRUPTED: &str = "waits_interrupted";
+    /// Waits that returned success with no wake-up the runtime saw: spurious wake-ups, or
+    /// events from outside its view (idleness nobody is blamed for).
+    pub const WAITS_SPURIOUS: &str = "waits_spurious";
+    /// Waits that could not be monitored (no memory left for their state).
+    pub const WAITS_UNMONITORED: &str = "waits_unmonitored";
     /// Nanoseconds of measured lock waiting that could not be recorded as idleness.
     pub const IDLENESS_UNRECORDED: &str = "idleness_unrecorded_ns";
     /// Nanoseconds of blame still pending on locks destroyed before it was settled.
@@ -146,8 +213,9 @@ pub mod counters {
     pub const SHARED_SPIN_LOCKS_UNTRACKED: &str = "shared_spin_locks_untracked";
     /// Most spin locks in the monitored representation at once (memory gauge).
     pub const MONITORED_SPIN_LOCKS_PEAK: &str = "monitored_spin_locks_peak";
-    /// Most mutexes with monitoring state at once (memory gauge).
-    pub const MONITORED_MUTEXES_PEAK: &str = "monitored_mutexes_peak";
+    /// Most waited-on objects (mutexes, condition variables, futexes...) with monitoring
+    /// state at once (memory gauge).
+    pub const MONITORED_WAIT_OBJECTS_PEAK: &str = "monitored_wait_objects_peak";
 
     /// Counters that count lost samples (summed into "lost samples" by reports).
     pub const LOST_SAMPLE_COUNTERS: &[&str] = &[

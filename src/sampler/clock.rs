@@ -35,8 +35,9 @@ fn read_clock(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The calling thread's kernel thread id. Async-signal-safe (a raw system call).
+/// The calling thread's kernel thread id. Async-signal-safe (a system call without side
+/// effects). Not through `syscall(3)`, which the runtime interposes for futexes.
 pub fn gettid() -> u32 {
-    // SAFETY: SYS_gettid takes no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::gettid() as u32 }
 }

@@ -20,15 +20,18 @@ pub enum Counter {
     TimerFailures,
     TimerFallbacks,
     WriteErrors,
-    LockWaitsTimedOut,
+    WaitsTimedOut,
+    WaitsInterrupted,
+    WaitsSpurious,
+    WaitsUnmonitored,
     IdlenessUnrecorded,
     BlameUnsettled,
     SharedSpinLocksUntracked,
     MonitoredSpinLocksPeak,
-    MonitoredMutexesPeak,
+    MonitoredWaitObjectsPeak,
 }
 
-const ALL: [(Counter, &str); 15] = [
+const ALL: [(Counter, &str); 18] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -44,7 +47,10 @@ const ALL: [(Counter, &str); 15] = [
     (Counter::TimerFailures, names::TIMER_FAILURES),
     (Counter::TimerFallbacks, names::TIMER_FALLBACKS),
     (Counter::WriteErrors, names::WRITE_ERRORS),
-    (Counter::LockWaitsTimedOut, names::LOCK_WAITS_TIMED_OUT),
+    (Counter::WaitsTimedOut, names::WAITS_TIMED_OUT),
+    (Counter::WaitsInterrupted, names::WAITS_INTERRUPTED),
+    (Counter::WaitsSpurious, names::WAITS_SPURIOUS),
+    (Counter::WaitsUnmonitored, names::WAITS_UNMONITORED),
     (Counter::IdlenessUnrecorded, names::IDLENESS_UNRECORDED),
     (Counter::BlameUnsettled, names::BLAME_UNSETTLED),
     (
@@ -55,7 +61,10 @@ const ALL: [(Counter, &str); 15] = [
         Counter::MonitoredSpinLocksPeak,
         names::MONITORED_SPIN_LOCKS_PEAK,
     ),
-    (Counter::MonitoredMutexesPeak, names::MONITORED_MUTEXES_PEAK),
+    (
+        Counter::MonitoredWaitObjectsPeak,
+        names::MONITORED_WAIT_OBJECTS_PEAK,
+    ),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

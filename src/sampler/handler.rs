@@ -23,7 +23,7 @@ use super::clock::{gettid, thread_cpu_ns};
 use super::counters::{self, Counter};
 use super::lifecycle;
 use super::thread_state::{lookup, ThreadState};
-use crate::format::SAMPLE_TRUNCATED;
+use crate::format::{WaitKind, SAMPLE_TRUNCATED};
 use crate::unwind::module_set::Modules;
 use crate::unwind::walk::{walk, Regs};
 use std::sync::atomic::{compiler_fence, Ordering};
@@ -102,15 +102,34 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, metric
     };
     // SAFETY: `in_runtime` is low and we run on the owner thread with our signal blocked, so
     // nothing else uses the owner part now (see thread_state's invariants).
-    let recorded = unsafe { record_path(state, &modules, regs, tid, metric, value, false) };
+    let flags = if metric == METRIC_IDLENESS {
+        WaitKind::Spin.flags()
+    } else {
+        0
+    };
+    let sample = [Sample {
+        metric,
+        value,
+        flags,
+    }];
+    let recorded = unsafe { record_path(state, &modules, regs, tid, &sample, None, false) };
     if !recorded {
         counters::add(Counter::DroppedBusy, 1);
     }
 }
 
-/// Walks the stack from `regs` and appends one sample to the thread's buffer; returns false
-/// only when `wait_for_buffer` is false and the buffer was busy. Shared by the timer handler
-/// (which may not wait) and synchronous samples (which may). Async-signal-safe.
+/// One sample's metric, value and flags ([`WaitKind`] bits), to record at a call path.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub metric: u8,
+    pub value: u64,
+    pub flags: u8,
+}
+
+/// Walks the stack from `regs` once and appends `samples` at that path to the thread's
+/// buffer; returns false only when `wait_for_buffer` is false and the buffer was busy.
+/// Shared by the timer handler (which may not wait) and synchronous samples (which may).
+/// Async-signal-safe.
 ///
 /// # Safety
 /// Must run on `state`'s owner thread, with nothing else using its owner part (in the
@@ -120,8 +139,8 @@ pub(super) unsafe fn record_path(
     modules: &Modules,
     regs: Regs,
     tid: u32,
-    metric: u8,
-    value: u64,
+    samples: &[Sample],
+    leaf: Option<u64>,
     wait_for_buffer: bool,
 ) -> bool {
     // SAFETY: guaranteed by the caller.
@@ -141,6 +160,18 @@ pub(super) unsafe fn record_path(
         counters::add(Counter::TruncatedStacks, 1);
         flags |= SAMPLE_TRUNCATED;
     }
+    let mut start = 0;
+    if let (Some(addr), true) = (leaf, result.depth > 0) {
+        // Replace the runtime's own frames (those in the module of frame 0) by `leaf`.
+        let runtime = owner.frames[0].module;
+        let own = owner.frames[..result.depth]
+            .iter()
+            .take_while(|f| f.module == runtime)
+            .count();
+        start = own - 1;
+        owner.frames[start] = modules.frame_for(addr);
+    }
+    let path = &owner.frames[start..result.depth];
     if wait_for_buffer {
         state.lock_buffer();
     } else if !state.try_lock_buffer() {
@@ -148,7 +179,15 @@ pub(super) unsafe fn record_path(
     }
     // SAFETY: we hold the buffer lock.
     let buffer = unsafe { &mut *state.buffer.get() };
-    buffer.push_sample(tid, metric, value, flags, &owner.frames[..result.depth]);
+    for s in samples {
+        buffer.push_sample(
+            tid,
+            s.metric,
+            s.value,
+            flags | s.flags,
+            path,
+        );
+    }
     state.unlock_buffer();
     true
 }

@@ -288,8 +288,8 @@ fn finish(reason: u8) -> bool {
         u64::from(crate::locks::spin::monitored_high_water()),
     );
     counters::set(
-        Counter::MonitoredMutexesPeak,
-        u64::from(crate::locks::mutex::monitored_high_water()),
+        Counter::MonitoredWaitObjectsPeak,
+        u64::from(crate::locks::wait_table::monitored_high_water()),
     );
     let me = gettid();
     let mut ends = Vec::new();
@@ -381,6 +381,7 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    crate::locks::wait_table::reset_after_fork();
     thread_state::fork_release();
     MODULES.fork_release();
     NEXT_MODULE_ID.raw_unlock();

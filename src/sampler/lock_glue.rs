@@ -1,20 +1,29 @@
 //! Glue between the lock logic (`crate::locks`) and the sampler: thread wait states, measured
 //! waits, synchronous blame and idleness samples.
 //!
-//! Job: what the interposed lock functions in `runtime/` call. Fast paths (uncontended
-//! acquisitions, unlocks of mutexes nobody waited for) touch nothing here but a bucket
+//! Job: what the interposed wait functions in `runtime/` call. Fast paths (uncontended
+//! acquisitions, releases and wake-ups nobody waits for) touch nothing here but one bucket
 //! counter; everything else runs only when a thread actually waited.
 //!
-//! Lock calls made while the thread is inside the runtime pass straight through unmonitored.
-//! Not async-signal-safe (not called from the handler); allocation-free.
+//! Every measured wait is recorded as idleness of its [`WaitKind`] at the waiter's context;
+//! the time the wait-table hands to a releaser or waker is recorded as blame at that
+//! context. A wait that timed out, was interrupted or woke spuriously is recorded as
+//! unblamed idleness and counted.
+//!
+//! Calls made while the thread is inside the runtime (including this glue's own bookkeeping,
+//! which a program's signal handler might interrupt with a `sem_post` or `FUTEX_WAKE`) pass
+//! straight through unmonitored. Not async-signal-safe (not called from the handler);
+//! allocation-free.
 
 use super::clock::{gettid, monotonic_ns};
 use super::counters::{self, Counter};
-use super::handler::{METRIC_BLAME, METRIC_IDLENESS};
+use super::handler::{Sample, METRIC_BLAME, METRIC_IDLENESS};
 use super::lifecycle::sampling_enabled;
-use super::sync_sample::record_here;
+use super::sync_sample::{record_at_function, record_here};
 use super::thread_state::{lookup, ThreadState};
-use crate::locks::{mutex, spin};
+use crate::format::{WaitKind, SAMPLE_UNBLAMED};
+use crate::locks::spin;
+use crate::locks::wait_table::{self as table, BarrierArrival, Departed, Outcome, Wait};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Process-shared spin locks: their words are seen by other processes, which could not
@@ -65,11 +74,28 @@ impl spin::SpinHooks for SpinGlue {
     }
 
     fn blame(&self, ns: u64) -> bool {
-        record_here(METRIC_BLAME, ns)
+        record_here(&[blame(WaitKind::Spin, ns)])
     }
 }
 
-/// The calling thread's state, unless it has none or is inside the runtime.
+fn blame(kind: WaitKind, ns: u64) -> Sample {
+    Sample {
+        metric: METRIC_BLAME,
+        value: ns,
+        flags: kind.flags(),
+    }
+}
+
+fn idleness(kind: WaitKind, ns: u64, blamed: bool) -> Sample {
+    Sample {
+        metric: METRIC_IDLENESS,
+        value: ns,
+        flags: kind.flags() | if blamed { 0 } else { SAMPLE_UNBLAMED },
+    }
+}
+
+/// The calling thread's state, unless sampling is off, it has none, or it is inside the
+/// runtime.
 fn monitored_thread() -> Option<&'static ThreadState> {
     if !sampling_enabled() {
         return None;
@@ -77,65 +103,356 @@ fn monitored_thread() -> Option<&'static ThreadState> {
     lookup(gettid()).filter(|s| !s.in_runtime.load(Ordering::Relaxed))
 }
 
-/// A contended mutex acquisition (the caller's try failed): `lock` performs the real,
-/// blocking call. Measures the wait, registers it with the mutex for the holders' blame,
-/// and records it as the waiter's idleness.
-pub fn mutex_wait(address: usize, lock: impl FnOnce() -> i32) -> i32 {
-    let Some(state) = monitored_thread() else {
-        return lock();
+/// While alive, the thread counts as inside the runtime: a wait function that a signal
+/// handler calls meanwhile passes through unmonitored instead of taking a bucket lock this
+/// thread may hold.
+struct Bookkeeping(&'static ThreadState);
+
+impl Bookkeeping {
+    fn enter(state: &'static ThreadState) -> Bookkeeping {
+        state.in_runtime.store(true, Ordering::Relaxed);
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        Bookkeeping(state)
+    }
+}
+
+impl Drop for Bookkeeping {
+    fn drop(&mut self) {
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        self.0.in_runtime.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Runs `f` as bookkeeping of the calling thread, or not at all (`None`) when the thread is
+/// not monitored.
+fn bookkeeping<R>(f: impl FnOnce() -> R) -> Option<R> {
+    let state = monitored_thread()?;
+    let _busy = Bookkeeping::enter(state);
+    Some(f())
+}
+
+/// Records samples at the caller's context, or counts what could not be recorded.
+fn record(samples: &[Sample]) {
+    if !record_here(samples) {
+        for s in samples.iter().filter(|s| s.metric == METRIC_IDLENESS) {
+            counters::add(Counter::IdlenessUnrecorded, s.value);
+        }
+    }
+}
+
+/// Runs `f` as bookkeeping when something may be pending on `address` (one counter read
+/// otherwise) and the thread is monitored.
+fn pending<R>(address: usize, f: impl FnOnce() -> Option<R>) -> Option<R> {
+    if !sampling_enabled() || !table::maybe_dirty(address) {
+        return None;
+    }
+    bookkeeping(f).flatten()
+}
+
+/// Gives back blame that could not be recorded, so the object's next release or event takes
+/// it (`still_held`: the release failed and the hold goes on).
+fn give_back(address: usize, kind: WaitKind, ns: u64, still_held: bool) {
+    if bookkeeping(|| table::unsettle(address, kind, ns, still_held)).is_none() {
+        counters::add(Counter::BlameUnsettled, ns);
+    }
+}
+
+/// Records blame at the caller's context, or gives it back.
+fn charge(address: usize, kind: WaitKind, ns: u64) {
+    if ns > 0 && !record_here(&[blame(kind, ns)]) {
+        give_back(address, kind, ns, false);
+    }
+}
+
+/// Counts a wait that nobody is blamed for.
+fn count_unblamed(departed: Departed) {
+    let counter = match departed {
+        Departed::TimedOut => Counter::WaitsTimedOut,
+        Departed::Interrupted => Counter::WaitsInterrupted,
+        Departed::Spurious => Counter::WaitsSpurious,
+        Departed::Blamed { .. } | Departed::NoWait => return,
     };
-    let start = monotonic_ns();
-    let Some(wait) = mutex::arrive(address, start) else {
-        return lock();
+    counters::add(counter, 1);
+}
+
+/// A registered wait in progress: the thread is blocked, and samples its timer takes
+/// meanwhile record nothing (the measurement covers the time).
+struct Blocked {
+    state: &'static ThreadState,
+    wait: Wait,
+}
+
+/// Registers the calling thread as waiting on `address` (`None`: not monitored).
+fn begin_wait(address: usize, kind: WaitKind) -> Option<Blocked> {
+    let state = monitored_thread()?;
+    let wait = {
+        let _busy = Bookkeeping::enter(state);
+        table::arrive(address, kind, monotonic_ns())
+    };
+    let Some(wait) = wait else {
+        counters::add(Counter::WaitsUnmonitored, 1);
+        return None;
     };
     state.blocked.store(true, Ordering::Relaxed);
-    let rc = lock();
-    state.blocked.store(false, Ordering::Relaxed);
-    let end = monotonic_ns();
-    let acquired = rc == 0 || rc == libc::EOWNERDEAD;
-    mutex::depart(wait, end, acquired);
-    if rc == libc::ETIMEDOUT {
-        counters::add(Counter::LockWaitsTimedOut, 1);
+    Some(Blocked { state, wait })
+}
+
+impl Blocked {
+    /// Ends the wait: (end time, how it is accounted).
+    fn end(self, outcome: Outcome) -> (u64, Departed) {
+        self.state.blocked.store(false, Ordering::Relaxed);
+        let _busy = Bookkeeping::enter(self.state);
+        let end = monotonic_ns();
+        let departed = table::depart(self.wait, end, outcome);
+        count_unblamed(departed);
+        (end, departed)
     }
-    // EDEADLK/EINVAL/EAGAIN come back at once: nothing was waited for.
-    let waited = acquired || rc == libc::ETIMEDOUT;
-    if waited && end > start && !record_here(METRIC_IDLENESS, end - start) {
-        counters::add(Counter::IdlenessUnrecorded, end - start);
+
+    /// Ends the wait and records it as idleness of `kind` at the caller's context.
+    fn finish(self, kind: WaitKind, outcome: Outcome) {
+        let start = self.wait.start_ns;
+        let (end, departed) = self.end(outcome);
+        if departed != Departed::NoWait && end > start {
+            let blamed = matches!(departed, Departed::Blamed { .. });
+            record(&[idleness(kind, end - start, blamed)]);
+        }
     }
+}
+
+/// How a pthread-style return code ends a wait.
+pub fn outcome_of_rc(rc: i32) -> Outcome {
+    match rc {
+        0 | libc::EOWNERDEAD => Outcome::Success,
+        libc::ETIMEDOUT => Outcome::TimedOut,
+        libc::EINTR => Outcome::Interrupted,
+        _ => Outcome::NoWait,
+    }
+}
+
+/// How a `-1`/`errno` style return ends a wait (`errno` read right after the call).
+pub fn outcome_of_errno(rc: i64, errno: i32) -> Outcome {
+    if rc != -1 {
+        return Outcome::Success;
+    }
+    match errno {
+        libc::ETIMEDOUT => Outcome::TimedOut,
+        libc::EINTR => Outcome::Interrupted,
+        _ => Outcome::NoWait,
+    }
+}
+
+fn errno() -> i32 {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+fn set_errno(value: i32) {
+    // SAFETY: as in `errno`.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// A blocking wait on the object at `address` (a contended acquisition, or a wait for an
+/// event): `block` performs the real call and `outcome` classifies its result. Measures the
+/// wait, registers it with the object for the blame, and records it as idleness. Preserves
+/// the call's `errno`.
+pub fn wait<R: Copy>(
+    address: usize,
+    kind: WaitKind,
+    block: impl FnOnce() -> R,
+    outcome: impl FnOnce(R, i32) -> Outcome,
+) -> R {
+    let Some(blocked) = begin_wait(address, kind) else {
+        return block();
+    };
+    let rc = block();
+    let saved = errno();
+    blocked.finish(kind, outcome(rc, saved));
+    set_errno(saved);
     rc
 }
 
-/// A successful try (the uncontended path): tells a mutex others wait for that it is held
-/// again. One counter read when nobody waits.
-pub fn mutex_acquired(address: usize) {
-    if sampling_enabled() {
-        mutex::acquired(address, monotonic_ns);
-    }
+/// An acquisition that did not wait (a successful try): tells an object others wait for that
+/// it is held again. One counter read when nobody waits.
+pub fn acquired(address: usize) {
+    pending(address, || {
+        table::acquired(address, monotonic_ns);
+        Some(())
+    });
 }
 
-/// A mutex unlock: takes the holder's blame just before the real unlock (`unlock`) and
-/// charges it to the calling context after it.
-pub fn mutex_unlock(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
-    let settled = if sampling_enabled() {
-        mutex::settle(address, monotonic_ns)
-    } else {
-        None
-    };
+/// A release by a holder (`unlock`: the real call; it failed unless it returns 0):
+/// takes the holder's blame just before it, records it at the caller's context after it.
+/// `still_held`: other holders keep the object held (rwlock readers).
+pub fn release(address: usize, kind: WaitKind, still_held: bool, unlock: impl FnOnce() -> i32) -> i32 {
+    let settled = pending(address, || table::settle(address, monotonic_ns, still_held));
     let rc = unlock();
     match settled {
         // The caller did not release it (e.g. EPERM): the owner's hold goes on.
-        Some(taken) if rc != 0 => mutex::unsettle(address, taken, true),
-        Some(taken) if taken > 0 && !record_here(METRIC_BLAME, taken) => {
-            mutex::unsettle(address, taken, false)
-        }
-        _ => {}
+        Some(taken) if rc != 0 => give_back(address, kind, taken, true),
+        Some(taken) => charge(address, kind, taken),
+        None => {}
     }
     rc
 }
 
-/// `pthread_mutex_init`/`destroy`: the mutex at `address` starts afresh.
-pub fn mutex_forget(address: usize) {
-    let unsettled = mutex::forget(address);
+/// An event on the object at `address` that wakes up to `n` waiters (a post, a futex wake):
+/// `op` performs it and `ok` says whether it succeeded. The waiting since the previous event
+/// is taken just before and recorded as blame at the caller's context after.
+pub fn event<R: Copy>(
+    address: usize,
+    kind: WaitKind,
+    n: u32,
+    op: impl FnOnce() -> R,
+    ok: impl FnOnce(R) -> bool,
+) -> R {
+    let taken = pending(address, || table::wake(address, monotonic_ns, n));
+    let rc = op();
+    if let Some(taken) = taken.filter(|&t| t > 0) {
+        let saved = errno();
+        if ok(rc) {
+            charge(address, kind, taken);
+        } else {
+            give_back(address, kind, taken, false);
+        }
+        set_errno(saved);
+    }
+    rc
+}
+
+/// Whether the mutex at `address` is held (glibc x86-64: the owner's tid at byte 8, set for
+/// every mutex type while it is locked).
+///
+/// # Safety
+/// `address` must point at a valid, initialised `pthread_mutex_t`.
+unsafe fn mutex_is_held(address: usize) -> bool {
+    // SAFETY: `__owner` lies within the 40-byte mutex the caller vouches for.
+    unsafe { std::ptr::read_volatile((address + 8) as *const i32) != 0 }
+}
+
+/// `pthread_cond_wait`/`timedwait` of `cond` with `mutex` held: `block` is the real call.
+/// The caller's hold of `mutex` ends inside it (its blame is taken and recorded at this
+/// context first); its wait for the signal is condvar idleness, blamed on the signaller; its
+/// wait to retake the mutex afterwards is mutex idleness, blamed on the mutex's holder.
+///
+/// # Safety
+/// `mutex` must point at a valid, initialised `pthread_mutex_t` held by the caller.
+pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 {
+    if monitored_thread().is_none() {
+        return block();
+    }
+    // The hold of `mutex` ends in the real call, which releases it outside the wrappers.
+    if let Some(taken) = pending(mutex, || table::settle(mutex, monotonic_ns, false)) {
+        charge(mutex, WaitKind::Mutex, taken);
+    }
+    let Some(blocked) = begin_wait(cond, WaitKind::CondVar) else {
+        return block();
+    };
+    bookkeeping(|| table::set_partner(cond, mutex));
+    let start = blocked.wait.start_ns;
+    let rc = block();
+    let (end, departed) = blocked.end(outcome_of_rc(rc));
+    // It holds the mutex again: waiter-time of others accrues to this new hold.
+    bookkeeping(|| match departed {
+        Departed::Blamed {
+            mutex_wait: true, ..
+        } => table::depart_proxy(mutex, end),
+        _ => table::acquired(mutex, || end),
+    });
+    let samples = match departed {
+        Departed::NoWait => return rc,
+        Departed::Blamed { woken_at, .. } => [
+            idleness(WaitKind::CondVar, woken_at.saturating_sub(start), true),
+            idleness(WaitKind::Mutex, end.saturating_sub(woken_at), true),
+        ],
+        _ => [
+            idleness(WaitKind::CondVar, end.saturating_sub(start), false),
+            idleness(WaitKind::Mutex, 0, true),
+        ],
+    };
+    let n = if samples[1].value > 0 { 2 } else { 1 };
+    record(&samples[..n]);
+    rc
+}
+
+/// `pthread_cond_signal` (`n` = 1) or `broadcast` (all) of `cond`: `op` is the real call.
+/// The signaller takes the waiting since the previous signal; the waiters it wakes are
+/// registered as waiting for their mutex, whose holder (usually the signaller) is blamed for
+/// that part.
+pub fn cond_wake(cond: usize, n: u32, op: impl FnOnce() -> i32) -> i32 {
+    let taken = pending(cond, || {
+        // SAFETY: the partner is the mutex the condition's waiters passed to
+        // pthread_cond_wait, which stays valid while they wait on it.
+        table::wake_with_proxies(cond, monotonic_ns, n, |m| unsafe { mutex_is_held(m) })
+    });
+    let rc = op();
+    if let Some(taken) = taken {
+        charge(cond, WaitKind::CondVar, taken);
+    }
+    rc
+}
+
+/// `pthread_barrier_init`: remember the barrier's size.
+pub fn barrier_init(address: usize, parties: u32) {
+    table::forget(address);
+    table::barrier_init(address, parties);
+}
+
+/// `pthread_barrier_wait`: `block` is the real call. The last thread to arrive takes the
+/// others' waiting, recorded as blame at its context; the others' wait is their idleness.
+pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
+    let Some(state) = monitored_thread() else {
+        return block();
+    };
+    let arrival = {
+        let _busy = Bookkeeping::enter(state);
+        table::barrier_arrive(address, monotonic_ns())
+    };
+    match arrival {
+        BarrierArrival::Wait(wait) => {
+            state.blocked.store(true, Ordering::Relaxed);
+            let blocked = Blocked { state, wait };
+            let rc = block();
+            let ok = rc == 0 || rc == libc::PTHREAD_BARRIER_SERIAL_THREAD;
+            blocked.finish(
+                WaitKind::Barrier,
+                if ok { Outcome::Success } else { Outcome::NoWait },
+            );
+            rc
+        }
+        BarrierArrival::Last(taken) => {
+            let rc = block();
+            if taken > 0 && !record_here(&[blame(WaitKind::Barrier, taken)]) {
+                counters::add(Counter::BlameUnsettled, taken);
+            }
+            rc
+        }
+        BarrierArrival::Unknown => block(),
+    }
+}
+
+/// A thread is ending: whoever waits to join it (`thread`: its `pthread_t`) was waiting for
+/// this. The blame is recorded at the caller's context (`pthread_exit`), or, when the thread
+/// returned from its start routine, at `routine`.
+pub fn thread_exiting(thread: usize, routine: Option<usize>) {
+    let Some(taken) = pending(thread, || table::wake(thread, monotonic_ns, u32::MAX)) else {
+        return;
+    };
+    if taken == 0 {
+        return;
+    }
+    let sample = [blame(WaitKind::Join, taken)];
+    let recorded = match routine {
+        Some(routine) => record_at_function(&sample, routine),
+        None => record_here(&sample),
+    };
+    if !recorded {
+        counters::add(Counter::BlameUnsettled, taken);
+    }
+}
+
+/// `pthread_*_init`/`destroy`: the object at `address` starts afresh.
+pub fn forget(address: usize) {
+    let unsettled = table::forget(address);
     if unsettled > 0 {
         counters::add(Counter::BlameUnsettled, unsettled);
     }

@@ -10,7 +10,7 @@
 //! unwind); the timer's time is then carried by the thread's next sample.
 
 use super::clock::gettid;
-use super::handler::record_path;
+use super::handler::{record_path, Sample};
 use super::lifecycle;
 use super::thread_state::lookup;
 use crate::unwind::walk::Regs;
@@ -19,11 +19,24 @@ use std::sync::atomic::Ordering;
 /// How often to retry while a `dlopen` updates the module set.
 const MODULE_SET_RETRIES: u32 = 1 << 20;
 
-/// Records `value` of `metric` at the calling context. Returns false when it cannot (the
-/// runtime is off, the thread has no state, or it is already inside the runtime): the
-/// caller keeps the value for a later attempt rather than lose it.
+/// Records `samples` at the calling context (one unwind for all). Returns false when it
+/// cannot (the runtime is off, the thread has no state, or it is already inside the
+/// runtime): the caller keeps the values for a later attempt rather than lose them.
 #[inline(never)]
-pub fn record_here(metric: u8, value: u64) -> bool {
+pub fn record_here(samples: &[Sample]) -> bool {
+    record(samples, None)
+}
+
+/// Records `samples` at the calling context with the runtime's own frames replaced by the
+/// function at `leaf`: at a thread's exit, its start routine (which has returned) stands
+/// for the thread.
+#[inline(never)]
+pub fn record_at_function(samples: &[Sample], leaf: usize) -> bool {
+    record(samples, Some(leaf as u64))
+}
+
+#[inline(always)]
+fn record(samples: &[Sample], leaf: Option<u64>) -> bool {
     if !lifecycle::sampling_enabled() {
         return false;
     }
@@ -40,7 +53,8 @@ pub fn record_here(metric: u8, value: u64) -> bool {
         if let Some(modules) = lifecycle::modules().try_read() {
             // SAFETY: on the owner thread with `in_runtime` raised: the handler stays out of
             // the owner part.
-            recorded = unsafe { record_path(state, &modules, regs, tid, metric, value, true) };
+            recorded =
+                unsafe { record_path(state, &modules, regs, tid, samples, leaf, true) };
             break;
         }
         std::hint::spin_loop();

@@ -1,0 +1,43 @@
+//! Interposed barriers (`pthread_barrier_*`): thin entry points over
+//! `blameprof::sampler::lock_glue`.
+//!
+//! The runtime learns each barrier's size at `pthread_barrier_init`; in every round the
+//! last thread to arrive takes the others' waiting as blame, at its own call of
+//! `pthread_barrier_wait`. glibc does the real synchronisation.
+
+use crate::real;
+use blameprof::sampler::lock_glue;
+use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
+
+/// # Safety
+/// Same contract as `pthread_barrier_init(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_barrier_init(
+    b: *mut pthread_barrier_t,
+    attr: *const pthread_barrierattr_t,
+    count: c_uint,
+) -> c_int {
+    // SAFETY: forwarding the caller's arguments to glibc unchanged.
+    let rc = unsafe { real::pthread_barrier_init()(b, attr, count) };
+    if rc == 0 {
+        lock_glue::barrier_init(b as usize, count);
+    }
+    rc
+}
+
+/// # Safety
+/// Same contract as `pthread_barrier_wait(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int {
+    // SAFETY: forwarding the caller's barrier to glibc unchanged.
+    lock_glue::barrier_wait(b as usize, || unsafe { real::pthread_barrier_wait()(b) })
+}
+
+/// # Safety
+/// Same contract as `pthread_barrier_destroy(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int {
+    lock_glue::forget(b as usize);
+    // SAFETY: forwarding the caller's barrier to glibc unchanged.
+    unsafe { real::pthread_barrier_destroy()(b) }
+}

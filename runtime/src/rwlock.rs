@@ -1,0 +1,196 @@
+//! Interposed reader-writer locks (`pthread_rwlock_*`): thin entry points over
+//! `blameprof::sampler::lock_glue`.
+//!
+//! As with mutexes, an acquisition first tries (glibc's try call); only when that says
+//! EBUSY is the wait measured around the real blocking call, so glibc keeps every
+//! semantics and return code. At an unlock, the releasing holder takes the waiter-time of
+//! its hold; a reader that leaves other readers holding keeps the lock counted as held, so
+//! a writer blocked by several readers blames each of them in turn.
+
+use crate::real;
+use blameprof::format::WaitKind;
+use blameprof::sampler::lifecycle::sampling_enabled;
+use blameprof::sampler::lock_glue;
+use libc::{c_int, pthread_rwlock_t, timespec};
+
+/// An acquisition: `try_` first; on EBUSY, `block` measured.
+fn acquire(
+    rw: *mut pthread_rwlock_t,
+    try_: impl FnOnce() -> c_int,
+    block: impl FnOnce() -> c_int,
+) -> c_int {
+    if !sampling_enabled() {
+        return block();
+    }
+    match try_() {
+        0 => {
+            lock_glue::acquired(rw as usize);
+            0
+        }
+        libc::EBUSY => lock_glue::wait(rw as usize, WaitKind::RwLock, block, |rc, _| {
+            lock_glue::outcome_of_rc(rc)
+        }),
+        // EAGAIN (too many readers), EDEADLK...: glibc's blocking call decides.
+        _ => block(),
+    }
+}
+
+fn try_read(rw: *mut pthread_rwlock_t) -> impl FnOnce() -> c_int {
+    // SAFETY: forwarding the caller's lock to glibc unchanged.
+    move || unsafe { real::pthread_rwlock_tryrdlock()(rw) }
+}
+
+fn try_write(rw: *mut pthread_rwlock_t) -> impl FnOnce() -> c_int {
+    // SAFETY: forwarding the caller's lock to glibc unchanged.
+    move || unsafe { real::pthread_rwlock_trywrlock()(rw) }
+}
+
+/// # Safety
+/// Same contract as `pthread_rwlock_rdlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: forwarding the caller's lock to glibc unchanged.
+    acquire(rw, try_read(rw), || unsafe { real::pthread_rwlock_rdlock()(rw) })
+}
+
+/// # Safety
+/// Same contract as `pthread_rwlock_wrlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_wrlock(rw: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: forwarding the caller's lock to glibc unchanged.
+    acquire(rw, try_write(rw), || unsafe { real::pthread_rwlock_wrlock()(rw) })
+}
+
+/// # Safety
+/// Same contract as `pthread_rwlock_timedrdlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_timedrdlock(
+    rw: *mut pthread_rwlock_t,
+    abstime: *const timespec,
+) -> c_int {
+    // SAFETY: forwarding the caller's arguments to glibc unchanged.
+    acquire(rw, try_read(rw), || unsafe {
+        real::pthread_rwlock_timedrdlock()(rw, abstime)
+    })
+}
+
+/// # Safety
+/// Same contract as `pthread_rwlock_timedwrlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_timedwrlock(
+    rw: *mut pthread_rwlock_t,
+    abstime: *const timespec,
+) -> c_int {
+    // SAFETY: forwarding the caller's arguments to glibc unchanged.
+    acquire(rw, try_write(rw), || unsafe {
+        real::pthread_rwlock_timedwrlock()(rw, abstime)
+    })
+}
+
+/// # Safety
+/// Same contract as `pthread_rwlock_clockrdlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
+    rw: *mut pthread_rwlock_t,
+    clock: libc::clockid_t,
+    abstime: *const timespec,
+) -> c_int {
+    // SAFETY: forwarding the caller's arguments to glibc unchanged.
+    acquire(rw, try_read(rw), || unsafe {
+        real::pthread_rwlock_clockrdlock()(rw, clock, abstime)
+    })
+}
+
+/// # Safety
+/// Same contract as `pthread_rwlock_clockwrlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
+    rw: *mut pthread_rwlock_t,
+    clock: libc::clockid_t,
+    abstime: *const timespec,
+) -> c_int {
+    // SAFETY: forwarding the caller's arguments to glibc unchanged.
+    acquire(rw, try_write(rw), || unsafe {
+        real::pthread_rwlock_clockwrlock()(rw, clock, abstime)
+    })
+}
+
+/// # Safety
+/// Same contract as `pthread_rwlock_tryrdlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> c_int {
+    let rc = try_read(rw)();
+    if rc == 0 {
+        lock_glue::acquired(rw as usize);
+    }
+    rc
+}
+
+/// # Safety
+/// Same contract as `pthread_rwlock_trywrlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> c_int {
+    let rc = try_write(rw)();
+    if rc == 0 {
+        lock_glue::acquired(rw as usize);
+    }
+    rc
+}
+
+/// Whether the lock stays held by others after the caller's unlock: the caller is a reader
+/// and other readers hold it too.
+///
+/// # Safety
+/// `rw` must point at a valid, initialised glibc rwlock the caller holds.
+unsafe fn others_hold(rw: *mut pthread_rwlock_t) -> bool {
+    // glibc's x86-64 layout (its static initialiser fixes it): `__readers` at byte 0 (the
+    // reader count above 3 flag bits) and `__cur_writer` (the writing owner's tid) at 24.
+    // SAFETY: both fields lie within the 56-byte pthread_rwlock_t the caller holds.
+    let (readers, writer) = unsafe {
+        let base = rw as *const u8;
+        (
+            std::ptr::read_volatile(base as *const u32),
+            std::ptr::read_volatile(base.add(24) as *const i32),
+        )
+    };
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() };
+    writer != me && (readers >> 3) > 1
+}
+
+/// # Safety
+/// Same contract as `pthread_rwlock_unlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_unlock(rw: *mut pthread_rwlock_t) -> c_int {
+    if !blameprof::locks::wait_table::maybe_dirty(rw as usize) {
+        // SAFETY: forwarding the caller's lock to glibc unchanged.
+        return unsafe { real::pthread_rwlock_unlock()(rw) };
+    }
+    // SAFETY: per this function's contract, the caller holds `rw`.
+    let still_held = unsafe { others_hold(rw) };
+    // SAFETY: forwarding the caller's lock to glibc unchanged.
+    lock_glue::release(rw as usize, WaitKind::RwLock, still_held, || unsafe {
+        real::pthread_rwlock_unlock()(rw)
+    })
+}
+
+/// # Safety
+/// Same contract as `pthread_rwlock_init(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_init(
+    rw: *mut pthread_rwlock_t,
+    attr: *const libc::pthread_rwlockattr_t,
+) -> c_int {
+    lock_glue::forget(rw as usize);
+    // SAFETY: forwarding the caller's arguments to glibc unchanged.
+    unsafe { real::pthread_rwlock_init()(rw, attr) }
+}
+
+/// # Safety
+/// Same contract as `pthread_rwlock_destroy(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_destroy(rw: *mut pthread_rwlock_t) -> c_int {
+    lock_glue::forget(rw as usize);
+    // SAFETY: forwarding the caller's lock to glibc unchanged.
+    unsafe { real::pthread_rwlock_destroy()(rw) }
+}

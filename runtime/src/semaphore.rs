@@ -1,0 +1,107 @@
+//! Interposed POSIX semaphores (`sem_*`): thin entry points over
+//! `blameprof::sampler::lock_glue`.
+//!
+//! A wait first tries (`sem_trywait`); only when the count is zero is it measured around the
+//! real wait, which runs with the sampling signal blocked (a semaphore wait fails with
+//! `EINTR` whenever a handler runs, whatever `SA_RESTART` says). The waiting is blamed on
+//! the `sem_post` that ends it.
+
+use crate::real;
+use blameprof::format::WaitKind;
+use blameprof::sampler::lifecycle::sampling_enabled;
+use blameprof::sampler::lock_glue;
+use blameprof::sampler::quiet::Quiet;
+use libc::{c_int, sem_t, timespec};
+
+fn errno() -> *mut c_int {
+    // SAFETY: __errno_location returns the calling thread's errno slot; always valid.
+    unsafe { libc::__errno_location() }
+}
+
+/// A wait: `sem_trywait` first; when the count is zero, `block` measured and quiet.
+fn wait(sem: *mut sem_t, block: impl FnOnce() -> c_int) -> c_int {
+    if !sampling_enabled() {
+        let _quiet = Quiet::new();
+        return block();
+    }
+    // SAFETY: reading and restoring the thread's own errno around the try.
+    let saved = unsafe { *errno() };
+    // SAFETY: forwarding the caller's semaphore to glibc unchanged.
+    if unsafe { real::sem_trywait()(sem) } == 0 {
+        return 0;
+    }
+    // SAFETY: as above.
+    let busy = unsafe { *errno() } == libc::EAGAIN;
+    // SAFETY: as above: the try's EAGAIN is not the program's business.
+    unsafe { *errno() = saved };
+    let quiet_block = || {
+        let _quiet = Quiet::new();
+        block()
+    };
+    if !busy {
+        return quiet_block();
+    }
+    lock_glue::wait(sem as usize, WaitKind::Semaphore, quiet_block, |rc, err| {
+        lock_glue::outcome_of_errno(i64::from(rc), err)
+    })
+}
+
+/// # Safety
+/// Same contract as `sem_wait(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn sem_wait(sem: *mut sem_t) -> c_int {
+    // SAFETY: forwarding the caller's semaphore unchanged.
+    wait(sem, || unsafe { real::sem_wait()(sem) })
+}
+
+/// # Safety
+/// Same contract as `sem_timedwait(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn sem_timedwait(sem: *mut sem_t, abstime: *const timespec) -> c_int {
+    // SAFETY: forwarding the caller's arguments unchanged.
+    wait(sem, || unsafe { real::sem_timedwait()(sem, abstime) })
+}
+
+/// # Safety
+/// Same contract as `sem_clockwait(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn sem_clockwait(
+    sem: *mut sem_t,
+    clock: libc::clockid_t,
+    abstime: *const timespec,
+) -> c_int {
+    // SAFETY: forwarding the caller's arguments unchanged.
+    wait(sem, || unsafe { real::sem_clockwait()(sem, clock, abstime) })
+}
+
+/// # Safety
+/// Same contract as `sem_post(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn sem_post(sem: *mut sem_t) -> c_int {
+    lock_glue::event(
+        sem as usize,
+        WaitKind::Semaphore,
+        1,
+        // SAFETY: forwarding the caller's semaphore unchanged.
+        || unsafe { real::sem_post()(sem) },
+        |rc| rc == 0,
+    )
+}
+
+/// # Safety
+/// Same contract as `sem_init(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn sem_init(sem: *mut sem_t, pshared: c_int, value: libc::c_uint) -> c_int {
+    lock_glue::forget(sem as usize);
+    // SAFETY: forwarding the caller's arguments unchanged.
+    unsafe { real::sem_init()(sem, pshared, value) }
+}
+
+/// # Safety
+/// Same contract as `sem_destroy(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn sem_destroy(sem: *mut sem_t) -> c_int {
+    lock_glue::forget(sem as usize);
+    // SAFETY: forwarding the caller's semaphore unchanged.
+    unsafe { real::sem_destroy()(sem) }
+}
