@@ -71,12 +71,13 @@ fn profile_lock_prog(name: &str, freq: u32, args: &[&str]) -> Profiled {
     }
 }
 
-/// Inclusive (idleness, blame) of a function in the flat view, for messages.
-fn both(flat: &Value, f: &str) -> String {
+/// Inclusive (idleness, blame) of a function in the flat view, for messages: lock waiting of
+/// `kind` only (the workloads' joins are waiting too, but not what these tests measure).
+fn both(flat: &Value, f: &str, kind: &str) -> String {
     format!(
         "{f}: idleness {} blame {}",
-        ms(flat_metric(flat, f, "idleness").0),
-        ms(flat_metric(flat, f, "blame").0)
+        ms(flat_metric(flat, f, &format!("idleness.{kind}")).0),
+        ms(flat_metric(flat, f, &format!("blame.{kind}")).0)
     )
 }
 
@@ -93,13 +94,13 @@ fn lookup_insert() -> &'static Profiled {
 fn lookup_insert_victims_are_the_lookups() {
     let p = lookup_insert();
     let t = truth(&p.stdout);
-    let flat = report_json_metric(&p.dir, "idleness", &["--view", "flat"]);
-    let lookup = flat_metric(&flat, "lookup", "idleness").0;
-    let insert = flat_metric(&flat, "insert", "idleness").0;
+    let flat = report_json_metric(&p.dir, "idleness.mutex", &["--view", "flat"]);
+    let lookup = flat_metric(&flat, "lookup", "idleness.mutex").0;
+    let insert = flat_metric(&flat, "insert", "idleness.mutex").0;
     let summary = format!(
         "{}; {}; truth: idle_lookup {} idle_insert {}",
-        both(&flat, "lookup"),
-        both(&flat, "insert"),
+        both(&flat, "lookup", "mutex"),
+        both(&flat, "insert", "mutex"),
         ms(t["idle_lookup_ns"]),
         ms(t["idle_insert_ns"])
     );
@@ -116,8 +117,8 @@ fn lookup_insert_victims_are_the_lookups() {
         err_pct(lookup, t["idle_lookup_ns"])
     );
     // The idleness is at the waiter's context: `lookup -> pthread_mutex_lock`.
-    let td = report_json_metric(&p.dir, "idleness", &["--view", "top-down"]);
-    let at_lock: u64 = find_paths_metric(&td, &["lookup", "pthread_mutex_lock"], "idleness")
+    let td = report_json_metric(&p.dir, "idleness.mutex", &["--view", "top-down"]);
+    let at_lock: u64 = find_paths_metric(&td, &["lookup", "pthread_mutex_lock"], "idleness.mutex")
         .iter()
         .map(|m| m.inclusive)
         .sum();
@@ -126,7 +127,7 @@ fn lookup_insert_victims_are_the_lookups() {
         "only {} of lookup's {} idleness ends in lookup -> pthread_mutex_lock; paths:\n{}",
         ms(at_lock),
         ms(lookup),
-        describe_paths_metric(&td, "pthread_mutex_lock", 6, "idleness")
+        describe_paths_metric(&td, "pthread_mutex_lock", 6, "idleness.mutex")
     );
     // Sorting by idleness puts the victims' path first.
     let hot = heaviest_path(&td);
@@ -143,13 +144,13 @@ fn lookup_insert_victims_are_the_lookups() {
 fn lookup_insert_perpetrator_is_insert() {
     let p = lookup_insert();
     let t = truth(&p.stdout);
-    let flat = report_json_metric(&p.dir, "blame", &["--view", "flat"]);
-    let insert = flat_metric(&flat, "insert", "blame").0;
-    let lookup = flat_metric(&flat, "lookup", "blame").0;
+    let flat = report_json_metric(&p.dir, "blame.mutex", &["--view", "flat"]);
+    let insert = flat_metric(&flat, "insert", "blame.mutex").0;
+    let lookup = flat_metric(&flat, "lookup", "blame.mutex").0;
     let summary = format!(
         "{}; {}; truth: blame_insert {} blame_lookup {}",
-        both(&flat, "insert"),
-        both(&flat, "lookup"),
+        both(&flat, "insert", "mutex"),
+        both(&flat, "lookup", "mutex"),
         ms(t["blame_insert_ns"]),
         ms(t["blame_lookup_ns"])
     );
@@ -166,8 +167,8 @@ fn lookup_insert_perpetrator_is_insert() {
         err_pct(insert, t["blame_insert_ns"])
     );
     // Blame is at the holder's unlock: `insert -> pthread_mutex_unlock`.
-    let td = report_json_metric(&p.dir, "blame", &["--view", "top-down"]);
-    let at_unlock: u64 = find_paths_metric(&td, &["insert", "pthread_mutex_unlock"], "blame")
+    let td = report_json_metric(&p.dir, "blame.mutex", &["--view", "top-down"]);
+    let at_unlock: u64 = find_paths_metric(&td, &["insert", "pthread_mutex_unlock"], "blame.mutex")
         .iter()
         .map(|m| m.inclusive)
         .sum();
@@ -176,7 +177,7 @@ fn lookup_insert_perpetrator_is_insert() {
         "only {} of insert's {} blame ends in insert -> pthread_mutex_unlock; paths:\n{}",
         ms(at_unlock),
         ms(insert),
-        describe_paths_metric(&td, "pthread_mutex_unlock", 6, "blame")
+        describe_paths_metric(&td, "pthread_mutex_unlock", 6, "blame.mutex")
     );
     let hot = heaviest_path(&td);
     assert!(
@@ -192,15 +193,15 @@ fn lookup_insert_perpetrator_is_insert() {
 fn lookup_insert_short_holds_take_their_own_share() {
     let p = lookup_insert();
     let t = truth(&p.stdout);
-    let flat = report_json_metric(&p.dir, "blame", &["--view", "flat"]);
-    let lookup = flat_metric(&flat, "lookup", "blame").0;
+    let flat = report_json_metric(&p.dir, "blame.mutex", &["--view", "flat"]);
+    let lookup = flat_metric(&flat, "lookup", "blame.mutex").0;
     assert!(
         within(lookup, t["blame_lookup_ns"], 0.25),
         "lookup blame {} vs waiter time during lookup holds {} ({:+.1}%); {}",
         ms(lookup),
         ms(t["blame_lookup_ns"]),
         err_pct(lookup, t["blame_lookup_ns"]),
-        both(&flat, "insert")
+        both(&flat, "insert", "mutex")
     );
 }
 
@@ -211,11 +212,11 @@ fn lookup_insert_short_holds_take_their_own_share() {
 fn successive_holders_each_take_the_waiting_of_their_own_hold() {
     let p = profile_lock_prog("three_holders", 1000, &["1.5", "3", "2"]);
     let t = truth(&p.stdout);
-    let flat = report_json_metric(&p.dir, "blame", &["--view", "flat"]);
+    let flat = report_json_metric(&p.dir, "blame.mutex", &["--view", "flat"]);
     let mut lines = String::new();
     let mut bad = Vec::new();
     for f in ["hold_1ms", "hold_2ms", "hold_3ms"] {
-        let got = flat_metric(&flat, f, "blame").0;
+        let got = flat_metric(&flat, f, "blame.mutex").0;
         let want = t[&format!("blame_{f}_ns")];
         lines += &format!(
             "  {f}: blame {} vs truth {} ({:+.1}%)\n",
@@ -227,7 +228,7 @@ fn successive_holders_each_take_the_waiting_of_their_own_hold() {
             bad.push(f);
         }
     }
-    let poke = flat_metric(&flat, "poke", "blame").0;
+    let poke = flat_metric(&flat, "poke", "blame.mutex").0;
     lines += &format!(
         "  poke: blame {} vs truth {}\n  totals: {}\n",
         ms(poke),
@@ -248,10 +249,10 @@ fn successive_holders_each_take_the_waiting_of_their_own_hold() {
 fn recursive_mutex_is_blamed_for_the_whole_hold() {
     let p = profile_lock_prog("recursive_hold", 1000, &["1.5", "2"]);
     let t = truth(&p.stdout);
-    let flat = report_json_metric(&p.dir, "blame", &["--view", "flat"]);
-    let td = report_json_metric(&p.dir, "blame", &["--view", "top-down"]);
-    let outer = flat_metric(&flat, "outer_hold", "blame").0;
-    let inner = flat_metric(&flat, "inner_hold", "blame").0;
+    let flat = report_json_metric(&p.dir, "blame.mutex", &["--view", "flat"]);
+    let td = report_json_metric(&p.dir, "blame.mutex", &["--view", "top-down"]);
+    let outer = flat_metric(&flat, "outer_hold", "blame.mutex").0;
+    let inner = flat_metric(&flat, "inner_hold", "blame.mutex").0;
     let text = format!(
         "outer_hold blame {} (of which at inner_hold's unlock {}) vs truth {} ({:+.1}%); \
          short_hold blame {} vs truth {}; totals {}\nblame paths:\n{}",
@@ -259,10 +260,10 @@ fn recursive_mutex_is_blamed_for_the_whole_hold() {
         ms(inner),
         ms(t["blame_outer_ns"]),
         err_pct(outer, t["blame_outer_ns"]),
-        ms(flat_metric(&flat, "short_hold", "blame").0),
+        ms(flat_metric(&flat, "short_hold", "blame.mutex").0),
         ms(t["blame_short_ns"]),
         flat["totals"],
-        describe_paths_metric(&td, "pthread_mutex_unlock", 6, "blame")
+        describe_paths_metric(&td, "pthread_mutex_unlock", 6, "blame.mutex")
     );
     eprintln!("recursive mutex: {text}");
     assert!(
@@ -289,7 +290,7 @@ fn task_queue() -> &'static Profiled {
 
 /// Blame of the top-down nodes `caller -> submit -> enqueue`, summed.
 fn enqueue_blame_via(td: &Value, caller: &str) -> u64 {
-    find_paths_metric(td, &[caller, "submit", "enqueue"], "blame")
+    find_paths_metric(td, &[caller, "submit", "enqueue"], "blame.spin")
         .iter()
         .map(|m| m.inclusive)
         .sum()
@@ -309,10 +310,10 @@ struct SpinNumbers {
 fn spin_numbers() -> SpinNumbers {
     let p = task_queue();
     let t = truth(&p.stdout);
-    let flat = report_json_metric(&p.dir, "blame", &["--view", "flat"]);
-    let td = report_json_metric(&p.dir, "blame", &["--view", "top-down"]);
-    let enqueue = flat_metric(&flat, "enqueue", "blame").0;
-    let dequeue = flat_metric(&flat, "dequeue", "blame").0;
+    let flat = report_json_metric(&p.dir, "blame.spin", &["--view", "flat"]);
+    let td = report_json_metric(&p.dir, "blame.spin", &["--view", "top-down"]);
+    let enqueue = flat_metric(&flat, "enqueue", "blame.spin").0;
+    let dequeue = flat_metric(&flat, "dequeue", "blame.spin").0;
     let via_a = enqueue_blame_via(&td, "future_a");
     let via_b = enqueue_blame_via(&td, "future_b");
     let text = format!(
@@ -333,16 +334,16 @@ fn spin_numbers() -> SpinNumbers {
         ms(t["idle_enqueue_a_ns"]),
         ms(t["idle_enqueue_b_ns"]),
         ms(t["idle_dequeue_ns"]),
-        both(&flat, "enqueue"),
-        both(&flat, "dequeue"),
-        describe_paths_metric(&td, "pthread_spin_unlock", 6, "blame"),
+        both(&flat, "enqueue", "spin"),
+        both(&flat, "dequeue", "spin"),
+        describe_paths_metric(&td, "pthread_spin_unlock", 6, "blame.spin"),
     );
     eprintln!("task_queue:\n{text}");
     SpinNumbers {
         enqueue,
         dequeue,
-        total_blame: total_of(&flat, "blame"),
-        total_idleness: total_of(&flat, "idleness"),
+        total_blame: total_of(&flat, "blame.spin"),
+        total_idleness: total_of(&flat, "idleness.spin"),
         via_a,
         via_b,
         t,
