@@ -13,6 +13,9 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 mod report;
 pub use report::*;
+mod waits;
+#[allow(unused_imports)] // only tests/waits.rs uses them
+pub use waits::*;
 
 /// Generous limit for a profiled workload (they run for a few CPU-seconds).
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(180);

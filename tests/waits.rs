@@ -1,0 +1,732 @@
+//! Blame for every kind of wait, against ground truth the workloads measure about themselves
+//! (CLOCK_MONOTONIC around each blocking call, one `truth k=v ...` line).
+//!
+//! For each primitive a workload has known victims and one known culprit: the waiting is
+//! idleness at the victims (`idleness.<kind>`, paths ending in the blocking call) and blame
+//! at the culprit's context (`blame.<kind>`), each within a tolerance of the truth, and the
+//! culprit ranks first by blame:
+//! - pthread condition variable (condvar_pc.c): consumers' pthread_cond_wait blamed on the
+//!   producer's signalling function;
+//! - pthread rwlock (rwlock_writer.c): readers blocked by a long writer;
+//! - pthread barrier (barrier_straggler.c): the others' waiting blamed on the straggler;
+//! - semaphore (sem_pc.c): sem_wait blamed on the sem_post caller;
+//! - pthread_join (join_waits.c): blamed on the joined thread's routine / pthread_exit;
+//! - a hand-made futex lock (futex_lock.c, raw `syscall(SYS_futex, ...)`);
+//! - Rust std Mutex, Condvar and RwLock (rust_waits.rs), parking_lot (examples/
+//!   parking_lot_holder.rs): futex waits blamed on the function that dropped the guard or
+//!   notified;
+//! - C++ std::condition_variable and std::mutex (cxx_waits.cc), by demangled names;
+//! - timed waits nobody ends (timed_waits.c, rust_waits timed): unblamed idleness, no blame;
+//! - transparency: return codes, EINTR and outputs the same profiled or not
+//!   (wait_semantics.c).
+//!
+//! The profiled workloads run one at a time (`machine()`): their truth is measured in the
+//! same run, but waits on a 2-CPU machine are distorted when another workload competes for
+//! the CPUs.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use common::*;
+use serde_json::Value;
+
+/// Profiled workloads of this file run one at a time.
+fn machine() -> MutexGuard<'static, ()> {
+    static M: Mutex<()> = Mutex::new(());
+    M.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn c_prog(name: &str) -> PathBuf {
+    compile_c(&format!("{name}.c"), name, &["-O2", "-g", "-pthread"])
+}
+
+fn cxx_prog(name: &str) -> PathBuf {
+    compile_c(
+        &format!("{name}.cc"),
+        name,
+        &["-O2", "-g", "-pthread", "-lstdc++"],
+    )
+}
+
+fn rust_waits() -> PathBuf {
+    compile_rs("rust_waits.rs", "rust_waits")
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.1} ms", ns as f64 / 1e6)
+}
+
+/// A finished profiled run: the profile, the workload's truth and its flat and top-down
+/// reports (sorted by blame; every node carries every metric).
+struct Profiled {
+    name: String,
+    dir: PathBuf,
+    stdout: String,
+    t: HashMap<String, u64>,
+    flat: Value,
+    td: Value,
+}
+
+/// `blameprof run -F 1000` of `prog` (one at a time), which must succeed.
+fn profile(name: &str, prog: &Path, args: &[&str]) -> Profiled {
+    let dir = scratch_dir(name).join("prof");
+    // The reports too: symbolizing is CPU work that would disturb another profiled run.
+    let (run, flat, td) = {
+        let _one_at_a_time = machine();
+        let run = profile_ok(&dir, 1000, prog, args);
+        let flat = report_json_metric(&dir, "blame", &["--view", "flat"]);
+        let td = report_json_metric(&dir, "blame", &["--view", "top-down"]);
+        (run, flat, td)
+    };
+    let t = truth(&run.stdout);
+    Profiled {
+        name: name.to_string(),
+        dir,
+        stdout: run.stdout,
+        t,
+        flat,
+        td,
+    }
+}
+
+/// Collects every mismatch of one test, then fails with all of them and the context.
+struct Checks<'a> {
+    p: &'a Profiled,
+    functions: &'a [&'a str],
+    failures: Vec<String>,
+    lines: Vec<String>,
+}
+
+impl<'a> Checks<'a> {
+    /// Checks of profile `p`; failure messages describe `functions`.
+    fn new(p: &'a Profiled, functions: &'a [&'a str]) -> Self {
+        Checks {
+            p,
+            functions,
+            failures: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+
+    fn truth(&self, key: &str) -> u64 {
+        *self.p.t.get(key).unwrap_or_else(|| {
+            panic!(
+                "{}: no {key} in the truth line:\n{}",
+                self.p.name, self.p.stdout
+            )
+        })
+    }
+
+    /// `got` (what the profile says about `what`) within `tol` of truth `key`.
+    fn near(&mut self, what: &str, got: u64, key: &str, tol: f64) {
+        let want = self.truth(key);
+        let line = format!(
+            "{what}: {} vs truth {key} {} ({:+.1}%, tolerance {:.0}%)",
+            ms(got),
+            ms(want),
+            pct_err(got, want),
+            tol * 100.0
+        );
+        if !within_of(got, want, tol) {
+            self.failures.push(line.clone());
+        }
+        self.lines.push(line);
+    }
+
+    /// Inclusive flat `metric` of function `f` within `tol` of truth `key`.
+    fn flat_near(&mut self, f: &str, metric: &str, key: &str, tol: f64) -> u64 {
+        let got = flat_incl(&self.p.flat, f, metric);
+        self.near(&format!("{metric} of {f}"), got, key, tol);
+        got
+    }
+
+    /// At least `share` of `whole` lies on the paths ending exactly in `seq`.
+    fn on_paths(&mut self, metric: &str, seq: &[&str], whole: u64, share: f64) {
+        let got = path_sum(&self.p.td, seq, metric);
+        let line = format!(
+            "{metric} on paths ... {}: {} of {}",
+            seq.join(" -> "),
+            ms(got),
+            ms(whole)
+        );
+        if (got as f64) < share * whole as f64 || whole == 0 {
+            self.failures.push(format!(
+                "{line} (want at least {:.0}%); {metric} paths:\n{}",
+                share * 100.0,
+                describe_paths_metric(&self.p.td, seq[seq.len() - 1], 6, metric)
+            ));
+        }
+        self.lines.push(line);
+    }
+
+    /// Like [`Checks::on_paths`] for nodes `leaf` anywhere below `ancestor`.
+    fn via(&mut self, metric: &str, ancestor: &str, leaf: &str, whole: u64, share: f64) {
+        let got = path_sum_via(&self.p.td, ancestor, leaf, metric);
+        let line = format!(
+            "{metric} on paths {ancestor} ... -> {leaf}: {} of {}",
+            ms(got),
+            ms(whole)
+        );
+        if (got as f64) < share * whole as f64 || whole == 0 {
+            self.failures.push(format!(
+                "{line} (want at least {:.0}%); {metric} paths:\n{}",
+                share * 100.0,
+                describe_paths_metric(&self.p.td, leaf, 6, metric)
+            ));
+        }
+        self.lines.push(line);
+    }
+
+    /// `culprit` has the most inclusive `metric` of `candidates`.
+    fn ranks_first(&mut self, metric: &str, culprit: &str, candidates: &[&str]) {
+        let (top, v) = top_of(&self.p.flat, metric, candidates);
+        let line = format!("first by {metric} of {candidates:?}: {top} ({})", ms(v));
+        if top != culprit || v == 0 {
+            self.failures
+                .push(format!("{line}, but the culprit is {culprit}"));
+        }
+        self.lines.push(line);
+    }
+
+    fn that(&mut self, ok: bool, what: String) {
+        if !ok {
+            self.failures.push(what.clone());
+        }
+        self.lines.push(what);
+    }
+
+    /// Prints what was compared and fails with every mismatch.
+    fn finish(self, what: &str) {
+        let context = format!(
+            "{what} ({}):\n  {}\nprofile:\n{}truth: {}",
+            self.p.dir.display(),
+            self.lines.join("\n  "),
+            describe_functions(&self.p.flat, self.functions),
+            self.p
+                .stdout
+                .lines()
+                .find(|l| l.starts_with("truth "))
+                .unwrap_or("")
+        );
+        eprintln!("{context}");
+        assert!(
+            self.failures.is_empty(),
+            "{what}: {} mismatch(es):\n  {}\n\n{context}",
+            self.failures.len(),
+            self.failures.join("\n  ")
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. pthread condition variable: slow producer, two consumers
+
+const CONDVAR_FNS: &[&str] = &["publish", "close_queue", "take_item", "produce_item"];
+
+fn condvar_pc() -> &'static Profiled {
+    static P: OnceLock<Profiled> = OnceLock::new();
+    P.get_or_init(|| profile("condvar_pc", &c_prog("condvar_pc"), &["1", "5", "2"]))
+}
+
+/// Victims: the consumers' time in pthread_cond_wait is condvar idleness at
+/// `take_item -> pthread_cond_wait`.
+#[test]
+fn condvar_consumers_wait_at_cond_wait() {
+    let p = condvar_pc();
+    require_metrics(&p.flat, &["idleness.condvar", "blame.condvar"]);
+    let mut c = Checks::new(p, CONDVAR_FNS);
+    c.flat_near("take_item", "idleness.condvar", "wait_consumer_ns", 0.20);
+    let idle = flat_incl(&p.flat, "take_item", "idleness");
+    c.near("idleness of take_item", idle, "wait_consumer_ns", 0.20);
+    c.on_paths("idleness", &["take_item", "pthread_cond_wait"], idle, 0.9);
+    c.finish("condvar victims");
+}
+
+/// Culprit: the consumers' waiting is blamed on the producer's signalling function.
+#[test]
+fn condvar_wait_is_blamed_on_the_signaller() {
+    let p = condvar_pc();
+    require_metrics(&p.flat, &["idleness.condvar", "blame.condvar"]);
+    let mut c = Checks::new(p, CONDVAR_FNS);
+    c.flat_near("publish", "blame", "wait_consumer_ns", 0.20);
+    let cv = c.flat_near("publish", "blame.condvar", "blame_publish_ns", 0.20);
+    c.on_paths(
+        "blame.condvar",
+        &["publish", "pthread_cond_signal"],
+        cv,
+        0.9,
+    );
+    c.ranks_first("blame", "publish", CONDVAR_FNS);
+    c.finish("condvar culprit");
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. pthread rwlock: a long writer blocks the readers
+
+const RWLOCK_FNS: &[&str] = &["rewrite_table", "lookup_table"];
+
+fn rwlock_writer() -> &'static Profiled {
+    static P: OnceLock<Profiled> = OnceLock::new();
+    P.get_or_init(|| {
+        profile(
+            "rwlock_writer",
+            &c_prog("rwlock_writer"),
+            &["1", "2", "4", "1"],
+        )
+    })
+}
+
+#[test]
+fn rwlock_readers_wait_at_rdlock() {
+    let p = rwlock_writer();
+    require_metrics(&p.flat, &["idleness.rwlock", "blame.rwlock"]);
+    let mut c = Checks::new(p, RWLOCK_FNS);
+    let idle = c.flat_near("lookup_table", "idleness.rwlock", "wait_readers_ns", 0.20);
+    c.on_paths(
+        "idleness.rwlock",
+        &["lookup_table", "pthread_rwlock_rdlock"],
+        idle,
+        0.9,
+    );
+    c.finish("rwlock victims");
+}
+
+#[test]
+fn rwlock_readers_wait_is_blamed_on_the_writer() {
+    let p = rwlock_writer();
+    require_metrics(&p.flat, &["idleness.rwlock", "blame.rwlock"]);
+    let mut c = Checks::new(p, RWLOCK_FNS);
+    let b = c.flat_near("rewrite_table", "blame.rwlock", "blame_rewrite_ns", 0.20);
+    c.on_paths(
+        "blame.rwlock",
+        &["rewrite_table", "pthread_rwlock_unlock"],
+        b,
+        0.9,
+    );
+    c.ranks_first("blame", "rewrite_table", RWLOCK_FNS);
+    c.finish("rwlock culprit");
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. pthread barrier with one straggler
+
+const BARRIER_FNS: &[&str] = &["slow_step", "quick_step"];
+
+fn barrier_straggler() -> &'static Profiled {
+    static P: OnceLock<Profiled> = OnceLock::new();
+    P.get_or_init(|| {
+        profile(
+            "barrier_straggler",
+            &c_prog("barrier_straggler"),
+            &["200", "2", "4"],
+        )
+    })
+}
+
+#[test]
+fn barrier_others_wait_at_barrier() {
+    let p = barrier_straggler();
+    require_metrics(&p.flat, &["idleness.barrier", "blame.barrier"]);
+    let mut c = Checks::new(p, BARRIER_FNS);
+    let idle = c.flat_near("quick_step", "idleness.barrier", "wait_quick_ns", 0.20);
+    // (through the inlined helper `meet`)
+    c.via(
+        "idleness.barrier",
+        "quick_step",
+        "pthread_barrier_wait",
+        idle,
+        0.9,
+    );
+    c.finish("barrier victims");
+}
+
+#[test]
+fn barrier_wait_is_blamed_on_the_straggler() {
+    let p = barrier_straggler();
+    require_metrics(&p.flat, &["idleness.barrier", "blame.barrier"]);
+    let mut c = Checks::new(p, BARRIER_FNS);
+    let rounds = c.truth("rounds");
+    let late = c.truth("late_rounds");
+    c.that(
+        late * 10 >= rounds * 9,
+        format!("workload: the straggler arrived last in {late} of {rounds} rounds"),
+    );
+    let b = c.flat_near("slow_step", "blame.barrier", "blame_slow_step_ns", 0.20);
+    c.via("blame.barrier", "slow_step", "pthread_barrier_wait", b, 0.9);
+    c.ranks_first("blame", "slow_step", BARRIER_FNS);
+    c.finish("barrier culprit");
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. semaphore: slow poster, two waiters
+
+const SEM_FNS: &[&str] = &["post_token", "release_all", "claim_token", "make_token"];
+
+#[test]
+fn semaphore_wait_is_blamed_on_the_poster() {
+    let p = profile("sem_pc", &c_prog("sem_pc"), &["1", "4", "2"]);
+    require_metrics(&p.flat, &["idleness.semaphore", "blame.semaphore"]);
+    let mut c = Checks::new(&p, SEM_FNS);
+    let idle = c.flat_near("claim_token", "idleness.semaphore", "wait_claim_ns", 0.20);
+    c.on_paths(
+        "idleness.semaphore",
+        &["claim_token", "sem_wait"],
+        idle,
+        0.9,
+    );
+    let b = c.flat_near("post_token", "blame.semaphore", "blame_post_token_ns", 0.20);
+    c.on_paths("blame.semaphore", &["post_token", "sem_post"], b, 0.9);
+    c.ranks_first("blame", "post_token", SEM_FNS);
+    c.finish("semaphore");
+}
+
+/// A post whose token a non-waiting thread takes (sem_trywait) wakes the waiter inside
+/// glibc, which finds no token and blocks again within the same sem_wait call: its waiting
+/// goes on, and the post that finally ends it is to blame for what it waited since the
+/// stolen one.
+#[test]
+fn semaphore_stolen_post_does_not_hide_the_later_waiting() {
+    let p = profile("sem_steal", &c_prog("sem_steal"), &["3", "100"]);
+    require_metrics(&p.flat, &["idleness.semaphore", "blame.semaphore"]);
+    let fns = ["late_post", "steal_token", "wait_for_token"];
+    let mut c = Checks::new(&p, &fns);
+    let (stolen, rounds) = (c.truth("stolen"), c.truth("rounds"));
+    c.that(
+        stolen == rounds,
+        format!("workload: {stolen} of {rounds} posts taken back"),
+    );
+    c.flat_near("wait_for_token", "idleness.semaphore", "wait_ns", 0.15);
+    c.flat_near("late_post", "blame.semaphore", "blame_late_post_ns", 0.20);
+    c.flat_near(
+        "steal_token",
+        "blame.semaphore",
+        "blame_steal_token_ns",
+        0.25,
+    );
+    c.ranks_first("blame", "late_post", &fns);
+    c.finish("semaphore, stolen post");
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. pthread_join
+
+const JOIN_FNS: &[&str] = &[
+    "await_long_task",
+    "await_exit_task",
+    "long_task",
+    "finish_and_exit",
+];
+
+#[test]
+fn join_wait_is_blamed_on_the_joined_thread() {
+    let p = profile("join_waits", &c_prog("join_waits"), &["300"]);
+    require_metrics(&p.flat, &["idleness.join", "blame.join"]);
+    let mut c = Checks::new(&p, JOIN_FNS);
+    let ok = c.truth("values_ok");
+    c.that(ok == 1, format!("workload: join values ok = {ok}"));
+    let il = c.flat_near("await_long_task", "idleness.join", "wait_long_ns", 0.15);
+    c.via("idleness.join", "await_long_task", "pthread_join", il, 0.9);
+    c.flat_near("await_exit_task", "idleness.join", "wait_exit_ns", 0.15);
+    // A routine that returns: blamed at `start_thread -> long_task`.
+    let bl = path_sum(&p.td, &["start_thread", "long_task"], "blame.join");
+    c.near(
+        "blame.join on start_thread -> long_task",
+        bl,
+        "wait_long_ns",
+        0.15,
+    );
+    // A thread that calls pthread_exit: blamed at that call.
+    let be = path_sum(&p.td, &["finish_and_exit", "pthread_exit"], "blame.join");
+    c.near(
+        "blame.join on finish_and_exit -> pthread_exit",
+        be,
+        "wait_exit_ns",
+        0.15,
+    );
+    c.finish("join");
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. a hand-made futex lock (raw syscall(SYS_futex, ...))
+
+const FUTEX_FNS: &[&str] = &["hold_long", "quick_peek"];
+
+#[test]
+fn futex_lock_wait_is_blamed_on_the_waker() {
+    let p = profile("futex_lock", &c_prog("futex_lock"), &["1", "2", "4"]);
+    require_metrics(&p.flat, &["idleness.futex", "blame.futex"]);
+    let mut c = Checks::new(&p, FUTEX_FNS);
+    let bad = c.truth("bad");
+    c.that(bad == 0, format!("workload: {bad} lost updates"));
+    let idle = c.flat_near("quick_peek", "idleness.futex", "futex_wait_peek_ns", 0.15);
+    // (through the inlined lock helpers)
+    c.via("idleness.futex", "quick_peek", "syscall", idle, 0.9);
+    let b = c.flat_near("hold_long", "blame.futex", "blame_hold_long_ns", 0.20);
+    c.via("blame.futex", "hold_long", "syscall", b, 0.9);
+    c.ranks_first("blame", "hold_long", FUTEX_FNS);
+    c.finish("futex lock");
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. Rust std::sync: Mutex, Condvar, RwLock
+
+const RUST_MUTEX_FNS: &[&str] = &["slow_update", "fast_read"];
+
+/// One slow holder, fast readers: the readers' lock() waiting is blamed on the function that
+/// held (and dropped) the guard.
+#[test]
+fn rust_mutex_wait_is_blamed_on_the_slow_holder() {
+    let p = profile("rust_mutex", &rust_waits(), &["mutex", "1", "4"]);
+    require_metrics(&p.flat, &["idleness.futex", "blame.futex"]);
+    let mut c = Checks::new(&p, RUST_MUTEX_FNS);
+    let b = c.flat_near("slow_update", "blame", "blame_slow_update_ns", 0.15);
+    c.flat_near("slow_update", "blame.futex", "blame_slow_update_ns", 0.15);
+    c.via("blame.futex", "slow_update", "syscall", b, 0.9);
+    let idle = c.flat_near("fast_read", "idleness.futex", "wait_readers_ns", 0.20);
+    c.via("idleness.futex", "fast_read", "syscall", idle, 0.9);
+    c.ranks_first("blame", "slow_update", RUST_MUTEX_FNS);
+    c.finish("Rust Mutex");
+}
+
+const RUST_CONDVAR_FNS: &[&str] = &["publish", "close", "take", "produce"];
+
+#[test]
+fn rust_condvar_wait_is_blamed_on_the_notifier() {
+    let p = profile("rust_condvar", &rust_waits(), &["condvar", "1", "4"]);
+    require_metrics(&p.flat, &["idleness.futex", "blame.futex"]);
+    let mut c = Checks::new(&p, RUST_CONDVAR_FNS);
+    let b = c.flat_near("publish", "blame.futex", "blame_publish_ns", 0.20);
+    c.via("blame.futex", "publish", "syscall", b, 0.9);
+    let idle = c.flat_near("take", "idleness.futex", "wait_take_ns", 0.20);
+    c.via("idleness.futex", "take", "syscall", idle, 0.9);
+    c.ranks_first("blame", "publish", RUST_CONDVAR_FNS);
+    c.finish("Rust Condvar");
+}
+
+const RUST_RWLOCK_FNS: &[&str] = &["rewrite", "lookup"];
+
+#[test]
+fn rust_rwlock_readers_wait_is_blamed_on_the_writer() {
+    let p = profile("rust_rwlock", &rust_waits(), &["rwlock", "1", "4"]);
+    require_metrics(&p.flat, &["idleness.futex", "blame.futex"]);
+    let mut c = Checks::new(&p, RUST_RWLOCK_FNS);
+    let b = c.flat_near("rewrite", "blame.futex", "blame_rewrite_ns", 0.25);
+    c.via("blame.futex", "rewrite", "syscall", b, 0.9);
+    c.flat_near("lookup", "idleness.futex", "wait_readers_ns", 0.25);
+    c.ranks_first("blame", "rewrite", RUST_RWLOCK_FNS);
+    c.finish("Rust RwLock");
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. parking_lot::Mutex
+
+#[test]
+fn parking_lot_mutex_wait_is_blamed_on_the_slow_holder() {
+    let bin = example_bin("parking_lot_holder");
+    let p = profile("parking_lot_holder", &bin, &["1", "4"]);
+    require_metrics(&p.flat, &["idleness.futex", "blame.futex"]);
+    let mut c = Checks::new(&p, RUST_MUTEX_FNS);
+    let b = c.flat_near("slow_update", "blame.futex", "blame_slow_update_ns", 0.20);
+    c.via("blame.futex", "slow_update", "syscall", b, 0.9);
+    c.flat_near("fast_read", "idleness.futex", "wait_readers_ns", 0.20);
+    c.ranks_first("blame", "slow_update", RUST_MUTEX_FNS);
+    c.finish("parking_lot Mutex");
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. C++ std::condition_variable and std::mutex
+
+const CXX_DELIVER: &str = "plant::Station::deliver(int)";
+const CXX_COLLECT: &str = "plant::Station::collect(int)";
+const CXX_AUDIT: &str = "plant::Ledger::audit(unsigned int)";
+const CXX_POST: &str = "plant::Ledger::post(long, int)";
+const CXX_FNS: &[&str] = &[CXX_DELIVER, CXX_COLLECT, CXX_AUDIT, CXX_POST];
+
+#[test]
+fn cxx_condition_variable_and_mutex_waits_are_blamed_by_name() {
+    let p = profile("cxx_waits", &cxx_prog("cxx_waits"), &["0.6", "4", "4"]);
+    require_metrics(
+        &p.flat,
+        &[
+            "idleness.condvar",
+            "blame.condvar",
+            "idleness.mutex",
+            "blame.mutex",
+        ],
+    );
+    let mut c = Checks::new(&p, CXX_FNS);
+    // condition variable: consumers wait in collect, deliver's notify_one is the culprit
+    c.flat_near(CXX_COLLECT, "idleness.condvar", "wait_collect_ns", 0.20);
+    c.flat_near(CXX_DELIVER, "blame", "wait_collect_ns", 0.20);
+    c.flat_near(CXX_DELIVER, "blame.condvar", "blame_deliver_ns", 0.20);
+    // mutex: posters wait, audit's long hold is the culprit (measured: 15%)
+    c.flat_near(CXX_POST, "idleness.mutex", "wait_post_ns", 0.15);
+    c.flat_near(CXX_AUDIT, "blame.mutex", "blame_audit_ns", 0.15);
+    let (cv_top, _) = top_of(&p.flat, "blame.condvar", CXX_FNS);
+    c.that(
+        cv_top == CXX_DELIVER,
+        format!("first by blame.condvar: {cv_top}"),
+    );
+    let (m_top, _) = top_of(&p.flat, "blame.mutex", CXX_FNS);
+    c.that(m_top == CXX_AUDIT, format!("first by blame.mutex: {m_top}"));
+    c.finish("C++ waits");
+}
+
+// ---------------------------------------------------------------------------------------
+// 10. timed waits that time out: unblamed
+
+const TIMED_FNS: &[&str] = &["wait_for_nobody", "sem_for_nobody", "futex_for_nobody"];
+
+#[test]
+fn timed_out_waits_are_unblamed() {
+    let p = profile("timed_waits", &c_prog("timed_waits"), &["8", "25"]);
+    require_metrics(&p.flat, &["idleness.unblamed"]);
+    let mut c = Checks::new(&p, TIMED_FNS);
+    let codes = c.truth("codes_ok");
+    c.that(codes == 1, format!("workload: all timed out = {codes}"));
+    c.near(
+        "total idleness.unblamed",
+        total_of(&p.flat, "idleness.unblamed"),
+        "timed_total_ns",
+        0.15,
+    );
+    c.flat_near(
+        "wait_for_nobody",
+        "idleness.unblamed",
+        "timed_cond_ns",
+        0.20,
+    );
+    c.flat_near("sem_for_nobody", "idleness.unblamed", "timed_sem_ns", 0.20);
+    c.flat_near(
+        "futex_for_nobody",
+        "idleness.unblamed",
+        "timed_futex_ns",
+        0.20,
+    );
+    // Nobody caused this waiting: (almost) no blame at all. The main thread's final join of
+    // the busy thread (under 2 ms) is the only real wait.
+    let blame = total_of(&p.flat, "blame");
+    let timed = c.truth("timed_total_ns");
+    c.that(
+        blame * 20 <= timed,
+        format!(
+            "total blame {} (want under 5% of the {} timed waiting)",
+            ms(blame),
+            ms(timed)
+        ),
+    );
+    c.finish("timed-out waits");
+}
+
+#[test]
+fn rust_timed_out_waits_are_unblamed() {
+    let p = profile("rust_timed", &rust_waits(), &["timed"]);
+    require_metrics(&p.flat, &["idleness.unblamed"]);
+    let mut c = Checks::new(&p, &["wait_for_nobody", "park_for_nobody"]);
+    c.near(
+        "total idleness.unblamed",
+        total_of(&p.flat, "idleness.unblamed"),
+        "timed_ns",
+        0.15,
+    );
+    c.flat_near(
+        "wait_for_nobody",
+        "idleness.unblamed",
+        "timed_condvar_ns",
+        0.20,
+    );
+    c.flat_near(
+        "park_for_nobody",
+        "idleness.unblamed",
+        "timed_park_ns",
+        0.20,
+    );
+    let blame = total_of(&p.flat, "blame");
+    let timed = c.truth("timed_ns");
+    c.that(
+        blame * 20 <= timed,
+        format!(
+            "total blame {} (want under 5% of the {} timed waiting)",
+            ms(blame),
+            ms(timed)
+        ),
+    );
+    c.finish("Rust timed-out waits");
+}
+
+// ---------------------------------------------------------------------------------------
+// 11. transparency: same results profiled or not
+
+/// Runs `prog args` plainly and profiled at each rate; stdout (after dropping lines for
+/// which `volatile` is true), stderr and exit status must be the same.
+fn same_behaviour(name: &str, prog: &Path, args: &[&str], volatile: fn(&str) -> bool) {
+    let keep = |s: &str| -> String {
+        s.lines()
+            .filter(|l| !volatile(l))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let plain = {
+        let _one_at_a_time = machine();
+        run_with_timeout(Command::new(prog).args(args), RUN_TIMEOUT)
+    };
+    assert_eq!(
+        plain.code(),
+        0,
+        "{name} fails without the profiler\n{}",
+        plain.describe()
+    );
+    for hz in [1000u32, 10000] {
+        let dir = scratch_dir(&format!("{name}-{hz}")).join("prof");
+        let run = {
+            let _one_at_a_time = machine();
+            profile_run(&dir, hz, prog, args, &[])
+        };
+        let what = format!("{name} {args:?} profiled at {hz} Hz");
+        let (a, b) = (keep(&plain.stdout), keep(&run.stdout));
+        if a != b {
+            let diff: Vec<String> = a
+                .lines()
+                .zip(b.lines().chain(std::iter::repeat("<missing>")))
+                .filter(|(x, y)| x != y)
+                .map(|(x, y)| format!("  plain:    {x}\n  profiled: {y}"))
+                .collect();
+            panic!(
+                "{what}: stdout differs:\n{}\n{}",
+                diff.join("\n"),
+                run.describe()
+            );
+        }
+        assert_eq!(
+            run.code(),
+            plain.code(),
+            "{what}: exit status differs\n{}",
+            run.describe()
+        );
+        assert_eq!(
+            run.stderr_without_blameprof(),
+            plain.stderr_without_blameprof(),
+            "{what}: stderr differs\n{}",
+            run.describe()
+        );
+    }
+}
+
+/// Every wait's return codes (timeouts, EINVAL, EBUSY, EDEADLK, the program's own EINTR,
+/// futex requeue, syscall() passthrough) are the same under the profiler, and no EINTR
+/// leaks into waits that can only time out.
+#[test]
+fn wait_return_codes_are_transparent() {
+    same_behaviour("wait_semantics", &c_prog("wait_semantics"), &[], |_| false);
+}
+
+#[test]
+fn rust_timed_waits_are_transparent() {
+    same_behaviour("rust_timed_plain", &rust_waits(), &["timed"], |l| {
+        l.starts_with("truth ")
+    });
+}
