@@ -264,6 +264,71 @@ fn condvar_wait_is_blamed_on_the_signaller() {
     c.finish("condvar culprit");
 }
 
+/// The mutex side of a condition variable: (A) a signaller that keeps the mutex after
+/// signalling is blamed (mutex) for the woken waiter's wait to retake it, which is mutex
+/// idleness at the waiter's pthread_cond_wait; (B) pthread_cond_wait ends the caller's hold:
+/// a thread blocked on the mutex meanwhile blames the waiter, at its pthread_cond_wait.
+#[test]
+fn condvar_mutex_handoff_is_blamed_on_the_mutex_holder() {
+    let p = profile("condvar_handoff", &c_prog("condvar_handoff"), &["40", "4"]);
+    require_metrics(
+        &p.flat,
+        &[
+            "idleness.condvar",
+            "blame.condvar",
+            "idleness.mutex",
+            "blame.mutex",
+        ],
+    );
+    let fns = [
+        "signal_then_hold",
+        "await_flag",
+        "hold_then_wait",
+        "poke_mutex",
+        "wake_holder",
+    ];
+    let mut c = Checks::new(&p, &fns);
+    // A: the wait for the signal, and the wait to retake the mutex afterwards
+    c.flat_near("await_flag", "idleness.condvar", "idle_cond_ns", 0.20);
+    let retake = path_sum(
+        &p.td,
+        &["await_flag", "pthread_cond_wait"],
+        "idleness.mutex",
+    );
+    c.near(
+        "idleness.mutex on await_flag -> pthread_cond_wait",
+        retake,
+        "idle_retake_ns",
+        0.20,
+    );
+    c.flat_near("signal_then_hold", "blame.condvar", "idle_cond_ns", 0.20);
+    let held = path_sum(
+        &p.td,
+        &["signal_then_hold", "pthread_mutex_unlock"],
+        "blame.mutex",
+    );
+    c.near(
+        "blame.mutex on signal_then_hold -> pthread_mutex_unlock",
+        held,
+        "blame_retake_ns",
+        0.20,
+    );
+    // B: the hold that pthread_cond_wait ends
+    c.flat_near("poke_mutex", "idleness.mutex", "wait_poke_ns", 0.20);
+    let ended = path_sum(
+        &p.td,
+        &["hold_then_wait", "pthread_cond_wait"],
+        "blame.mutex",
+    );
+    c.near(
+        "blame.mutex on hold_then_wait -> pthread_cond_wait",
+        ended,
+        "blame_wait_hold_ns",
+        0.20,
+    );
+    c.finish("condvar mutex hand-off");
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. pthread rwlock: a long writer blocks the readers
 
@@ -309,6 +374,28 @@ fn rwlock_readers_wait_is_blamed_on_the_writer() {
     );
     c.ranks_first("blame", "rewrite_table", RWLOCK_FNS);
     c.finish("rwlock culprit");
+}
+
+/// Readers keep a writer waiting: its waiting splits among the readers' unlocks in turn
+/// (the one leaving first takes the waiting until then, the last one the rest), and the
+/// readers queued behind the waiting writer are partly the writer's doing.
+#[test]
+fn rwlock_writer_wait_is_split_among_the_readers() {
+    let p = profile("rwlock_readers", &c_prog("rwlock_readers"), &["1"]);
+    require_metrics(&p.flat, &["idleness.rwlock", "blame.rwlock"]);
+    let fns = ["scan_long", "scan_short", "update_config"];
+    let mut c = Checks::new(&p, &fns);
+    c.flat_near("update_config", "idleness.rwlock", "wait_writer_ns", 0.20);
+    c.flat_near("scan_long", "blame.rwlock", "blame_scan_long_ns", 0.20);
+    c.flat_near("scan_short", "blame.rwlock", "blame_scan_short_ns", 0.25);
+    c.flat_near(
+        "update_config",
+        "blame.rwlock",
+        "blame_update_config_ns",
+        0.35,
+    );
+    c.ranks_first("blame.rwlock", "scan_long", &fns);
+    c.finish("rwlock, readers block a writer");
 }
 
 // ---------------------------------------------------------------------------------------
