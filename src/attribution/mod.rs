@@ -1,14 +1,16 @@
 //! Profile analysis: from a decoded [`Profile`] to source-level call paths with costs.
 //!
-//! Job: select the processes and threads asked for, merge metric lists by name
-//! ([`metrics`]), add up samples per distinct call path, symbolize each distinct frame once
+//! Job: select the processes and threads asked for, merge metric lists by name and derive
+//! the per-kind metrics the sample flags call for ([`metrics`]), add up samples per
+//! distinct call path, symbolize each distinct frame once
 //! ([`symbolize`]) and expand inlined frames, giving an [`Analysis`]: weighted call paths
 //! plus totals and process/thread listings. The views are built from it: the
 //! calling-context tree ([`cct::top_down`]) and the callers/flat views ([`callers`]).
 //!
 //! Invariants: every per-metric vector is indexed by merged metric id and has
-//! `metrics.len()` entries; the values of all [`WeightedPath`]s add up to `totals`; paths
-//! are root first and never empty.
+//! `metrics.len()` entries; the values of all [`WeightedPath`]s add up to `totals`; a
+//! sample's value is in its base metric and in each derived metric its flags select (so a
+//! derived metric never exceeds its base); paths are root first and never empty.
 //!
 //! Not async-signal-safe (allocates, reads files); single-threaded.
 
@@ -200,20 +202,15 @@ pub fn analyze(
     filter: Filter,
     symbolizer: &mut Symbolizer,
 ) -> Result<Analysis, AttributionError> {
-    let mut metrics = MetricTable::default();
-    let metric_maps: Vec<Vec<usize>> = profile
-        .processes
-        .iter()
-        .map(|p| metrics.add_process(&p.header.metrics))
-        .collect();
     let selected = select(profile, filter)?;
+    let (metrics, sample_maps) = metrics::merge(profile, &selected, filter.tid);
 
     let mut names = Names::default();
     let weighed = paths::weigh(
         profile,
         &selected,
         filter.tid,
-        &metric_maps,
+        &sample_maps,
         metrics.len(),
         symbolizer,
         &mut names,
@@ -280,6 +277,13 @@ pub fn analyze(
         paths: weighed.paths,
         metrics,
     })
+}
+
+/// The metrics an analysis of `profile` with `filter` has, with the same merged ids, without
+/// analysing it (cheap: no symbolization): to check metric names before [`analyze`].
+pub fn metric_table(profile: &Profile, filter: Filter) -> Result<MetricTable, AttributionError> {
+    let selected = select(profile, filter)?;
+    Ok(metrics::merge(profile, &selected, filter.tid).0)
 }
 
 impl Analysis {

@@ -17,13 +17,15 @@
 //! waits and blame read `... lookup -> pthread_mutex_lock` (docs/lock-blame-contract.md).
 //!
 //! Invariants: each distinct (process, frame, address kind) is symbolized once; the values
-//! of the returned paths add up to the returned totals; a sample whose metric index is not
-//! declared by its process header is ignored (neither counted nor charged); no path holds
-//! two consecutive runtime locations.
+//! of the returned paths add up to the returned totals; a sample's value counts in its base
+//! metric and in the derived metrics its flags select ([`super::metrics::merge`]); a sample
+//! whose metric index is not declared by its process header is ignored (neither counted nor
+//! charged); no path holds two consecutive runtime locations.
 //!
 //! Not async-signal-safe (allocates); single-threaded.
 
 use super::lock_sites::is_runtime_module;
+use super::metrics::SampleMap;
 use super::symbolize::{CodeAddress, SourceFrame, Symbolizer};
 use super::tailcall::CallSites;
 use super::{Loc, Names, SourceLine, WeightedPath};
@@ -46,12 +48,12 @@ pub(super) struct Weighed {
 type RawKey = (usize, StackId, bool);
 
 /// Adds up the samples of the `selected` processes (only thread `tid`, if given).
-/// `metric_maps[p]` maps process `p`'s metric indices to merged ids.
+/// `sample_maps[p]` maps process `p`'s samples to the merged ids they count in.
 pub(super) fn weigh(
     profile: &Profile,
     selected: &[usize],
     tid: Option<u32>,
-    metric_maps: &[Vec<usize>],
+    sample_maps: &[SampleMap],
     metric_count: usize,
     symbolizer: &mut Symbolizer,
     names: &mut Names,
@@ -69,21 +71,24 @@ pub(super) fn weigh(
             if tid.is_some_and(|t| t != s.tid) {
                 continue;
             }
-            let Some(&m) = metric_maps[p].get(usize::from(s.metric)) else {
+            let Some(targets) = sample_maps[p].targets(s.metric, s.flags) else {
                 continue;
             };
             samples += 1;
-            totals[m] += s.value;
-            per_thread
+            let thread = per_thread
                 .entry((p, s.tid))
-                .or_insert_with(|| vec![0; metric_count])[m] += s.value;
+                .or_insert_with(|| vec![0; metric_count]);
             let key = (p, s.stack, s.first_is_return());
             let slot = *raw_index.entry(key).or_insert_with(|| {
                 raw_keys.push(key);
                 raw_values.resize(raw_values.len() + metric_count, 0);
                 raw_keys.len() - 1
             });
-            raw_values[slot * metric_count + m] += s.value;
+            for &m in targets {
+                totals[m] += s.value;
+                thread[m] += s.value;
+                raw_values[slot * metric_count + m] += s.value;
+            }
         }
     }
 

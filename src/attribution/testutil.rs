@@ -34,6 +34,8 @@ pub(crate) const RT_NAMES: &[(u64, &str)] = &[
     (0x300, "pthread_mutex_unlock"),
     (0x400, "blameprof_rt::thread_start"),
     (0x410, "blameprof_rt::thread_start_inner"),
+    (0x500, "pthread_cond_wait"),
+    (0x600, "pthread_cond_signal"),
 ];
 
 /// An application frame (no module) at fake address `offset`.
@@ -107,12 +109,25 @@ pub(crate) fn add_frames(
     root_first: &[Frame],
     value: u64,
 ) {
+    add_flagged(p, tid, metric, root_first, value, 0);
+}
+
+/// Adds a sample with root-first `frames` and sample flags `flags` (a wait kind's
+/// [`crate::format::WaitKind::flags`], [`crate::format::SAMPLE_UNBLAMED`], ...).
+pub(crate) fn add_flagged(
+    p: &mut ProcessProfile,
+    tid: u32,
+    metric: u8,
+    root_first: &[Frame],
+    value: u64,
+    flags: u8,
+) {
     let frames: Vec<Frame> = root_first.iter().rev().copied().collect();
     let stack = p.stacks.intern(&frames);
     p.samples.push(Sample {
         tid,
         metric,
-        flags: 0,
+        flags,
         value,
         stack,
     });
@@ -173,6 +188,62 @@ pub(crate) fn lock_process() -> ProcessProfile {
     add_frames(&mut p, 102, 1, &[start, worker, insert, lock], 1_000_000);
     let deep_unlock = [start, worker, insert, unlock, rt(0x110), rt(0x120)];
     add_frames(&mut p, 102, 2, &deep_unlock, 4_800_000);
+    p
+}
+
+/// [`lock_process`] as a runtime that records wait kinds writes it: its idleness and blame
+/// samples are marked as mutex waits, and condition variables and a kind-less unblamed
+/// wait are added. Added costs (ms):
+///
+/// | thread | metric | flags | path (root first) | ms |
+/// |---|---|---|---|---|
+/// | 101 | idleness | condvar | _start worker lookup rt:pthread_cond_wait | 3 |
+/// | 102 | idleness | condvar, unblamed | _start worker insert rt:pthread_cond_wait | 0.5 |
+/// | 102 | blame | condvar | _start worker insert rt:pthread_cond_signal | 2 |
+/// | 100 | idleness | unblamed | main f rt:pthread_cond_wait | 0.25 |
+/// | 100 | work | futex (ignored: work has no kinds) | main h | 1 |
+///
+/// Totals: work 10, idleness 10.75, blame 8.3; idleness.mutex 7, idleness.condvar 3.5,
+/// idleness.unblamed 0.75, blame.mutex 6.3, blame.condvar 2.
+pub(crate) fn kinds_process() -> ProcessProfile {
+    use crate::format::{WaitKind, SAMPLE_UNBLAMED};
+    let mut p = lock_process();
+    for s in &mut p.samples {
+        if s.metric != 0 {
+            s.flags |= WaitKind::Mutex.flags();
+        }
+    }
+    let (start, worker, lookup, insert) = (app(0x50), app(0x80), app(0x60), app(0x70));
+    let (wait, signal) = (rt(0x500), rt(0x600));
+    let condvar = WaitKind::CondVar.flags();
+    let samples: [(u32, u8, &[Frame], u64, u8); 5] = [
+        (101, 1, &[start, worker, lookup, wait], 3_000_000, condvar),
+        (
+            102,
+            1,
+            &[start, worker, insert, wait],
+            500_000,
+            condvar | SAMPLE_UNBLAMED,
+        ),
+        (102, 2, &[start, worker, insert, signal], 2_000_000, condvar),
+        (
+            100,
+            1,
+            &[app(0x30), app(0x20), wait],
+            250_000,
+            SAMPLE_UNBLAMED,
+        ),
+        (
+            100,
+            0,
+            &[app(0x30), app(0x40)],
+            1_000_000,
+            WaitKind::Futex.flags(),
+        ),
+    ];
+    for (tid, metric, frames, value, flags) in samples {
+        add_flagged(&mut p, tid, metric, frames, value, flags);
+    }
     p
 }
 
