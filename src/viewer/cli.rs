@@ -11,9 +11,9 @@
 use super::json::Json;
 use super::text::Text;
 use super::{PercentOf, Prune, Renderer, Report, View};
-use crate::attribution::metrics::{MetricTable, WORK};
+use crate::attribution::metrics::WORK;
 use crate::attribution::symbolize::Symbolizer;
-use crate::attribution::{analyze, cct, Analysis, Filter};
+use crate::attribution::{analyze, cct, metric_table, Analysis, Filter};
 use crate::format::read::{read_profile, ReadOptions};
 use anyhow::{anyhow, bail};
 use std::io::{self, Write};
@@ -40,7 +40,8 @@ pub struct ReportArgs {
     #[arg(long, value_enum, default_value_t = View::TopDown)]
     pub view: View,
     /// Metric to sort and prune by: work, idleness (lock waiting, at the waiter) or blame
-    /// (lock waiting, at the holder) [default: the first of --metrics, else work]
+    /// (lock waiting, at the holder), or one of them by primitive, e.g. idleness.condvar
+    /// [default: the first of --metrics, else work]
     #[arg(long)]
     pub metric: Option<String>,
     /// Metrics shown side by side in text views, e.g. work,idleness,blame [default: --metric;
@@ -78,7 +79,7 @@ pub struct FlamegraphArgs {
     /// Profile directory [default: the newest blameprof-* directory here]
     pub path: Option<PathBuf>,
     /// Metric to draw: work, idleness (lock waiting, at the waiter) or blame (lock
-    /// waiting, at the holder)
+    /// waiting, at the holder), or one of them by primitive, e.g. blame.mutex
     #[arg(long, default_value = "work")]
     pub metric: String,
     /// Where to write the SVG
@@ -211,11 +212,8 @@ fn load(
         None => default_profile()?,
     };
     let profile = read_profile(&path, ReadOptions { salvage })?;
-    // Merged exactly as `analyze` merges them, so the ids agree.
-    let mut table = MetricTable::default();
-    for p in &profile.processes {
-        table.add_process(&p.header.metrics);
-    }
+    // Merged and derived exactly as `analyze` does, so the ids agree.
+    let table = metric_table(&profile, filter)?;
     let ids = metrics
         .iter()
         .map(|name| table.id(name))

@@ -80,7 +80,7 @@ pub struct Report<'a> {
     /// The view's sorted tree; empty for the threads view.
     pub tree: Tree,
     /// Merged ids of the metrics shown, in order: by default the sort metric (threads
-    /// view: every metric).
+    /// view: every metric the profile declares; derived ones only when asked for).
     pub columns: Vec<usize>,
     /// The effort, when percentages are of effort; `None`: of each metric's total.
     effort: Option<u64>,
@@ -104,7 +104,7 @@ impl<'a> Report<'a> {
             View::Flat | View::Threads => vec![false; tree.len()],
         };
         let columns = match view {
-            View::Threads => (0..analysis.metrics.len()).collect(),
+            View::Threads => analysis.metrics.base_ids().collect(),
             View::TopDown | View::BottomUp | View::Flat => vec![metric],
         };
         Report {
@@ -253,6 +253,8 @@ pub fn command_line(analysis: &Analysis) -> String {
         .unwrap_or_default()
 }
 
+#[cfg(test)]
+mod kind_tests;
 #[cfg(test)]
 mod lock_tests;
 #[cfg(test)]

@@ -5,18 +5,23 @@
 //! metric when a profile has no "work"). When threads waited for locks, add the headline:
 //! idleness and blame as shares of the effort, the application functions that waited most
 //! (victims, by idleness) and those that made others wait most (culprits, by blame), each
-//! with the lock function it called and the call site (see [`lock_sites`]).
+//! with the lock function it called and the call site (see [`lock_sites`]). When the
+//! samples say what threads waited on, and that is more than one kind of primitive, one
+//! that is not a lock, or waits nobody is blamed for, idleness and blame are broken down by
+//! kind (the derived metrics `idleness.<kind>`, `blame.<kind>`, `idleness.unblamed`).
 //!
 //! Invariants: every line starts with `blameprof: `; without idleness and blame the lock
-//! lines are absent. Not async-signal-safe (allocates).
+//! lines are absent, and without derived metrics the breakdown is. Not async-signal-safe
+//! (allocates).
 
 use super::text::location;
 use super::units::{format_value, percent};
 use super::{describe_lost, describe_sources, Prune, Report, View};
 use crate::attribution::lock_sites::lock_sites;
-use crate::attribution::metrics::{BLAME, IDLENESS, WORK};
+use crate::attribution::metrics::{derived_name, Part, BLAME, IDLENESS, WORK};
 use crate::attribution::Analysis;
 use crate::format::counters::LOST_SAMPLE_COUNTERS;
+use crate::format::WaitKind;
 use std::io::{self, Write};
 
 const PREFIX: &str = "blameprof: ";
@@ -142,6 +147,7 @@ fn lock_lines(a: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
         percent(idleness, effort),
         ns(effort),
     )?;
+    kind_lines(a, out)?;
     let lists = [
         (IDLENESS, "waiters (victims)"),
         (BLAME, "culprits (perpetrators)"),
@@ -177,6 +183,65 @@ fn lock_lines(a: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
                 location(a, Some(site.line), module),
             )?;
         }
+    }
+    Ok(())
+}
+
+/// Kinds of wait that the "lock waiting" headline covers by itself when alone.
+const LOCK_KINDS: [WaitKind; 3] = [WaitKind::Spin, WaitKind::Mutex, WaitKind::RwLock];
+
+/// The breakdown of idleness and blame by kind of primitive, each kind's share of its base
+/// metric, heaviest first; only when there is more to it than one kind of lock.
+fn kind_lines(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
+    // Per base metric: (kind, total) of its derived metrics with cost, heaviest first.
+    let by_kind = |base: &str| -> Vec<(WaitKind, u64)> {
+        let Ok(base) = a.metrics.id(base) else {
+            return Vec::new();
+        };
+        let mut kinds: Vec<(WaitKind, u64)> = (0..a.metrics.len())
+            .filter_map(|m| match a.metrics.derived_from(m) {
+                Some((b, Part::Kind(kind))) if b == base && a.totals[m] > 0 => {
+                    Some((kind, a.totals[m]))
+                }
+                _ => None,
+            })
+            .collect();
+        kinds.sort_by_key(|&(kind, v)| (std::cmp::Reverse(v), kind));
+        kinds
+    };
+    let (idleness, blame) = (by_kind(IDLENESS), by_kind(BLAME));
+    let unblamed = a.total_of(&derived_name(IDLENESS, Part::Unblamed));
+    let mut kinds: Vec<WaitKind> = idleness.iter().chain(&blame).map(|&(k, _)| k).collect();
+    kinds.sort();
+    kinds.dedup();
+    let lock_only = kinds.len() <= 1 && kinds.iter().all(|k| LOCK_KINDS.contains(k));
+    if lock_only && unblamed == 0 {
+        return Ok(());
+    }
+    let shares = |kinds: &[(WaitKind, u64)], base: &str| {
+        let total = a.total_of(base);
+        kinds
+            .iter()
+            .map(|&(kind, v)| {
+                let share = percent(v, total);
+                format!("{} {share:.1}% ({})", kind.name(), ns(v))
+            })
+            .collect::<Vec<String>>()
+            .join(", ")
+    };
+    let mut waiting = shares(&idleness, IDLENESS);
+    if unblamed > 0 {
+        let sep = if waiting.is_empty() { "" } else { "; " };
+        waiting.push_str(&format!(
+            "{sep}unblamed {} (timed out/interrupted/spurious)",
+            ns(unblamed)
+        ));
+    }
+    if !waiting.is_empty() {
+        writeln!(out, "{PREFIX}waiting by primitive: {waiting}")?;
+    }
+    if !blame.is_empty() {
+        writeln!(out, "{PREFIX}blame by primitive: {}", shares(&blame, BLAME))?;
     }
     Ok(())
 }

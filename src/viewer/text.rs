@@ -1,9 +1,11 @@
 //! Plain-text rendering of reports: a header describing the profile, then a table.
 //!
-//! Job: tree views print one row per shown node, indented by depth, hot-path rows marked
-//! with `*`, with an inclusive and an exclusive column pair per metric shown; the flat view
-//! prints one row per function; the threads view prints one row per thread. Values are in
-//! human units (see [`units`]), percentages of the report's base.
+//! Job: a header names the profile, the selection, the metric and every metric's total
+//! (derived per-kind metrics on a line of their own); tree views print one row per shown
+//! node, indented by depth, hot-path rows marked with `*`, with an inclusive and an
+//! exclusive column pair per metric shown; the flat view prints one row per function; the
+//! threads view prints one row per thread. Values are in human units (see [`units`]),
+//! percentages of the report's base.
 //!
 //! Invariants: rows appear in the report's sort order, a child after its parent; output is
 //! ASCII apart from the names found in the profile. Not async-signal-safe (allocates).
@@ -76,19 +78,30 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         def.description,
         format_value(r.total(), &def.unit)
     )?;
-    if a.metrics.len() > 1 {
-        let totals: Vec<String> = a
-            .metrics
-            .defs()
-            .iter()
-            .zip(&a.totals)
-            .map(|(d, &t)| format!("{} {}", d.name, format_value(t, &d.unit)))
-            .collect();
+    let defs = a.metrics.defs();
+    let totals = |ids: &mut dyn Iterator<Item = usize>| {
+        ids.map(|m| {
+            format!(
+                "{} {}",
+                defs[m].name,
+                format_value(a.totals[m], &defs[m].unit)
+            )
+        })
+        .collect::<Vec<String>>()
+        .join(", ")
+    };
+    if a.metrics.base_ids().count() > 1 {
         let effort = match (a.effort(), a.total_of(IDLENESS)) {
             (Ok(effort), 1..) => format!("; effort (work + idleness) {}", ns(effort)),
             _ => String::new(),
         };
-        writeln!(out, "totals:     {}{effort}", totals.join(", "))?;
+        let base = totals(&mut a.metrics.base_ids());
+        writeln!(out, "totals:     {base}{effort}")?;
+    }
+    let mut derived = (0..a.metrics.len()).filter(|&m| a.metrics.derived_from(m).is_some());
+    let derived = totals(&mut derived);
+    if !derived.is_empty() {
+        writeln!(out, "by kind:    {derived}")?;
     }
     let order = match r.view {
         View::Threads => return writeln!(out, "view:       threads"),

@@ -1,0 +1,291 @@
+//! Tests of the views and the summary on profiles whose samples say what threads waited on
+//! (see `testutil::kinds_process`: idleness 10.75 ms = mutex 7 + condvar 3.5 + 0.25 kind-less,
+//! 0.75 unblamed; blame 8.3 ms = mutex 6.3 + condvar 2; work 10 ms).
+
+use super::cli;
+use super::tests::{render, report_args};
+use super::text::Text;
+use super::*;
+use crate::attribution::testutil::{
+    analyze_renamed, kinds_process, lock_process, set_line, write_part, TempDir,
+};
+use crate::attribution::Analysis;
+use crate::format::read::{ProcessProfile, Profile};
+use crate::format::WaitKind;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn analysis_of(p: ProcessProfile) -> Analysis {
+    let mut a = analyze_renamed(&Profile {
+        path: "blameprof-kinds".into(),
+        processes: vec![p],
+    });
+    set_line(&mut a, "lookup", "/src/table.c", 42);
+    set_line(&mut a, "insert", "/src/table.c", 57);
+    a
+}
+
+fn summary_of(a: &Analysis) -> String {
+    let mut out = Vec::new();
+    summary::write(a, 5, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// The kinds profile written to disk by the runtime's encoder (names stay unrenamed).
+fn kinds_dir(tmp: &TempDir) -> PathBuf {
+    let dir = tmp.0.join("blameprof-kinds");
+    std::fs::create_dir_all(&dir).unwrap();
+    write_part(&dir, &kinds_process());
+    dir
+}
+
+fn cli_report(args: &cli::ReportArgs) -> anyhow::Result<String> {
+    let mut out = Vec::new();
+    cli::report(args, &mut out)?;
+    Ok(String::from_utf8(out).unwrap())
+}
+
+#[test]
+fn summary_breaks_waiting_down_by_primitive() {
+    let text = summary_of(&analysis_of(kinds_process()));
+    let lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("lock waiting"))
+        .take(4)
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "blameprof: lock waiting: idleness 10.75 ms = 51.8% of effort, blame 8.30 ms = 40.0% \
+             (effort = work + idleness = 20.75 ms)",
+            "blameprof: waiting by primitive: mutex 65.1% (7.00 ms), condvar 32.6% (3.50 ms); \
+             unblamed 750.00 us (timed out/interrupted/spurious)",
+            "blameprof: blame by primitive: mutex 75.9% (6.30 ms), condvar 24.1% (2.00 ms)",
+            "blameprof: top 5 waiters (victims) by idleness, % of effort:",
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains("blameprof:    14.5%    3.00 ms  lookup  (pthread_cond_wait)  table.c:42"),
+        "{text}"
+    );
+}
+
+#[test]
+fn summary_breaks_down_all_but_a_single_kind_of_lock() {
+    // Mutex waits only: the headline says it all, and the summary reads exactly as for a
+    // profile without kinds.
+    let mut mutexes = lock_process();
+    for s in mutexes.samples.iter_mut().filter(|s| s.metric != 0) {
+        s.flags |= WaitKind::Mutex.flags();
+    }
+    let a = analysis_of(mutexes);
+    assert!(a.metrics.id("idleness.mutex").is_ok());
+    let text = summary_of(&a);
+    assert!(!text.contains("by primitive"), "{text}");
+    assert_eq!(text, summary_of(&analysis_of(lock_process())));
+
+    // Two kinds of lock: broken down (thread 101 spins, 102 blocks).
+    let mut two_locks = lock_process();
+    for s in two_locks.samples.iter_mut().filter(|s| s.metric != 0) {
+        let kind = match s.tid {
+            101 => WaitKind::Spin,
+            _ => WaitKind::Mutex,
+        };
+        s.flags |= kind.flags();
+    }
+    let text = summary_of(&analysis_of(two_locks));
+    assert!(
+        text.contains(
+            "blameprof: waiting by primitive: spin 85.7% (6.00 ms), mutex 14.3% (1.00 ms)\n\
+             blameprof: blame by primitive: mutex 76.2% (4.80 ms), spin 23.8% (1.50 ms)\n"
+        ),
+        "{text}"
+    );
+
+    // Mutex waits, one of which timed out: the unblamed part is worth a line.
+    let mut timed_out = lock_process();
+    for s in timed_out.samples.iter_mut().filter(|s| s.metric != 0) {
+        s.flags |= WaitKind::Mutex.flags();
+        if s.metric == 1 && s.tid == 102 {
+            s.flags |= crate::format::SAMPLE_UNBLAMED;
+        }
+    }
+    let text = summary_of(&analysis_of(timed_out));
+    assert!(
+        text.contains(
+            "blameprof: waiting by primitive: mutex 100.0% (7.00 ms); \
+             unblamed 1.00 ms (timed out/interrupted/spurious)\n\
+             blameprof: blame by primitive: mutex 100.0% (6.30 ms)\n"
+        ),
+        "{text}"
+    );
+
+    // One kind that is no lock: broken down, even alone.
+    let mut barrier = lock_process();
+    for s in barrier.samples.iter_mut().filter(|s| s.metric != 0) {
+        s.flags |= WaitKind::Barrier.flags();
+    }
+    let text = summary_of(&analysis_of(barrier));
+    assert!(
+        text.contains("blameprof: waiting by primitive: barrier 100.0% (7.00 ms)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("blameprof: blame by primitive: barrier 100.0% (6.30 ms)\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn text_header_lists_derived_totals_and_threads_keep_the_base_metrics() {
+    let a = analysis_of(kinds_process());
+    let text = render(&Report::new(&a, View::Threads, 0, Prune::default()), &Text);
+    assert!(
+        text.contains(
+            "totals:     work 10.00 ms, idleness 10.75 ms, blame 8.30 ms; \
+             effort (work + idleness) 20.75 ms\n\
+             by kind:    idleness.mutex 7.00 ms, idleness.condvar 3.50 ms, \
+             idleness.unblamed 750.00 us, blame.mutex 6.30 ms, blame.condvar 2.00 ms\n"
+        ),
+        "{text}"
+    );
+    let heading = text.lines().find(|l| l.contains("start routine")).unwrap();
+    assert_eq!(
+        heading.split_whitespace().collect::<Vec<_>>(),
+        ["pid", "tid", "work", "idleness", "blame", "name", "start", "routine"]
+    );
+    // Without kinds, no such line.
+    let plain = analysis_of(lock_process());
+    let text = render(
+        &Report::new(&plain, View::Threads, 0, Prune::default()),
+        &Text,
+    );
+    assert!(!text.contains("by kind:"), "{text}");
+}
+
+#[test]
+fn cli_report_and_flamegraph_by_derived_metric() {
+    let tmp = TempDir::new("view-kinds");
+    let dir = kinds_dir(&tmp);
+    let mut args = report_args(dir.clone());
+    args.metrics = vec!["idleness.condvar".into()];
+    let text = cli_report(&args).unwrap();
+    assert!(
+        text.contains(
+            "metric:     idleness.condvar (ns): time threads waited on condition variables, \
+             at the waiter; total 3.50 ms"
+        ),
+        "{text}"
+    );
+    // Only condition-variable waits: the lookup and insert waits in pthread_cond_wait
+    // (3 and 0.5 ms, the latter unblamed) and main's 0.25 ms unblamed kind-less wait is not.
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.ends_with("    function"))
+        .skip(1)
+        .collect();
+    let waits: Vec<&str> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.contains("libblameprof_rt.so+0x500"))
+        .collect();
+    assert_eq!(waits.len(), 2, "{text}");
+    assert!(
+        waits[0].starts_with("   3.00 ms  85.7%     3.00 ms  85.7%"),
+        "{text}"
+    );
+    assert!(
+        waits[1].starts_with(" 500.00 us  14.3%   500.00 us  14.3%"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("0x30"),
+        "main has no condvar waiting: {text}"
+    );
+
+    // JSON: the derived metrics are listed, totalled and in every node.
+    let mut args = report_args(dir.clone());
+    args.format = cli::OutputFormat::Json;
+    args.view = View::Flat;
+    args.metric = Some("idleness.condvar".into());
+    let doc: Value = serde_json::from_str(&cli_report(&args).unwrap()).unwrap();
+    assert_eq!(doc["metric"], "idleness.condvar");
+    let names: Vec<&str> = doc["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "work",
+            "idleness",
+            "blame",
+            "idleness.mutex",
+            "idleness.condvar",
+            "idleness.unblamed",
+            "blame.mutex",
+            "blame.condvar"
+        ]
+    );
+    assert_eq!(doc["metrics"][5]["unit"], "ns");
+    assert_eq!(doc["totals"]["idleness.condvar"], 3_500_000);
+    assert_eq!(doc["totals"]["idleness.unblamed"], 750_000);
+    let wait = &doc["roots"][0];
+    assert!(
+        wait["function"].as_str().unwrap().ends_with("+0x500"),
+        "{wait}"
+    );
+    assert_eq!(wait["exclusive"]["idleness.condvar"], 3_500_000);
+    assert_eq!(wait["exclusive"]["idleness.unblamed"], 750_000);
+    assert_eq!(wait["exclusive"]["idleness"], 3_750_000);
+    assert_eq!(wait["exclusive"]["idleness.mutex"], 0);
+    let thread = doc["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == 102)
+        .unwrap();
+    assert_eq!(thread["totals"]["blame.condvar"], 2_000_000);
+
+    // A kind that did not occur is unknown, and the message lists the derived ones.
+    let mut args = report_args(dir.clone());
+    args.metric = Some("blame.rwlock".into());
+    let err = cli_report(&args).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "unknown metric 'blame.rwlock': this profile has work, idleness, blame, \
+             idleness.mutex, idleness.condvar, idleness.unblamed, blame.mutex, blame.condvar"
+        ),
+        "{err}"
+    );
+    // ... as in a selection without it (thread 101 was never unblamed).
+    let mut args = report_args(dir.clone());
+    args.metric = Some("idleness.unblamed".into());
+    args.thread = Some(101);
+    let err = cli_report(&args).unwrap_err().to_string();
+    assert!(err.contains("unknown metric 'idleness.unblamed'"), "{err}");
+
+    let output = tmp.0.join("condvar.svg");
+    cli::flamegraph(&cli::FlamegraphArgs {
+        path: Some(dir),
+        metric: "blame.condvar".into(),
+        output: output.clone(),
+        thread: None,
+        pid: None,
+        salvage: false,
+    })
+    .unwrap();
+    let svg = std::fs::read_to_string(&output).unwrap();
+    assert!(svg.contains("blameprof: blame.condvar"), "title");
+    assert!(
+        svg.contains("libblameprof_rt.so+0x600"),
+        "signal frame missing"
+    );
+    assert!(
+        !svg.contains("libblameprof_rt.so+0x300"),
+        "mutex unlock drawn"
+    );
+}
