@@ -558,6 +558,38 @@ fn futex_lock_wait_is_blamed_on_the_waker() {
     c.finish("futex lock");
 }
 
+/// A FUTEX_WAKE that wakes nobody (a bitset no waiter waits with) must not hide the waiting
+/// that goes on after it: the wake that really ends the wait is blamed for at least the
+/// waiting since the no-op wake (at most for the whole wait, should the no-op wake take
+/// nothing), and the waiting does not vanish from blame.
+#[test]
+fn futex_wake_of_nobody_does_not_hide_the_later_waiting() {
+    let p = profile("futex_nobody", &c_prog("futex_nobody"), &["3", "100"]);
+    require_metrics(&p.flat, &["idleness.futex", "blame.futex"]);
+    let fns = ["wake_for_real", "wake_other_bits", "wait_on_word"];
+    let mut c = Checks::new(&p, &fns);
+    let (nobody, real) = (c.truth("woken_by_other_bits"), c.truth("woken_for_real"));
+    c.that(
+        nobody == 0 && real == c.truth("rounds"),
+        format!("workload: the other-bits wakes woke {nobody}, the real ones {real}"),
+    );
+    c.flat_near("wait_on_word", "idleness.futex", "wait_ns", 0.15);
+    let got = flat_incl(&p.flat, "wake_for_real", "blame.futex");
+    let (since, whole) = (c.truth("blame_wake_for_real_ns"), c.truth("wait_ns"));
+    c.that(
+        got as f64 >= 0.8 * since as f64 && got as f64 <= 1.2 * whole as f64,
+        format!(
+            "blame.futex of wake_for_real: {} (want from {} (-20%), the waiting since the \
+             no-op wake, to {} (+20%), the whole wait)",
+            ms(got),
+            ms(since),
+            ms(whole)
+        ),
+    );
+    c.ranks_first("blame", "wake_for_real", &fns);
+    c.finish("futex wake of nobody");
+}
+
 // ---------------------------------------------------------------------------------------
 // 7. Rust std::sync: Mutex, Condvar, RwLock
 
