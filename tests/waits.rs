@@ -6,19 +6,29 @@
 //! at the culprit's context (`blame.<kind>`), each within a tolerance of the truth, and the
 //! culprit ranks first by blame:
 //! - pthread condition variable (condvar_pc.c): consumers' pthread_cond_wait blamed on the
-//!   producer's signalling function;
-//! - pthread rwlock (rwlock_writer.c): readers blocked by a long writer;
+//!   producer's signalling function; its mutex side (condvar_handoff.c): retaking the mutex
+//!   after the signal is blamed on the signaller's unlock, and pthread_cond_wait ends the
+//!   caller's hold;
+//! - pthread rwlock: readers blocked by a long writer (rwlock_writer.c), a writer blocked by
+//!   readers, split among their unlocks in turn (rwlock_readers.c);
 //! - pthread barrier (barrier_straggler.c): the others' waiting blamed on the straggler;
-//! - semaphore (sem_pc.c): sem_wait blamed on the sem_post caller;
+//! - semaphore (sem_pc.c): sem_wait blamed on the sem_post caller, also when a post's token
+//!   is taken by a thread that never waited (sem_steal.c);
 //! - pthread_join (join_waits.c): blamed on the joined thread's routine / pthread_exit;
-//! - a hand-made futex lock (futex_lock.c, raw `syscall(SYS_futex, ...)`);
+//! - a hand-made futex lock (futex_lock.c, raw `syscall(SYS_futex, ...)`), and a FUTEX_WAKE
+//!   that wakes nobody (futex_nobody.c);
 //! - Rust std Mutex, Condvar and RwLock (rust_waits.rs), parking_lot (examples/
 //!   parking_lot_holder.rs): futex waits blamed on the function that dropped the guard or
 //!   notified;
 //! - C++ std::condition_variable and std::mutex (cxx_waits.cc), by demangled names;
 //! - timed waits nobody ends (timed_waits.c, rust_waits timed): unblamed idleness, no blame;
 //! - transparency: return codes, EINTR and outputs the same profiled or not
-//!   (wait_semantics.c).
+//!   (wait_semantics.c, rust_waits timed).
+//!
+//! Blame truths follow the runtime's contract: for *hold* primitives (mutex, rwlock) a
+//! wait's overlap with each hold; for *event* primitives (condition variable, semaphore,
+//! barrier, futex) the part of each wait between the previous event and the event that
+//! charges it (tests/programs/wait_truth.h).
 //!
 //! The profiled workloads run one at a time (`machine()`): their truth is measured in the
 //! same run, but waits on a 2-CPU machine are distorted when another workload competes for
@@ -643,6 +653,10 @@ fn rust_rwlock_readers_wait_is_blamed_on_the_writer() {
 // ---------------------------------------------------------------------------------------
 // 8. parking_lot::Mutex
 
+/// parking_lot parks each waiter on its own futex (its thread's parker), and an unlock
+/// wakes one waiter: with two readers queued behind slow_update, the second one is woken by
+/// the first one's unlock. Its waiting during slow_update's hold is still slow_update's
+/// doing, and the truth says so.
 #[test]
 fn parking_lot_mutex_wait_is_blamed_on_the_slow_holder() {
     let bin = example_bin("parking_lot_holder");
