@@ -14,12 +14,13 @@ use libc::{c_int, pthread_cond_t, pthread_mutex_t, timespec};
 /// # Safety
 /// Same contract as `pthread_cond_wait(3)`.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int {
+pub unsafe extern "C" fn pthread_cond_wait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+) -> c_int {
     // SAFETY: `m` is a valid mutex the caller holds (this function's contract); the
     // arguments go to glibc unchanged.
-    unsafe {
-        lock_glue::cond_wait(c as usize, m as usize, || real::pthread_cond_wait()(c, m))
-    }
+    unsafe { lock_glue::cond_wait(c as usize, m as usize, || real::pthread_cond_wait()(c, m)) }
 }
 
 /// # Safety

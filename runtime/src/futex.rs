@@ -58,10 +58,11 @@ pub unsafe extern "C" fn syscall(
     let (uaddr, uaddr2) = (a1 as usize, a5 as usize);
     let ok = |rc: c_long| rc >= 0;
     match a2 & !FUTEX_OPTIONS {
-        FUTEX_WAIT | FUTEX_WAIT_BITSET | FUTEX_LOCK_PI | FUTEX_LOCK_PI2
-        | FUTEX_WAIT_REQUEUE_PI => lock_glue::wait(uaddr, WaitKind::Futex, call, |rc, err| {
-            lock_glue::outcome_of_errno(rc, err)
-        }),
+        FUTEX_WAIT | FUTEX_WAIT_BITSET | FUTEX_LOCK_PI | FUTEX_LOCK_PI2 | FUTEX_WAIT_REQUEUE_PI => {
+            lock_glue::wait(uaddr, WaitKind::Futex, call, |rc, err| {
+                lock_glue::outcome_of_errno(rc, err)
+            })
+        }
         FUTEX_WAKE | FUTEX_WAKE_BITSET => {
             lock_glue::event(uaddr, WaitKind::Futex, count(a3), call, ok)
         }

@@ -50,7 +50,9 @@ fn try_write(rw: *mut pthread_rwlock_t) -> impl FnOnce() -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: forwarding the caller's lock to glibc unchanged.
-    acquire(rw, try_read(rw), || unsafe { real::pthread_rwlock_rdlock()(rw) })
+    acquire(rw, try_read(rw), || unsafe {
+        real::pthread_rwlock_rdlock()(rw)
+    })
 }
 
 /// # Safety
@@ -58,7 +60,9 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c_i
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_wrlock(rw: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: forwarding the caller's lock to glibc unchanged.
-    acquire(rw, try_write(rw), || unsafe { real::pthread_rwlock_wrlock()(rw) })
+    acquire(rw, try_write(rw), || unsafe {
+        real::pthread_rwlock_wrlock()(rw)
+    })
 }
 
 /// # Safety

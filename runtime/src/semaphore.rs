@@ -71,7 +71,9 @@ pub unsafe extern "C" fn sem_clockwait(
     abstime: *const timespec,
 ) -> c_int {
     // SAFETY: forwarding the caller's arguments unchanged.
-    wait(sem, || unsafe { real::sem_clockwait()(sem, clock, abstime) })
+    wait(sem, || unsafe {
+        real::sem_clockwait()(sem, clock, abstime)
+    })
 }
 
 /// # Safety

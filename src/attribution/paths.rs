@@ -15,6 +15,9 @@
 //! its out-of-line function only (no inlined runtime internals, no source line). That frame
 //! is the interposed entry point the program called (`pthread_mutex_lock`, ...), so lock
 //! waits and blame read `... lookup -> pthread_mutex_lock` (docs/lock-blame-contract.md).
+//! A run whose outermost frame is not an entry point but one of the runtime's own (Rust)
+//! functions is the runtime calling back into the program (the thread-start trampoline): it
+//! is left out, so threads read `start_thread -> worker`.
 //!
 //! Invariants: each distinct (process, frame, address kind) is symbolized once; the values
 //! of the returned paths add up to the returned totals; a sample's value counts in its base
@@ -171,6 +174,8 @@ impl Expander<'_> {
         }
         // Root first: the first frame of a runtime run is its outermost one.
         let mut in_runtime = false;
+        // A run of runtime frames whose outermost one is internal, not an entry point.
+        let mut internal_run: Option<Range<usize>> = None;
         let mut caller: Option<Frame> = None;
         for (i, &frame) in frames.iter().enumerate().rev() {
             let is_return = i > 0 || first_is_return;
@@ -190,11 +195,30 @@ impl Expander<'_> {
                 }
             }
             if !(expanded.runtime && in_runtime) {
-                out.extend_from_slice(&self.arena[expanded.locs]);
+                if expanded.runtime && self.is_runtime_internal(&expanded) {
+                    // Left out unless the path ends in this run.
+                    internal_run = Some(expanded.locs.clone());
+                } else {
+                    out.extend_from_slice(&self.arena[expanded.locs]);
+                }
+            }
+            if !expanded.runtime {
+                internal_run = None;
             }
             in_runtime = expanded.runtime;
             caller = (!expanded.runtime && is_return).then_some(frame);
         }
+        if let Some(run) = internal_run {
+            out.extend_from_slice(&self.arena[run]);
+        }
+    }
+
+    /// Whether a runtime frame's function is one of the runtime's own (a Rust path) rather
+    /// than an interposed entry point (a C name).
+    fn is_runtime_internal(&self, expanded: &Expanded) -> bool {
+        self.arena[expanded.locs.clone()]
+            .first()
+            .is_some_and(|loc| self.names.function(loc.function).name.contains("::"))
     }
 
     /// The location of the function that the call before return address `frame` reached

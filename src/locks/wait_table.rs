@@ -10,7 +10,9 @@
 //! - *event* kinds (condition variable, semaphore, barrier, join, futex): waiters wait for an
 //!   event; whoever provides it ([`wake`]: a signal, post, last barrier arrival, thread exit,
 //!   `FUTEX_WAKE`) takes the waiting accumulated since the previous event on that object,
-//!   and marks as many waiters *woken* as it wakes: they accrue nothing more.
+//!   and counts as many waiters *woken* as it wakes. A woken waiter may lose the race for
+//!   what it was woken for and go on waiting inside the real call, so it accrues until it
+//!   departs; then its time since the last event (being scheduled) is withdrawn: nobody's.
 //!
 //! A wait that ends without what it waited for (timed out, interrupted, woken with no event
 //! the runtime saw) is never blamed: its contribution since the last settlement is taken
@@ -51,7 +53,9 @@ struct State {
     /// Waiter-time accrues only while this is set: hold kinds while held, event kinds always.
     gate: bool,
     waiters: u32,
-    /// Waiters an event has woken that have not departed yet (they accrue nothing).
+    /// Waiters an event has woken that have not departed yet. They go on accruing until they
+    /// depart (one may have lost the race for what it was woken for and wait on inside the
+    /// real call); a departure withdraws what accrued since the last event.
     woken: u32,
     /// Waiter-nanoseconds accumulated since the last settlement.
     integral: u64,
@@ -245,8 +249,7 @@ impl State {
         if now > self.stamp && self.gate {
             let dt = now - self.stamp;
             self.gated += dt;
-            let accruing = u64::from(self.waiters.saturating_sub(self.woken));
-            self.integral += accruing * dt;
+            self.integral += u64::from(self.waiters) * dt;
         }
         self.stamp = self.stamp.max(now);
     }
@@ -293,7 +296,10 @@ pub enum Departed {
     /// Blamed on whoever held the object or provided the event. For condition variables,
     /// `mutex_wait` says whether the waiter then waited for the mutex on a registration the
     /// signaller made for it, from `woken_at` on.
-    Blamed { woken_at: u64, mutex_wait: bool },
+    Blamed {
+        woken_at: u64,
+        mutex_wait: bool,
+    },
     /// Success, but no event the runtime saw woke it (a spurious wake-up, or an event from
     /// outside the runtime's view): nobody is blamed.
     Spurious,
@@ -341,6 +347,8 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
                     }
                 }
                 Outcome::Success if s.woken > 0 => {
+                    // Its time since the event (being scheduled) is nobody's fault.
+                    s.withdraw(wait.gated_mark);
                     s.woken -= 1;
                     let mutex_wait = s.proxied > 0;
                     if mutex_wait {
@@ -607,7 +615,11 @@ mod tests {
         assert_eq!(settle(mutex, || 10, false), Some(10));
         // Free from 10 to 40 while W is not yet scheduled: nobody's fault. B barges in.
         acquired(mutex, || 40);
-        assert_eq!(settle(mutex, || 45, false), Some(5), "B pays its own 5 ns only");
+        assert_eq!(
+            settle(mutex, || 45, false),
+            Some(5),
+            "B pays its own 5 ns only"
+        );
         depart(w, 50, Outcome::Success);
         assert_eq!(settle(mutex, || 60, false), None);
     }
@@ -619,7 +631,11 @@ mod tests {
         let w2 = arrive(mutex, WaitKind::Mutex, 0).unwrap();
         // W2 gives up at 30; W1 keeps waiting until the unlock at 50.
         assert_eq!(depart(w2, 30, Outcome::TimedOut), Departed::TimedOut);
-        assert_eq!(settle(mutex, || 50, false), Some(50), "W1's 50 ns, none of W2's");
+        assert_eq!(
+            settle(mutex, || 50, false),
+            Some(50),
+            "W1's 50 ns, none of W2's"
+        );
         depart(w1, 51, Outcome::Success);
         assert_eq!(dirty_count(mutex), 0);
     }
@@ -653,8 +669,26 @@ mod tests {
         );
         // A broadcast at 50 takes c2's 30 ns since the last signal.
         assert_eq!(wake(cond, || 50, u32::MAX), Some(30));
-        assert!(matches!(depart(c2, 52, Outcome::Success), Departed::Blamed { .. }));
+        assert!(matches!(
+            depart(c2, 52, Outcome::Success),
+            Departed::Blamed { .. }
+        ));
         assert_eq!(wake(cond, || 60, 1), None, "nobody waits: fast path");
+    }
+
+    #[test]
+    fn a_woken_waiter_that_lost_the_race_is_blamed_on_the_next_event() {
+        let sem = 0x7900_0000usize;
+        let w = arrive(sem, WaitKind::Semaphore, 0).unwrap();
+        // A post at 20 whose token another thread takes at once: the waiter sleeps on.
+        assert_eq!(wake(sem, || 20, 1), Some(20));
+        // The post at 120 ends its wait: the 100 ns since the first are this post's doing.
+        assert_eq!(wake(sem, || 120, 1), Some(100));
+        assert!(matches!(
+            depart(w, 125, Outcome::Success),
+            Departed::Blamed { .. }
+        ));
+        assert_eq!(dirty_count(sem), 0, "its 5 ns of wake-up are nobody's");
     }
 
     #[test]
@@ -676,7 +710,11 @@ mod tests {
         set_partner(cond, mutex);
         // The producer signals at 40 holding the mutex, and unlocks at 45.
         assert_eq!(wake_with_proxies(cond, || 40, 1, |m| m == mutex), Some(40));
-        assert_eq!(settle(mutex, || 45, false), Some(5), "the retake waited 5 ns");
+        assert_eq!(
+            settle(mutex, || 45, false),
+            Some(5),
+            "the retake waited 5 ns"
+        );
         let d = depart(c, 47, Outcome::Success);
         assert_eq!(
             d,
@@ -704,15 +742,24 @@ mod tests {
             panic!("third arrival is the last")
         };
         assert_eq!(taken, 30 + 20);
-        assert!(matches!(depart(a, 31, Outcome::Success), Departed::Blamed { .. }));
+        assert!(matches!(
+            depart(a, 31, Outcome::Success),
+            Departed::Blamed { .. }
+        ));
         // A new round starts before b has left: the counts stay right.
         let BarrierArrival::Wait(a2) = barrier_arrive(barrier, 40) else {
             panic!("new round")
         };
-        assert!(matches!(depart(b, 41, Outcome::Success), Departed::Blamed { .. }));
+        assert!(matches!(
+            depart(b, 41, Outcome::Success),
+            Departed::Blamed { .. }
+        ));
         assert_eq!(depart(a2, 50, Outcome::Interrupted), Departed::Interrupted);
         assert_eq!(forget(barrier), 0);
-        assert!(matches!(barrier_arrive(barrier, 60), BarrierArrival::Unknown));
+        assert!(matches!(
+            barrier_arrive(barrier, 60),
+            BarrierArrival::Unknown
+        ));
     }
 
     #[test]

@@ -180,13 +180,7 @@ pub(super) unsafe fn record_path(
     // SAFETY: we hold the buffer lock.
     let buffer = unsafe { &mut *state.buffer.get() };
     for s in samples {
-        buffer.push_sample(
-            tid,
-            s.metric,
-            s.value,
-            flags | s.flags,
-            path,
-        );
+        buffer.push_sample(tid, s.metric, s.value, flags | s.flags, path);
     }
     state.unlock_buffer();
     true

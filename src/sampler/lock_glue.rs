@@ -283,7 +283,12 @@ pub fn acquired(address: usize) {
 /// A release by a holder (`unlock`: the real call; it failed unless it returns 0):
 /// takes the holder's blame just before it, records it at the caller's context after it.
 /// `still_held`: other holders keep the object held (rwlock readers).
-pub fn release(address: usize, kind: WaitKind, still_held: bool, unlock: impl FnOnce() -> i32) -> i32 {
+pub fn release(
+    address: usize,
+    kind: WaitKind,
+    still_held: bool,
+    unlock: impl FnOnce() -> i32,
+) -> i32 {
     let settled = pending(address, || table::settle(address, monotonic_ns, still_held));
     let rc = unlock();
     match settled {
@@ -415,7 +420,11 @@ pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
             let ok = rc == 0 || rc == libc::PTHREAD_BARRIER_SERIAL_THREAD;
             blocked.finish(
                 WaitKind::Barrier,
-                if ok { Outcome::Success } else { Outcome::NoWait },
+                if ok {
+                    Outcome::Success
+                } else {
+                    Outcome::NoWait
+                },
             );
             rc
         }

@@ -53,8 +53,7 @@ fn record(samples: &[Sample], leaf: Option<u64>) -> bool {
         if let Some(modules) = lifecycle::modules().try_read() {
             // SAFETY: on the owner thread with `in_runtime` raised: the handler stays out of
             // the owner part.
-            recorded =
-                unsafe { record_path(state, &modules, regs, tid, samples, leaf, true) };
+            recorded = unsafe { record_path(state, &modules, regs, tid, samples, leaf, true) };
             break;
         }
         std::hint::spin_loop();
