@@ -217,6 +217,7 @@ extern "C" fn thread_exit(value: *mut libc::c_void) {
         return;
     }
     state.in_runtime.store(true, Ordering::Relaxed);
+    super::lock_glue::abandon_wait(state);
     stop_timer(state);
     flush_thread(state);
     let name = records::thread_name(tid);

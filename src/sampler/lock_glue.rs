@@ -193,15 +193,26 @@ fn begin_wait(address: usize, kind: WaitKind) -> Option<Blocked> {
         counters::add(Counter::WaitsUnmonitored, 1);
         return None;
     };
-    state.blocked.store(true, Ordering::Relaxed);
-    Some(Blocked { state, wait })
+    Some(Blocked::new(state, wait))
 }
 
 impl Blocked {
+    fn new(state: &'static ThreadState, wait: Wait) -> Blocked {
+        {
+            let _busy = Bookkeeping::enter(state);
+            // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
+            unsafe { (*state.owner.get()).wait = Some(wait) };
+        }
+        state.blocked.store(true, Ordering::Relaxed);
+        Blocked { state, wait }
+    }
+
     /// Ends the wait: (end time, how it is accounted).
     fn end(self, outcome: Outcome) -> (u64, Departed) {
         self.state.blocked.store(false, Ordering::Relaxed);
         let _busy = Bookkeeping::enter(self.state);
+        // SAFETY: as in `new`.
+        unsafe { (*self.state.owner.get()).wait = None };
         let end = monotonic_ns();
         let departed = table::depart(self.wait, end, outcome);
         count_unblamed(departed);
@@ -414,8 +425,7 @@ pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
     };
     match arrival {
         BarrierArrival::Wait(wait) => {
-            state.blocked.store(true, Ordering::Relaxed);
-            let blocked = Blocked { state, wait };
+            let blocked = Blocked::new(state, wait);
             let rc = block();
             let ok = rc == 0 || rc == libc::PTHREAD_BARRIER_SERIAL_THREAD;
             blocked.finish(
@@ -456,6 +466,18 @@ pub fn thread_exiting(thread: usize, routine: Option<usize>) {
     };
     if !recorded {
         counters::add(Counter::BlameUnsettled, taken);
+    }
+}
+
+/// At the exit of a thread cancelled inside a measured wait (the wait never returned): the
+/// wait ends now, interrupted, and nobody is blamed. Call on the owner thread with
+/// `in_runtime` raised.
+pub fn abandon_wait(state: &ThreadState) {
+    // SAFETY: per the contract, on the owner thread with `in_runtime` raised.
+    let wait = unsafe { (*state.owner.get()).wait.take() };
+    if let Some(wait) = wait {
+        state.blocked.store(false, Ordering::Relaxed);
+        count_unblamed(table::depart(wait, monotonic_ns(), Outcome::Interrupted));
     }
 }
 

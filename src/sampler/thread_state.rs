@@ -19,6 +19,7 @@
 use super::buffer::BufferPart;
 use super::timer::Timer;
 use crate::format::Frame;
+use crate::locks::wait_table::Wait;
 use crate::spinlock::SpinLock;
 use crate::unwind::walk::{UnwindCache, FRAMES_CAPACITY};
 use std::cell::UnsafeCell;
@@ -33,6 +34,9 @@ pub struct OwnerPart {
     pub timer: Option<Timer>,
     /// One past the highest address of the thread's stack (0 if unknown).
     pub stack_top: u64,
+    /// The measured wait the thread is blocked in, if any: withdrawn at thread exit when
+    /// the thread was cancelled inside it.
+    pub wait: Option<Wait>,
 }
 
 pub struct ThreadState {
@@ -80,6 +84,7 @@ impl ThreadState {
                 frames: frames(),
                 timer: None,
                 stack_top: 0,
+                wait: None,
             }),
             buffer: UnsafeCell::new(BufferPart::new()),
         }
