@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # locks.sh: what lock interposition costs (benchmarks/programs/lockbench.c).
 #
-#   1. ns added per uncontended lock+unlock pair, for a spin lock and for a mutex: a loop of
+#   1. ns added per uncontended pair of operations (spin lock, mutex, rwlock read and write
+#      lock+unlock; semaphore post+wait; condvar signal+broadcast with no waiter): a loop of
 #      PAIRS pairs in one thread (timed by the program itself, loop only), unprofiled vs
 #      `blameprof run -q -F 200`; medians of N runs; the per-pair difference.
 #   2. Slowdown at 200 Hz on programs doing millions of lock operations per second per
@@ -60,13 +61,14 @@ run() { # config, lockbench args... -> program stdout
     rm -rf "$out"
 }
 
+KINDS=${KINDS:-spin mutex rdlock wrlock sem signal}
 declare -A PAIR_NS
-for kind in spin mutex; do
+for kind in $KINDS; do
     for cfg in plain prof; do PAIR_NS[$kind-$cfg]=""; done
 done
-log "uncontended pairs: $N rounds x {spin, mutex} x {unprofiled, -F $HZ}, $PAIRS pairs each"
+log "uncontended pairs: $N rounds x {$KINDS} x {unprofiled, -F $HZ}, $PAIRS pairs each"
 for ((i = 1; i <= N; i++)); do
-    for kind in spin mutex; do
+    for kind in $KINDS; do
         for cfg in plain prof; do
             o=$(run "$cfg" pairs "$kind" "$PAIRS") || die "pairs $kind $cfg failed"
             v=$(field ns_per_pair "$o")
@@ -77,14 +79,19 @@ for ((i = 1; i <= N; i++)); do
     done
 done
 
-echo "## Uncontended lock+unlock pair ($PAIRS pairs, one thread, median of $N, $(nproc) CPUs)"
+echo "## Uncontended pairs ($PAIRS pairs, one thread, median of $N, $(nproc) CPUs)"
 echo
-echo "| lock | unprofiled (ns/pair) | blameprof -F $HZ (ns/pair) | added (ns/pair) |"
+echo "| operations | unprofiled (ns/pair) | blameprof -F $HZ (ns/pair) | added (ns/pair) |"
 echo "|---|---:|---:|---:|"
-for kind in spin mutex; do
+declare -A PAIR_NAME=(
+    [spin]="pthread_spin_lock + unlock" [mutex]="pthread_mutex_lock + unlock"
+    [rdlock]="pthread_rwlock_rdlock + unlock" [wrlock]="pthread_rwlock_wrlock + unlock"
+    [sem]="sem_post + sem_wait (never blocks)" [signal]="pthread_cond_signal + broadcast (no waiter)"
+)
+for kind in $KINDS; do
     a=$(median ${PAIR_NS[$kind-plain]})
     b=$(median ${PAIR_NS[$kind-prof]})
-    echo "| pthread_${kind}_lock + unlock | $(fmt "$a") | $(fmt "$b") | $(sub "$b" "$a") |"
+    echo "| ${PAIR_NAME[$kind]} | $(fmt "$a") | $(fmt "$b") | $(sub "$b" "$a") |"
 done
 echo
 

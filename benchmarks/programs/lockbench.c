@@ -1,7 +1,9 @@
 /* lockbench: the cost of lock operations, for benchmarks/locks.sh.
  *
- *   lockbench pairs spin|mutex N
- *       N uncontended lock+unlock pairs on one lock in one thread; prints
+ *   lockbench pairs spin|mutex|rdlock|wrlock|sem|signal N
+ *       N uncontended pairs in one thread: lock+unlock of a spin lock, mutex, or rwlock
+ *       (read or write), sem_post+sem_wait on a semaphore, or pthread_cond_signal+broadcast
+ *       of a condition variable nobody waits on; prints
  *       "ns_per_pair=X elapsed_ns=Y" (the loop only, timed with CLOCK_MONOTONIC).
  *   lockbench ops THREADS N
  *       THREADS threads, each doing N lock+unlock pairs on its own 8 locks (4 spin locks,
@@ -12,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,27 +32,50 @@ static volatile uint64_t sink;
 static int pairs(const char *kind, long n) {
     pthread_spinlock_t s;
     pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    sem_t sem;
     pthread_spin_init(&s, PTHREAD_PROCESS_PRIVATE);
-    int spin = strcmp(kind, "spin") == 0;
-    if (!spin && strcmp(kind, "mutex") != 0) {
-        fprintf(stderr, "lockbench: pairs spin|mutex N\n");
-        return 2;
-    }
+    sem_init(&sem, 0, 0);
     uint64_t t0 = now_ns();
-    if (spin) {
+    if (strcmp(kind, "spin") == 0) {
         for (long i = 0; i < n; i++) {
             pthread_spin_lock(&s);
             pthread_spin_unlock(&s);
         }
-    } else {
+    } else if (strcmp(kind, "mutex") == 0) {
         for (long i = 0; i < n; i++) {
             pthread_mutex_lock(&m);
             pthread_mutex_unlock(&m);
         }
+    } else if (strcmp(kind, "rdlock") == 0) {
+        for (long i = 0; i < n; i++) {
+            pthread_rwlock_rdlock(&rw);
+            pthread_rwlock_unlock(&rw);
+        }
+    } else if (strcmp(kind, "wrlock") == 0) {
+        for (long i = 0; i < n; i++) {
+            pthread_rwlock_wrlock(&rw);
+            pthread_rwlock_unlock(&rw);
+        }
+    } else if (strcmp(kind, "sem") == 0) { /* post then wait: the count never blocks */
+        for (long i = 0; i < n; i++) {
+            sem_post(&sem);
+            sem_wait(&sem);
+        }
+    } else if (strcmp(kind, "signal") == 0) { /* signal + broadcast with nobody waiting */
+        for (long i = 0; i < n; i++) {
+            pthread_cond_signal(&c);
+            pthread_cond_broadcast(&c);
+        }
+    } else {
+        fprintf(stderr, "lockbench: pairs spin|mutex|rdlock|wrlock|sem|signal N\n");
+        return 2;
     }
     uint64_t dt = now_ns() - t0;
     printf("ns_per_pair=%.3f elapsed_ns=%llu\n", (double)dt / (double)n, (unsigned long long)dt);
     pthread_spin_destroy(&s);
+    sem_destroy(&sem);
     return 0;
 }
 
@@ -116,6 +142,6 @@ int main(int argc, char **argv) {
             return 2;
         return ops(t, atol(argv[3]));
     }
-    fprintf(stderr, "usage: lockbench pairs spin|mutex N | lockbench ops THREADS N [WORK]\n");
+    fprintf(stderr, "usage: lockbench pairs spin|mutex|rdlock|wrlock|sem|signal N | lockbench ops THREADS N [WORK]\n");
     return 2;
 }
