@@ -697,26 +697,6 @@ fn parking_lot_mutex_wait_is_blamed_on_the_unparkers() {
     c.finish("parking_lot Mutex, per-address blame");
 }
 
-/// The culprit view the issue asks for: the readers wait because `slow_update` holds the
-/// mutex for milliseconds; `fast_read` holds it for microseconds. parking_lot parks each
-/// waiter on its own futex (its thread's parker) and an unlock wakes one waiter, so the
-/// second queued reader is woken by the first one's unlock, and per-address blame gives
-/// that unparker the reader's whole wait: `slow_update` gets about half of its blame.
-#[test]
-#[ignore = "known limit (docs/lock-blame.md): futex blame is per address, and parking_lot \
-            parks each thread on its own futex, so a parked thread's whole wait is blamed on \
-            whoever unparked it"]
-fn parking_lot_mutex_wait_is_blamed_on_the_slow_holder() {
-    let p = parking_lot_holder();
-    require_metrics(&p.flat, &["idleness.futex", "blame.futex"]);
-    let mut c = Checks::new(p, RUST_MUTEX_FNS);
-    let b = c.flat_near("slow_update", "blame.futex", "blame_slow_update_ns", 0.20);
-    c.via("blame.futex", "slow_update", "syscall", b, 0.9);
-    c.flat_near("fast_read", "idleness.futex", "wait_readers_ns", 0.20);
-    c.ranks_first("blame", "slow_update", RUST_MUTEX_FNS);
-    c.finish("parking_lot Mutex");
-}
-
 // ---------------------------------------------------------------------------------------
 // 9. C++ std::condition_variable and std::mutex
 
