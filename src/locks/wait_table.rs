@@ -75,6 +75,20 @@ struct State {
     proxied: u32,
     /// Barriers: the number of threads that must arrive.
     parties: u32,
+    /// The latest event's provider.
+    last_waker: WakerId,
+    /// When the only waiter arrived (0: several waiters, or unknown).
+    solo_since: u64,
+    /// Time of the last settlement.
+    settled_at: u64,
+}
+
+/// Identifies an event's provider: its thread and its own count of events, so a thread
+/// it woke can find the call path it published for that event (`sampler::wake_chain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WakerId {
+    pub tid: u32,
+    pub seq: u64,
 }
 
 #[derive(Default)]
@@ -257,6 +271,7 @@ impl State {
     /// Takes the accumulated waiter-time.
     fn take(&mut self) -> u64 {
         self.gated_at_settle = self.gated;
+        self.settled_at = self.stamp;
         std::mem::take(&mut self.integral)
     }
 
@@ -299,6 +314,8 @@ pub enum Departed {
     Blamed {
         woken_at: u64,
         mutex_wait: bool,
+        /// The event's provider (default for hold kinds).
+        waker: WakerId,
     },
     /// Success, but no event the runtime saw woke it (a spurious wake-up, or an event from
     /// outside the runtime's view): nobody is blamed.
@@ -313,6 +330,7 @@ pub enum Departed {
 pub fn arrive(address: usize, kind: WaitKind, now: u64) -> Option<Wait> {
     Locked::of(address).update(address, Some(kind), |s| {
         s.advance(now);
+        s.solo_since = if s.waiters == 0 { now } else { 0 };
         s.waiters += 1;
         if is_hold_kind(kind) {
             s.gate = true;
@@ -344,6 +362,7 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
                     Departed::Blamed {
                         woken_at: now,
                         mutex_wait: false,
+                        waker: WakerId::default(),
                     }
                 }
                 Outcome::Success if s.woken > 0 => {
@@ -357,6 +376,7 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
                     Departed::Blamed {
                         woken_at: s.last_wake.clamp(wait.start_ns, now),
                         mutex_wait,
+                        waker: s.last_waker,
                     }
                 }
                 other => {
@@ -416,14 +436,28 @@ pub fn settle(address: usize, now: impl FnOnce() -> u64, still_held: bool) -> Op
     })
 }
 
-/// Just before an event that wakes up to `n` waiters of the object: the waiting time the
-/// waker takes, or `None` on the fast path (nobody waits).
-pub fn wake(address: usize, now: impl FnOnce() -> u64, n: u32) -> Option<u64> {
+/// What an event took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Woke {
+    /// The waiting time since the previous event.
+    pub taken: u64,
+    /// With one waiter only: since when that time accrued (its arrival, or the previous
+    /// event), so the part of it another interval covers can be told apart.
+    pub solo_since: Option<u64>,
+}
+
+/// Just before an event by `waker` that wakes up to `n` waiters of the object: what it
+/// takes, or `None` on the fast path (nobody waits).
+pub fn wake(address: usize, now: impl FnOnce() -> u64, n: u32, waker: WakerId) -> Option<Woke> {
     let index = dirty_bucket(address)?;
     let now = now();
-    Locked::new(index)
-        .update(address, None, |s| wake_state(s, now, n))
-        .map(|(taken, _)| taken)
+    Locked::new(index).update(address, None, |s| {
+        s.last_waker = waker;
+        let solo_since =
+            (s.waiters == 1 && s.solo_since > 0).then(|| s.solo_since.max(s.settled_at));
+        let (taken, _) = wake_state(s, now, n);
+        Woke { taken, solo_since }
+    })
 }
 
 /// An event at `now` that wakes up to `n` waiters; returns the time taken and the number
@@ -587,6 +621,10 @@ pub fn monitored_high_water() -> u32 {
 mod tests {
     use super::*;
 
+    fn wake_taken(address: usize, now: u64, n: u32) -> Option<u64> {
+        wake(address, || now, n, WakerId::default()).map(|w| w.taken)
+    }
+
     fn dirty_count(address: usize) -> u32 {
         TABLE[bucket_index(address)].dirty.load(Ordering::Acquire)
     }
@@ -658,22 +696,23 @@ mod tests {
         let c1 = arrive(cond, WaitKind::CondVar, 0).unwrap();
         let c2 = arrive(cond, WaitKind::CondVar, 10).unwrap();
         // A signal at 20 wakes one and takes both waits so far.
-        assert_eq!(wake(cond, || 20, 1), Some(20 + 10));
+        assert_eq!(wake_taken(cond, 20, 1), Some(20 + 10));
         // The woken one departs at 25: blamed, woken at 20. The other waits on.
         assert_eq!(
             depart(c1, 25, Outcome::Success),
             Departed::Blamed {
                 woken_at: 20,
-                mutex_wait: false
+                mutex_wait: false,
+                waker: WakerId::default(),
             }
         );
         // A broadcast at 50 takes c2's 30 ns since the last signal.
-        assert_eq!(wake(cond, || 50, u32::MAX), Some(30));
+        assert_eq!(wake_taken(cond, 50, u32::MAX), Some(30));
         assert!(matches!(
             depart(c2, 52, Outcome::Success),
             Departed::Blamed { .. }
         ));
-        assert_eq!(wake(cond, || 60, 1), None, "nobody waits: fast path");
+        assert_eq!(wake_taken(cond, 60, 1), None, "nobody waits: fast path");
     }
 
     #[test]
@@ -681,9 +720,9 @@ mod tests {
         let sem = 0x7900_0000usize;
         let w = arrive(sem, WaitKind::Semaphore, 0).unwrap();
         // A post at 20 whose token another thread takes at once: the waiter sleeps on.
-        assert_eq!(wake(sem, || 20, 1), Some(20));
+        assert_eq!(wake_taken(sem, 20, 1), Some(20));
         // The post at 120 ends its wait: the 100 ns since the first are this post's doing.
-        assert_eq!(wake(sem, || 120, 1), Some(100));
+        assert_eq!(wake_taken(sem, 120, 1), Some(100));
         assert!(matches!(
             depart(w, 125, Outcome::Success),
             Departed::Blamed { .. }
@@ -692,11 +731,36 @@ mod tests {
     }
 
     #[test]
+    fn a_solo_waiters_accrual_start_and_its_waker_are_known() {
+        let futex = 0x7a00_0000usize;
+        let w = arrive(futex, WaitKind::Futex, 100).unwrap();
+        let waker = WakerId { tid: 42, seq: 7 };
+        let woke = wake(futex, || 150, 1, waker).unwrap();
+        assert_eq!(
+            woke,
+            Woke {
+                taken: 50,
+                solo_since: Some(100)
+            }
+        );
+        match depart(w, 151, Outcome::Success) {
+            Departed::Blamed { waker: by, .. } => assert_eq!(by, waker),
+            other => panic!("{other:?}"),
+        }
+        let a = arrive(futex, WaitKind::Futex, 200).unwrap();
+        let b = arrive(futex, WaitKind::Futex, 210).unwrap();
+        let woke = wake(futex, || 250, 1, waker).unwrap();
+        assert_eq!(woke.solo_since, None, "two waiters: no single start");
+        depart(a, 251, Outcome::Success);
+        depart(b, 252, Outcome::TimedOut);
+    }
+
+    #[test]
     fn timed_out_and_spurious_waits_are_never_blamed() {
         let sem = 0x7600_0000usize;
         let w = arrive(sem, WaitKind::Semaphore, 0).unwrap();
         assert_eq!(depart(w, 100, Outcome::TimedOut), Departed::TimedOut);
-        assert_eq!(wake(sem, || 110, 1), None, "its 100 ns went to nobody");
+        assert_eq!(wake_taken(sem, 110, 1), None, "its 100 ns went to nobody");
         let w = arrive(sem, WaitKind::Semaphore, 200).unwrap();
         assert_eq!(depart(w, 300, Outcome::Success), Departed::Spurious);
         assert_eq!(dirty_count(sem), 0);
@@ -716,13 +780,14 @@ mod tests {
             "the retake waited 5 ns"
         );
         let d = depart(c, 47, Outcome::Success);
-        assert_eq!(
+        assert!(matches!(
             d,
             Departed::Blamed {
                 woken_at: 40,
-                mutex_wait: true
+                mutex_wait: true,
+                ..
             }
-        );
+        ));
         depart_proxy(mutex, 47);
         assert_eq!(dirty_count(cond), 0);
         assert_eq!(dirty_count(mutex), 0);

@@ -112,10 +112,21 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, metric
         value,
         flags,
     }];
-    let recorded = unsafe { record_path(state, &modules, regs, tid, &sample, None, false) };
+    let recorded = unsafe { record_path(state, &modules, regs, tid, &sample, How::default()) };
     if !recorded {
         counters::add(Counter::DroppedBusy, 1);
     }
+}
+
+/// How [`record_path`] records.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct How {
+    /// Replace the runtime's own frames by the function at this address.
+    pub leaf: Option<u64>,
+    /// Publish the path as that of the thread's futex wake with this `seq` (`wake_chain`).
+    pub publish: Option<u64>,
+    /// Wait for the buffer (synchronous samples) instead of dropping the sample (handler).
+    pub wait_for_buffer: bool,
 }
 
 /// One sample's metric, value and flags ([`WaitKind`] bits), to record at a call path.
@@ -127,7 +138,8 @@ pub struct Sample {
 }
 
 /// Walks the stack from `regs` once and appends `samples` at that path to the thread's
-/// buffer; returns false only when `wait_for_buffer` is false and the buffer was busy.
+/// buffer, as `how` says; returns false only when `how.wait_for_buffer` is false and the
+/// buffer was busy.
 /// Shared by the timer handler (which may not wait) and synchronous samples (which may).
 /// Async-signal-safe.
 ///
@@ -140,9 +152,13 @@ pub(super) unsafe fn record_path(
     regs: Regs,
     tid: u32,
     samples: &[Sample],
-    leaf: Option<u64>,
-    wait_for_buffer: bool,
+    how: How,
 ) -> bool {
+    let How {
+        leaf,
+        publish,
+        wait_for_buffer,
+    } = how;
     // SAFETY: guaranteed by the caller.
     let owner = unsafe { &mut *state.owner.get() };
     let result = walk(
@@ -172,6 +188,9 @@ pub(super) unsafe fn record_path(
         owner.frames[start] = modules.frame_for(addr);
     }
     let path = &owner.frames[start..result.depth];
+    if let Some(seq) = publish {
+        state.wake_path.publish(seq, path);
+    }
     if wait_for_buffer {
         state.lock_buffer();
     } else if !state.try_lock_buffer() {

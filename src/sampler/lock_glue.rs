@@ -19,11 +19,12 @@ use super::clock::{gettid, monotonic_ns};
 use super::counters::{self, Counter};
 use super::handler::{Sample, METRIC_BLAME, METRIC_IDLENESS};
 use super::lifecycle::sampling_enabled;
-use super::sync_sample::{record_at_function, record_here};
+use super::sync_sample::{record_at_function, record_at_wake, record_here, record_wake};
 use super::thread_state::{lookup, ThreadState};
+use super::wake_chain::LastWait;
 use crate::format::{WaitKind, SAMPLE_UNBLAMED};
 use crate::locks::spin;
-use crate::locks::wait_table::{self as table, BarrierArrival, Departed, Outcome, Wait};
+use crate::locks::wait_table::{self as table, BarrierArrival, Departed, Outcome, Wait, WakerId};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Process-shared spin locks: their words are seen by other processes, which could not
@@ -180,6 +181,8 @@ fn count_unblamed(departed: Departed) {
 struct Blocked {
     state: &'static ThreadState,
     wait: Wait,
+    /// A futex wait: remembered as the thread's last one when a wake ends it.
+    futex: bool,
 }
 
 /// Registers the calling thread as waiting on `address` (`None`: not monitored).
@@ -193,18 +196,22 @@ fn begin_wait(address: usize, kind: WaitKind) -> Option<Blocked> {
         counters::add(Counter::WaitsUnmonitored, 1);
         return None;
     };
-    Some(Blocked::new(state, wait))
+    Some(Blocked::new(state, wait, kind))
 }
 
 impl Blocked {
-    fn new(state: &'static ThreadState, wait: Wait) -> Blocked {
+    fn new(state: &'static ThreadState, wait: Wait, kind: WaitKind) -> Blocked {
         {
             let _busy = Bookkeeping::enter(state);
             // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
             unsafe { (*state.owner.get()).wait = Some(wait) };
         }
         state.blocked.store(true, Ordering::Relaxed);
-        Blocked { state, wait }
+        Blocked {
+            state,
+            wait,
+            futex: kind == WaitKind::Futex,
+        }
     }
 
     /// Ends the wait: (end time, how it is accounted).
@@ -216,6 +223,21 @@ impl Blocked {
         let end = monotonic_ns();
         let departed = table::depart(self.wait, end, outcome);
         count_unblamed(departed);
+        if let (
+            Departed::Blamed {
+                woken_at, waker, ..
+            },
+            true,
+        ) = (departed, self.futex)
+        {
+            let last = LastWait {
+                start_ns: self.wait.start_ns,
+                woken_ns: woken_at,
+                by: waker,
+            };
+            // SAFETY: as in `new`.
+            unsafe { (*self.state.owner.get()).last_wait = Some(last) };
+        }
         (end, departed)
     }
 
@@ -313,7 +335,9 @@ pub fn release(
 
 /// An event on the object at `address` that wakes up to `n` waiters (a post, a futex wake):
 /// `op` performs it and `ok` says whether it succeeded. The waiting since the previous event
-/// is taken just before and recorded as blame at the caller's context after.
+/// is taken just before and recorded as blame at the caller's context after — except, for
+/// a futex's only waiter, the part that overlaps the caller's own last futex wait, which is
+/// charged to whoever woke the caller (`wake_chain`).
 pub fn event<R: Copy>(
     address: usize,
     kind: WaitKind,
@@ -321,17 +345,47 @@ pub fn event<R: Copy>(
     op: impl FnOnce() -> R,
     ok: impl FnOnce(R) -> bool,
 ) -> R {
-    let taken = pending(address, || table::wake(address, monotonic_ns, n));
+    let woke = pending(address, || {
+        let state = lookup(gettid())?;
+        let seq = state.wake_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let me = WakerId {
+            tid: state.tid.load(Ordering::Relaxed),
+            seq,
+        };
+        let now = monotonic_ns();
+        let woke = table::wake(address, || now, n, me)?;
+        // SAFETY: on the owner thread with `in_runtime` raised (we are in bookkeeping).
+        let last = unsafe { (*state.owner.get()).last_wait };
+        Some((woke, seq, now, last))
+    });
     let rc = op();
-    if let Some(taken) = taken.filter(|&t| t > 0) {
-        let saved = errno();
-        if ok(rc) {
-            charge(address, kind, taken);
-        } else {
-            give_back(address, kind, taken, false);
+    let Some((woke, seq, now, last)) = woke.filter(|w| w.0.taken > 0) else {
+        return rc;
+    };
+    let saved = errno();
+    if !ok(rc) {
+        give_back(address, kind, woke.taken, false);
+    } else if kind == WaitKind::Futex {
+        // The part of a lone waiter's wait during this thread's own last futex wait.
+        let inherited = match (woke.solo_since, last) {
+            (Some(since), Some(last)) => last.overlap(since, now).min(woke.taken),
+            _ => 0,
+        };
+        let inherited = match last {
+            Some(last) if inherited > 0 && record_at_wake(last.by, blame(kind, inherited)) => {
+                inherited
+            }
+            _ => 0,
+        };
+        let own = woke.taken - inherited;
+        let samples = [blame(kind, own)];
+        if !record_wake(&samples[..usize::from(own > 0)], seq) && own > 0 {
+            give_back(address, kind, own, false);
         }
-        set_errno(saved);
+    } else {
+        charge(address, kind, woke.taken);
     }
+    set_errno(saved);
     rc
 }
 
@@ -425,7 +479,7 @@ pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
     };
     match arrival {
         BarrierArrival::Wait(wait) => {
-            let blocked = Blocked::new(state, wait);
+            let blocked = Blocked::new(state, wait, WaitKind::Barrier);
             let rc = block();
             let ok = rc == 0 || rc == libc::PTHREAD_BARRIER_SERIAL_THREAD;
             blocked.finish(
@@ -453,7 +507,10 @@ pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
 /// this. The blame is recorded at the caller's context (`pthread_exit`), or, when the thread
 /// returned from its start routine, at `routine`.
 pub fn thread_exiting(thread: usize, routine: Option<usize>) {
-    let Some(taken) = pending(thread, || table::wake(thread, monotonic_ns, u32::MAX)) else {
+    let woke = pending(thread, || {
+        table::wake(thread, monotonic_ns, u32::MAX, WakerId::default())
+    });
+    let Some(taken) = woke.map(|w| w.taken) else {
         return;
     };
     if taken == 0 {

@@ -18,3 +18,4 @@ pub mod records;
 pub mod sync_sample;
 pub mod thread_state;
 pub mod timer;
+pub mod wake_chain;

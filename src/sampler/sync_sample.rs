@@ -10,9 +10,10 @@
 //! unwind); the timer's time is then carried by the thread's next sample.
 
 use super::clock::gettid;
-use super::handler::{record_path, Sample};
+use super::handler::{record_path, How, Sample};
 use super::lifecycle;
 use super::thread_state::lookup;
+use crate::locks::wait_table::WakerId;
 use crate::unwind::walk::Regs;
 use std::sync::atomic::Ordering;
 
@@ -24,7 +25,57 @@ const MODULE_SET_RETRIES: u32 = 1 << 20;
 /// runtime): the caller keeps the values for a later attempt rather than lose them.
 #[inline(never)]
 pub fn record_here(samples: &[Sample]) -> bool {
-    record(samples, None)
+    record(samples, None, None)
+}
+
+/// Records `samples` (possibly none) at the calling context, a futex wake, and publishes
+/// the path as that of the thread's wake `seq` for the threads it woke (`wake_chain`).
+#[inline(never)]
+pub fn record_wake(samples: &[Sample], seq: u64) -> bool {
+    record(samples, None, Some(seq))
+}
+
+/// Records `sample` at the call path thread `waker.tid` published for its wake
+/// `waker.seq`, into that thread's own buffer: blame the calling thread found to be the
+/// waker's doing (`wake_chain`). False when that path is gone (the thread published a newer
+/// one, or ended), or this thread cannot record now.
+pub fn record_at_wake(waker: WakerId, sample: Sample) -> bool {
+    if !lifecycle::sampling_enabled() {
+        return false;
+    }
+    let Some(state) = lookup(gettid()) else {
+        return false;
+    };
+    if state.in_runtime.swap(true, Ordering::Acquire) {
+        return false;
+    }
+    let recorded = (|| {
+        let target = lookup(waker.tid)?;
+        target.wake_path.await_publication(waker.seq);
+        // SAFETY: on the owner thread with `in_runtime` raised: the handler stays out of
+        // the owner part, whose frames serve as scratch space here.
+        let frames = unsafe { &mut *(*state.owner.get()).frames };
+        let depth = target.wake_path.read(waker.seq, frames)?;
+        target.lock_buffer();
+        let alive =
+            target.live.load(Ordering::Acquire) && target.tid.load(Ordering::Acquire) == waker.tid;
+        if alive {
+            // SAFETY: we hold the target's buffer lock.
+            let buffer = unsafe { &mut *target.buffer.get() };
+            buffer.push_sample(
+                waker.tid,
+                sample.metric,
+                sample.value,
+                sample.flags,
+                &frames[..depth],
+            );
+        }
+        target.unlock_buffer();
+        alive.then_some(())
+    })()
+    .is_some();
+    state.in_runtime.store(false, Ordering::Release);
+    recorded
 }
 
 /// Records `samples` at the calling context with the runtime's own frames replaced by the
@@ -32,11 +83,11 @@ pub fn record_here(samples: &[Sample]) -> bool {
 /// for the thread.
 #[inline(never)]
 pub fn record_at_function(samples: &[Sample], leaf: usize) -> bool {
-    record(samples, Some(leaf as u64))
+    record(samples, Some(leaf as u64), None)
 }
 
 #[inline(always)]
-fn record(samples: &[Sample], leaf: Option<u64>) -> bool {
+fn record(samples: &[Sample], leaf: Option<u64>, publish: Option<u64>) -> bool {
     if !lifecycle::sampling_enabled() {
         return false;
     }
@@ -53,7 +104,14 @@ fn record(samples: &[Sample], leaf: Option<u64>) -> bool {
         if let Some(modules) = lifecycle::modules().try_read() {
             // SAFETY: on the owner thread with `in_runtime` raised: the handler stays out of
             // the owner part.
-            recorded = unsafe { record_path(state, &modules, regs, tid, samples, leaf, true) };
+            recorded = unsafe {
+                let how = How {
+                    leaf,
+                    publish,
+                    wait_for_buffer: true,
+                };
+                record_path(state, &modules, regs, tid, samples, how)
+            };
             break;
         }
         std::hint::spin_loop();

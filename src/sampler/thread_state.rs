@@ -18,6 +18,7 @@
 
 use super::buffer::BufferPart;
 use super::timer::Timer;
+use super::wake_chain::{LastWait, WakePath};
 use crate::format::Frame;
 use crate::locks::wait_table::Wait;
 use crate::spinlock::SpinLock;
@@ -37,6 +38,8 @@ pub struct OwnerPart {
     /// The measured wait the thread is blocked in, if any: withdrawn at thread exit when
     /// the thread was cancelled inside it.
     pub wait: Option<Wait>,
+    /// The thread's latest futex wait that a wake ended (see `wake_chain`).
+    pub last_wait: Option<LastWait>,
 }
 
 pub struct ThreadState {
@@ -58,6 +61,10 @@ pub struct ThreadState {
     /// The thread is blocked in a contended lock whose wait is measured: samples taken
     /// meanwhile are covered by that measurement and record nothing.
     pub blocked: AtomicBool,
+    /// The thread's count of futex wakes (their `WakerId::seq`).
+    pub wake_seq: AtomicU64,
+    /// The call path of its latest blame-taking futex wake, for the threads it woke.
+    pub wake_path: WakePath,
     pub owner: UnsafeCell<OwnerPart>,
     pub buffer: UnsafeCell<BufferPart>,
 }
@@ -79,12 +86,15 @@ impl ThreadState {
             perf_fd: AtomicI32::new(-1),
             spin_token: AtomicU32::new(0),
             blocked: AtomicBool::new(false),
+            wake_seq: AtomicU64::new(0),
+            wake_path: WakePath::new(),
             owner: UnsafeCell::new(OwnerPart {
                 cache: UnwindCache::default(),
                 frames: frames(),
                 timer: None,
                 stack_top: 0,
                 wait: None,
+                last_wait: None,
             }),
             buffer: UnsafeCell::new(BufferPart::new()),
         }
@@ -192,6 +202,12 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     state.in_handler.store(false, Ordering::Release);
     state.spin_token.store(0, Ordering::Release);
     state.blocked.store(false, Ordering::Release);
+    // SAFETY: the state is not yet published, so nothing else can reach its owner part.
+    unsafe {
+        let owner = &mut *state.owner.get();
+        owner.wait = None;
+        owner.last_wait = None;
+    }
     state.lock_buffer();
     // SAFETY: we hold the buffer lock, and the state is not yet published to any handler.
     unsafe { (*state.buffer.get()).reset() };
