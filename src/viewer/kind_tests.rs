@@ -50,13 +50,13 @@ fn summary_breaks_waiting_down_by_primitive() {
     let text = summary_of(&analysis_of(kinds_process()));
     let lines: Vec<&str> = text
         .lines()
-        .skip_while(|l| !l.contains("lock waiting"))
+        .skip_while(|l| !l.contains("waiting: idleness"))
         .take(4)
         .collect();
     assert_eq!(
         lines,
         [
-            "blameprof: lock waiting: idleness 10.75 ms = 51.8% of effort, blame 8.30 ms = 40.0% \
+            "blameprof: waiting: idleness 10.75 ms = 51.8% of effort, blame 8.30 ms = 40.0% \
              (effort = work + idleness = 20.75 ms)",
             "blameprof: waiting by primitive: mutex 65.1% (7.00 ms), condvar 32.6% (3.50 ms); \
              unblamed 750.00 us (timed out/interrupted/spurious)",

@@ -141,7 +141,7 @@ fn lock_lines(a: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
     };
     writeln!(
         out,
-        "{PREFIX}lock waiting: idleness {} = {:.1}% of effort{blame} \
+        "{PREFIX}waiting: idleness {} = {:.1}% of effort{blame} \
          (effort = work + idleness = {})",
         ns(idleness),
         percent(idleness, effort),
@@ -187,7 +187,7 @@ fn lock_lines(a: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// Kinds of wait that the "lock waiting" headline covers by itself when alone.
+/// Kinds of wait that the "waiting" headline covers by itself when alone (locks).
 const LOCK_KINDS: [WaitKind; 3] = [WaitKind::Spin, WaitKind::Mutex, WaitKind::RwLock];
 
 /// The breakdown of idleness and blame by kind of primitive, each kind's share of its base
