@@ -88,18 +88,19 @@ fn cached_build(src: &Path, out_name: &str, recipe: &str, build: impl FnOnce(&Pa
     out
 }
 
-/// Names and modification times of the C headers next to `src` (such as `truth_log.h`), for
-/// the cache key of a C build: a change to a header alone must rebuild the programs.
-fn sibling_headers_stamp(src: &Path) -> String {
+/// Names and modification times of the files ending in `.ext` next to `src`, for the cache
+/// key of a build: a change to an included file alone (a C header such as `truth_log.h`, a
+/// Rust module such as `rust_truth.rs`) must rebuild the programs.
+fn siblings_stamp(src: &Path, ext: &str) -> String {
     let Some(dir) = src.parent() else {
         return String::new();
     };
-    let mut headers: Vec<PathBuf> = fs::read_dir(dir)
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
         .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
-    headers.retain(|p| p.extension() == Some(OsStr::new("h")));
-    headers.sort();
-    headers
+    files.retain(|p| p.extension() == Some(OsStr::new(ext)));
+    files.sort();
+    files
         .iter()
         .map(|h| {
             format!(
@@ -120,7 +121,7 @@ pub fn compile_c(src: &str, out_name: &str, flags: &[&str]) -> PathBuf {
 /// Like [`compile_c`] for an arbitrary source path; returns gcc's complaint on failure.
 pub fn try_compile_c(src_path: &Path, out_name: &str, flags: &[&str]) -> Result<PathBuf, String> {
     let mut err = None;
-    let recipe = format!("gcc {flags:?}{}", sibling_headers_stamp(src_path));
+    let recipe = format!("gcc {flags:?}{}", siblings_stamp(src_path, "h"));
     let out = cached_build(src_path, out_name, &recipe, |tmp_out| {
         let o = Command::new("gcc")
             .arg("-o")
@@ -152,7 +153,8 @@ pub fn try_compile_c(src_path: &Path, out_name: &str, flags: &[&str]) -> Result<
 /// Compiles `tests/programs/<src>` with `rustc -O -g`.
 pub fn compile_rs(src: &str, out_name: &str) -> PathBuf {
     let src_path = programs_dir().join(src);
-    cached_build(&src_path, out_name, "rustc -O -g", |tmp_out| {
+    let recipe = format!("rustc -O -g{}", siblings_stamp(&src_path, "rs"));
+    cached_build(&src_path, out_name, &recipe, |tmp_out| {
         let o = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
             .args(["-O", "-g", "--edition", "2021", "-o"])
             .arg(tmp_out)

@@ -156,8 +156,9 @@ fn mtime(p: &Path) -> Option<SystemTime> {
 
 /// The binary of the Rust example `name` (examples/NAME.rs), next to this test's profile
 /// directory (target/<profile>/examples/NAME). `cargo test` builds the examples, but not
-/// when it is asked for a single test target: then (or if the source is newer) it is built
-/// here with the test's own profile.
+/// when it is asked for a single test target: then (or if the source, or a file its last
+/// build read, such as a `#[path]` module in tests/programs, is newer) it is built here with
+/// the test's own profile.
 pub fn example_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     // target/<profile>/deps/<test>-<hash>
@@ -170,10 +171,19 @@ pub fn example_bin(name: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples")
         .join(format!("{name}.rs"));
-    let fresh = match (mtime(&bin), mtime(&src)) {
-        (Some(b), Some(s)) => b >= s,
-        _ => false,
-    };
+    // Cargo's dep-info (NAME.d, "NAME: dep dep ...") lists what the last build read.
+    let deps = std::fs::read_to_string(bin.with_extension("d")).unwrap_or_default();
+    let read: Vec<PathBuf> = deps
+        .lines()
+        .next()
+        .and_then(|l| l.split_once(": "))
+        .map(|(_, ds)| ds.split_whitespace().map(PathBuf::from).collect())
+        .unwrap_or_default();
+    let fresh = mtime(&bin).is_some_and(|b| {
+        std::iter::once(&src)
+            .chain(&read)
+            .all(|s| mtime(s).is_some_and(|s| s <= b))
+    });
     if !fresh {
         let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
             Some("debug") => "dev".to_string(),

@@ -40,7 +40,7 @@ static int *serial;      /* serial-thread returns per round */
 static int nthreads;
 
 /* One barrier wait of thread `l->index` in `round`, logged as a wait of `fn`. */
-static inline __attribute__((always_inline)) void meet(wt_log_t *l, int fn, int round) {
+static inline __attribute__((always_inline)) void meet(tlog_t *l, int fn, int round) {
     uint64_t a = now_ns();
     arrive[l->index * rounds + round] = a;
     int r = pthread_barrier_wait(&bar);
@@ -51,19 +51,19 @@ static inline __attribute__((always_inline)) void meet(wt_log_t *l, int fn, int 
         __atomic_fetch_add(&serial[round], 1000, __ATOMIC_RELAXED);
 }
 
-NOINL void quick_step(wt_log_t *l, int round) {
+NOINL void quick_step(tlog_t *l, int round) {
     struct timespec ts = {0, (long)QUICK_NS};
     nanosleep(&ts, NULL);
     meet(l, F_QUICK, round);
 }
 
-NOINL void slow_step(wt_log_t *l, int round) {
+NOINL void slow_step(tlog_t *l, int round) {
     busy_for(slow_ns, (unsigned)round);
     meet(l, F_SLOW, round);
 }
 
 static void *thread_main(void *arg) {
-    wt_log_t *l = arg;
+    tlog_t *l = arg;
     for (int r = 0; r < rounds; r++) {
         if (l->index == 0)
             slow_step(l, r);
@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
     nthreads = nquick + 1;
     arrive = calloc((size_t)nthreads * (size_t)rounds, sizeof *arrive);
     serial = calloc((size_t)rounds, sizeof *serial);
-    wt_log_t *logs = wt_alloc_logs(nthreads, (size_t)rounds + 10);
+    tlog_t *logs = truth_alloc_logs(nthreads, (size_t)rounds + 10);
     if (!arrive || !serial || !logs)
         return 2;
     pthread_barrier_init(&bar, NULL, (unsigned)nthreads);
@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
         wt_event(&logs[last], last == 0 ? F_SLOW : F_QUICK, arrive[last * rounds + r]);
         serial_ok &= serial[r] == 1;
     }
-    if (wt_overflowed(logs, nthreads, "barrier_straggler"))
+    if (truth_overflowed(logs, nthreads, "barrier_straggler"))
         return 2;
     uint64_t idle[NFUNC] = {0}, blame[NFUNC] = {0};
     wt_wait_totals(logs, nthreads, idle, NULL);

@@ -39,7 +39,7 @@ static uint64_t produce_ns = 5000000ull;
 
 NOINL void produce_item(unsigned i) { busy_for(produce_ns, i); }
 
-NOINL void publish(wt_log_t *l) {
+NOINL void publish(tlog_t *l) {
     pthread_mutex_lock(&m);
     queued++;
     wt_event(l, F_PUBLISH, now_ns());
@@ -47,7 +47,7 @@ NOINL void publish(wt_log_t *l) {
     pthread_mutex_unlock(&m);
 }
 
-NOINL void close_queue(wt_log_t *l) {
+NOINL void close_queue(tlog_t *l) {
     pthread_mutex_lock(&m);
     done = 1;
     wt_event(l, F_CLOSE, now_ns());
@@ -56,7 +56,7 @@ NOINL void close_queue(wt_log_t *l) {
 }
 
 /* Takes one item; 0 when the queue is closed and empty. */
-NOINL int take_item(wt_log_t *l) {
+NOINL int take_item(tlog_t *l) {
     pthread_mutex_lock(&m);
     while (!queued && !done) {
         uint64_t a = now_ns();
@@ -72,7 +72,7 @@ NOINL int take_item(wt_log_t *l) {
     return got;
 }
 
-NOINL void consume_loop(wt_log_t *l) {
+NOINL void consume_loop(tlog_t *l) {
     while (take_item(l)) {
         struct timespec ts = {0, (long)CONSUME_NS};
         nanosleep(&ts, NULL);
@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
     produce_ns = (uint64_t)(pms * 1e6);
     size_t cap = (size_t)(secs * 1e9 / (double)produce_ns) * 4 + 1000;
     /* log 0: the producer (main thread); 1..ncons: consumers */
-    wt_log_t *logs = wt_alloc_logs(ncons + 1, cap);
+    tlog_t *logs = truth_alloc_logs(ncons + 1, cap);
     if (!logs)
         return 2;
     uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)(secs * 1e9);
@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ncons; i++)
         pthread_join(th[i], NULL);
     uint64_t wall = now_ns() - t0;
-    if (wt_overflowed(logs, ncons + 1, "condvar_pc"))
+    if (truth_overflowed(logs, ncons + 1, "condvar_pc"))
         return 2;
     uint64_t idle[NFUNC] = {0}, count[NFUNC] = {0}, blame[NFUNC] = {0};
     wt_wait_totals(logs, ncons + 1, idle, count);

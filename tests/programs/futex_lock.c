@@ -49,7 +49,7 @@ ALWAYS int cas(int *p, int old, int new) {
 }
 
 /* Returns the waiting time of the whole lock call. */
-ALWAYS uint64_t flock_acquire(wt_log_t *l, int fn) {
+ALWAYS uint64_t flock_acquire(tlog_t *l, int fn) {
     uint64_t a = now_ns();
     int c = cas(&lockword, 0, 1);
     if (c == 0)
@@ -71,7 +71,7 @@ ALWAYS uint64_t flock_acquire(wt_log_t *l, int fn) {
     return now_ns() - a;
 }
 
-ALWAYS void flock_release(wt_log_t *l, int fn) {
+ALWAYS void flock_release(tlog_t *l, int fn) {
     if (__atomic_exchange_n(&lockword, 0, __ATOMIC_RELEASE) != 1) {
         wt_event(l, fn, now_ns());
         if (syscall(SYS_futex, &lockword, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0) < 0) {
@@ -82,14 +82,14 @@ ALWAYS void flock_release(wt_log_t *l, int fn) {
     }
 }
 
-NOINL void hold_long(wt_log_t *l, unsigned i) {
+NOINL void hold_long(tlog_t *l, unsigned i) {
     flock_acquire(l, F_HOLD);
     counter++;
     busy_for(hold_ns, i);
     flock_release(l, F_HOLD);
 }
 
-NOINL uint64_t quick_peek(wt_log_t *l, unsigned i) {
+NOINL uint64_t quick_peek(tlog_t *l, unsigned i) {
     uint64_t w = flock_acquire(l, F_PEEK);
     counter++;
     busy_for(PEEK_HOLD_NS, i);
@@ -98,7 +98,7 @@ NOINL uint64_t quick_peek(wt_log_t *l, unsigned i) {
 }
 
 static void *holder_thread(void *arg) {
-    wt_log_t *l = arg;
+    tlog_t *l = arg;
     long n = 0;
     for (unsigned i = 0; now_ns() < deadline; i++, n++) {
         hold_long(l, i);
@@ -111,7 +111,7 @@ static void *holder_thread(void *arg) {
 static uint64_t peek_wait[16];
 
 static void *peeker_thread(void *arg) {
-    wt_log_t *l = arg;
+    tlog_t *l = arg;
     long n = 0;
     uint64_t w = 0;
     for (unsigned i = 0; now_ns() < deadline; i++, n++) {
@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
     }
     hold_ns = (uint64_t)(hms * 1e6);
     size_t cap = (size_t)(secs * 1e9 / (double)PEEK_GAP_NS) * 2 + 1000;
-    wt_log_t *logs = wt_alloc_logs(npeek + 1, cap); /* 0: holder */
+    tlog_t *logs = truth_alloc_logs(npeek + 1, cap); /* 0: holder */
     if (!logs)
         return 2;
     uint64_t t0 = now_ns();
@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i <= npeek; i++)
         pthread_join(th[i], NULL);
     uint64_t wall = now_ns() - t0;
-    if (wt_overflowed(logs, npeek + 1, "futex_lock"))
+    if (truth_overflowed(logs, npeek + 1, "futex_lock"))
         return 2;
     uint64_t idle[NFUNC] = {0}, blame[NFUNC] = {0}, lock_wait = 0;
     wt_wait_totals(logs, npeek + 1, idle, NULL);

@@ -43,7 +43,7 @@ static void sleep_ms(long ms) {
     }
 }
 
-NOINL void wait_on_word(wt_log_t *l, int r) {
+NOINL void wait_on_word(tlog_t *l, int r) {
     waiting_round = r;
     while (__atomic_load_n(&word, __ATOMIC_ACQUIRE) == 0) {
         uint64_t a = now_ns();
@@ -62,12 +62,12 @@ static void *waiter_thread(void *arg) {
     return NULL;
 }
 
-NOINL long wake_other_bits(wt_log_t *l) {
+NOINL long wake_other_bits(tlog_t *l) {
     wt_event(l, F_OTHER, now_ns());
     return syscall(SYS_futex, &word, FUTEX_WAKE_BITSET_PRIVATE, 1, NULL, NULL, 2);
 }
 
-NOINL long wake_for_real(wt_log_t *l) {
+NOINL long wake_for_real(tlog_t *l) {
     __atomic_store_n(&word, 1, __ATOMIC_RELEASE);
     wt_event(l, F_REAL, now_ns());
     return syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: futex_nobody [rounds] [late_ms]\n");
         return 2;
     }
-    wt_log_t *logs = wt_alloc_logs(2, (size_t)rounds * 4 + 10); /* 0: main, 1: waiter */
+    tlog_t *logs = truth_alloc_logs(2, (size_t)rounds * 4 + 10); /* 0: main, 1: waiter */
     if (!logs)
         return 2;
     uint64_t t0 = now_ns();
@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
     }
     pthread_join(th, NULL);
     uint64_t wall = now_ns() - t0;
-    if (wt_overflowed(logs, 2, "futex_nobody"))
+    if (truth_overflowed(logs, 2, "futex_nobody"))
         return 2;
     uint64_t idle[NFUNC] = {0}, blame[NFUNC] = {0};
     wt_wait_totals(logs, 2, idle, NULL);

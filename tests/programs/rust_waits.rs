@@ -20,6 +20,10 @@
 //!   every wait times out. Truth: `timed_ns`; prints whether every wait timed out.
 //!
 //! All times are CLOCK_MONOTONIC (std::time::Instant), printed as one `truth k=v ...` line.
+//! The `mutex` and `rwlock` workloads (one slow holder, two fast readers) and their truth are
+//! rust_truth.rs's, shared with examples/parking_lot_holder.rs.
+
+mod rust_truth;
 
 use std::collections::VecDeque;
 use std::hint::black_box;
@@ -27,57 +31,11 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const GAP_MS: u64 = 1;
-const READ_GAP_US: u64 = 150;
+use rust_truth::{busy_for, holder_and_readers, ns, total_len, Interval};
+
 const CONSUME_US: u64 = 300;
 const N_TIMED: u32 = 8;
 const TIMED_MS: u64 = 25;
-
-/// Nanoseconds since `base`.
-fn ns(base: Instant) -> u64 {
-    base.elapsed().as_nanos() as u64
-}
-
-/// Burns the CPU for `d` of wall-clock time.
-#[inline(never)]
-fn busy_for(d: Duration, seed: u64) -> u64 {
-    let end = Instant::now() + d;
-    let mut x = seed | 1;
-    loop {
-        for _ in 0..64 {
-            x = black_box(
-                x.wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407),
-            );
-        }
-        if Instant::now() >= end {
-            return x;
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Interval {
-    a: u64,
-    b: u64,
-}
-
-/// Total length of the overlaps of `waits` with the sorted, disjoint `holds`.
-fn overlap_with(holds: &[Interval], waits: &[Interval]) -> u64 {
-    let mut total = 0;
-    for w in waits {
-        let first = holds.partition_point(|h| h.b <= w.a);
-        for h in holds[first..].iter().take_while(|h| h.a < w.b) {
-            let (s, e) = (h.a.max(w.a), h.b.min(w.b));
-            total += e.saturating_sub(s);
-        }
-    }
-    total
-}
-
-fn total_len(waits: &[Interval]) -> u64 {
-    waits.iter().map(|w| w.b - w.a).sum()
-}
 
 // ---------------------------------------------------------------------------------------
 // mutex
@@ -105,61 +63,15 @@ fn fast_read(m: &Mutex<u64>, base: Instant) -> (Interval, u64) {
 }
 
 fn mutex_mode(secs: f64, hold: Duration) {
-    let m = Arc::new(Mutex::new(0u64));
     let base = Instant::now();
-    let deadline = base + Duration::from_secs_f64(secs);
-    let holder = {
-        let m = Arc::clone(&m);
-        thread::spawn(move || {
-            let mut holds = Vec::with_capacity(10_000);
-            let mut i = 0;
-            while Instant::now() < deadline {
-                holds.push(slow_update(&m, hold, i, base));
-                busy_for(Duration::from_millis(GAP_MS), i);
-                i += 1;
-            }
-            holds
-        })
-    };
-    let readers: Vec<_> = (0..2)
-        .map(|_| {
-            let m = Arc::clone(&m);
-            thread::spawn(move || {
-                let mut waits = Vec::with_capacity(100_000);
-                let mut sum = 0u64;
-                while Instant::now() < deadline {
-                    let (w, v) = fast_read(&m, base);
-                    waits.push(w);
-                    sum = sum.wrapping_add(v);
-                    thread::sleep(Duration::from_micros(READ_GAP_US));
-                }
-                black_box(sum);
-                waits
-            })
-        })
-        .collect();
-    let holds = holder.join().unwrap();
-    let waits: Vec<Interval> = readers
-        .into_iter()
-        .flat_map(|r| r.join().unwrap())
-        .collect();
-    let wall = ns(base);
-    let wait = total_len(&waits);
-    let blame = overlap_with(&holds, &waits);
-    println!(
-        "rust_waits mutex: {:.2} s, {} slow holds, {} reads waited {:.3} s ({:.3} s during slow holds)",
-        wall as f64 / 1e9,
-        holds.len(),
-        waits.len(),
-        wait as f64 / 1e9,
-        blame as f64 / 1e9
+    let run = holder_and_readers(
+        Mutex::new(0u64),
+        base,
+        secs,
+        move |m, i| slow_update(m, hold, i, base),
+        move |m, _| fast_read(m, base),
     );
-    println!(
-        "truth wait_readers_ns={wait} blame_slow_update_ns={blame} held_ns={} holds={} reads={} wall_ns={wall}",
-        total_len(&holds),
-        holds.len(),
-        waits.len()
-    );
+    run.print("rust_waits mutex", "slow holds", "slow_update", "holds");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -312,63 +224,15 @@ fn lookup(rw: &RwLock<Vec<u64>>, i: u64, base: Instant) -> (Interval, u64) {
 }
 
 fn rwlock_mode(secs: f64, hold: Duration) {
-    let rw = Arc::new(RwLock::new(vec![0u64; 64]));
     let base = Instant::now();
-    let deadline = base + Duration::from_secs_f64(secs);
-    let writer = {
-        let rw = Arc::clone(&rw);
-        thread::spawn(move || {
-            let mut holds = Vec::with_capacity(10_000);
-            let mut i = 0;
-            while Instant::now() < deadline {
-                holds.push(rewrite(&rw, hold, i, base));
-                busy_for(Duration::from_millis(GAP_MS), i);
-                i += 1;
-            }
-            holds
-        })
-    };
-    let readers: Vec<_> = (0..2)
-        .map(|r| {
-            let rw = Arc::clone(&rw);
-            thread::spawn(move || {
-                let mut waits = Vec::with_capacity(100_000);
-                let mut sum = 0u64;
-                let mut i = r;
-                while Instant::now() < deadline {
-                    let (w, v) = lookup(&rw, i, base);
-                    waits.push(w);
-                    sum = sum.wrapping_add(v);
-                    i += 1;
-                    thread::sleep(Duration::from_micros(READ_GAP_US));
-                }
-                black_box(sum);
-                waits
-            })
-        })
-        .collect();
-    let holds = writer.join().unwrap();
-    let waits: Vec<Interval> = readers
-        .into_iter()
-        .flat_map(|r| r.join().unwrap())
-        .collect();
-    let wall = ns(base);
-    let wait = total_len(&waits);
-    let blame = overlap_with(&holds, &waits);
-    println!(
-        "rust_waits rwlock: {:.2} s, {} writes, {} reads waited {:.3} s ({:.3} s during writes)",
-        wall as f64 / 1e9,
-        holds.len(),
-        waits.len(),
-        wait as f64 / 1e9,
-        blame as f64 / 1e9
+    let run = holder_and_readers(
+        RwLock::new(vec![0u64; 64]),
+        base,
+        secs,
+        move |rw, i| rewrite(rw, hold, i, base),
+        move |rw, i| lookup(rw, i, base),
     );
-    println!(
-        "truth wait_readers_ns={wait} blame_rewrite_ns={blame} held_ns={} writes={} reads={} wall_ns={wall}",
-        total_len(&holds),
-        holds.len(),
-        waits.len()
-    );
+    run.print("rust_waits rwlock", "writes", "rewrite", "writes");
 }
 
 // ---------------------------------------------------------------------------------------

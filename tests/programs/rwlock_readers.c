@@ -55,7 +55,7 @@ static long jitter_us(unsigned *seed, long avg_ms) {
 }
 
 /* One read hold of `ms` by reader function `fn`. */
-static inline __attribute__((always_inline)) uint64_t read_for(wt_log_t *l, int fn, long ms) {
+static inline __attribute__((always_inline)) uint64_t read_for(tlog_t *l, int fn, long ms) {
     uint64_t a = now_ns();
     pthread_rwlock_rdlock(&rw);
     wt_wait(l, fn, a, now_ns());
@@ -66,10 +66,10 @@ static inline __attribute__((always_inline)) uint64_t read_for(wt_log_t *l, int 
     return v;
 }
 
-NOINL uint64_t scan_short(wt_log_t *l) { return read_for(l, F_SHORT, SHORT_MS); }
-NOINL uint64_t scan_long(wt_log_t *l) { return read_for(l, F_LONG, LONG_MS); }
+NOINL uint64_t scan_short(tlog_t *l) { return read_for(l, F_SHORT, SHORT_MS); }
+NOINL uint64_t scan_long(tlog_t *l) { return read_for(l, F_LONG, LONG_MS); }
 
-NOINL void update_config(wt_log_t *l, unsigned i) {
+NOINL void update_config(tlog_t *l, unsigned i) {
     uint64_t a = now_ns();
     pthread_rwlock_wrlock(&rw);
     wt_wait(l, F_WRITER, a, now_ns());
@@ -80,7 +80,7 @@ NOINL void update_config(wt_log_t *l, unsigned i) {
 }
 
 static void *reader_thread(void *arg) {
-    wt_log_t *l = arg;
+    tlog_t *l = arg;
     uint64_t s = 0;
     unsigned seed = (unsigned)l->index * 7919u;
     while (now_ns() < deadline) {
@@ -92,7 +92,7 @@ static void *reader_thread(void *arg) {
 }
 
 static void *writer_thread(void *arg) {
-    wt_log_t *l = arg;
+    tlog_t *l = arg;
     unsigned seed = 12345u;
     for (unsigned i = 0; now_ns() < deadline; i++) {
         update_config(l, i);
@@ -112,7 +112,7 @@ int main(int argc, char **argv) {
     pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     pthread_rwlock_init(&rw, &a);
     pthread_rwlockattr_destroy(&a);
-    wt_log_t *logs = wt_alloc_logs(3, (size_t)(secs * 1000) + 100); /* 0 writer, 1-2 readers */
+    tlog_t *logs = truth_alloc_logs(3, (size_t)(secs * 1000) + 100); /* 0 writer, 1-2 readers */
     if (!logs)
         return 2;
     uint64_t t0 = now_ns();
@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++)
         pthread_join(th[i], NULL);
     uint64_t wall = now_ns() - t0;
-    if (wt_overflowed(logs, 3, "rwlock_readers"))
+    if (truth_overflowed(logs, 3, "rwlock_readers"))
         return 2;
     uint64_t idle[NFUNC] = {0}, count[NFUNC] = {0}, blame[NFUNC] = {0};
     wt_wait_totals(logs, 3, idle, count);

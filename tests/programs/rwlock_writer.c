@@ -112,20 +112,13 @@ int main(int argc, char **argv) {
         pthread_join(th[i], NULL);
     uint64_t wall = now_ns() - t0;
 
-    /* The writer's holds alone are non-overlapping: the readers' blame truth. */
-    if (logs[0].overflow) {
-        fprintf(stderr, "rwlock_writer: log overflow\n");
+    if (truth_overflowed(logs, nread + 1, "rwlock_writer"))
         return 2;
-    }
+    /* The writer's holds alone are non-overlapping: the readers' blame truth. */
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, held[NFUNC] = {0}, count[NFUNC] = {0};
     truth_hold_totals(logs[0].holds, logs[0].nholds, held, count);
-    for (int i = 1; i <= nread; i++) {
-        if (logs[i].overflow) {
-            fprintf(stderr, "rwlock_writer: log overflow\n");
-            return 2;
-        }
+    for (int i = 1; i <= nread; i++)
         count[F_READER] += logs[i].nholds;
-    }
     truth_wait_blame(logs + 1, nread, logs[0].holds, logs[0].nholds, blame, idle, NULL);
     for (size_t j = 0; j < logs[0].nwaits; j++)
         idle[F_WRITER] += logs[0].waits[j].b - logs[0].waits[j].a;

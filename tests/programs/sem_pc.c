@@ -36,13 +36,13 @@ static uint64_t produce_ns = 4000000ull;
 
 NOINL void make_token(unsigned i) { busy_for(produce_ns, i); }
 
-NOINL void post_token(wt_log_t *l) {
+NOINL void post_token(tlog_t *l) {
     wt_event(l, F_POST, now_ns());
     sem_post(&sem);
     wt_sink[0]++;
 }
 
-NOINL void release_all(wt_log_t *l, int n) {
+NOINL void release_all(tlog_t *l, int n) {
     done = 1;
     for (int i = 0; i < n; i++) {
         wt_event(l, F_RELEASE, now_ns());
@@ -52,7 +52,7 @@ NOINL void release_all(wt_log_t *l, int n) {
 }
 
 /* 1 if a token was claimed, 0 when released at the end. */
-NOINL int claim_token(wt_log_t *l) {
+NOINL int claim_token(tlog_t *l) {
     uint64_t a = now_ns();
     while (sem_wait(&sem) != 0)
         if (errno != EINTR) {
@@ -67,7 +67,7 @@ NOINL int claim_token(wt_log_t *l) {
 }
 
 static void *consumer_thread(void *arg) {
-    wt_log_t *l = arg;
+    tlog_t *l = arg;
     while (claim_token(l)) {
         struct timespec ts = {0, (long)CONSUME_NS};
         nanosleep(&ts, NULL);
@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
     produce_ns = (uint64_t)(pms * 1e6);
     sem_init(&sem, 0, 0);
     size_t cap = (size_t)(secs * 1e9 / (double)produce_ns) * 2 + 1000;
-    wt_log_t *logs = wt_alloc_logs(ncons + 1, cap); /* 0: the producer */
+    tlog_t *logs = truth_alloc_logs(ncons + 1, cap); /* 0: the producer */
     if (!logs)
         return 2;
     uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)(secs * 1e9);
@@ -112,7 +112,7 @@ int main(int argc, char **argv) {
         pthread_join(th[i], NULL);
     uint64_t wall = now_ns() - t0;
     sem_destroy(&sem);
-    if (wt_overflowed(logs, ncons + 1, "sem_pc"))
+    if (truth_overflowed(logs, ncons + 1, "sem_pc"))
         return 2;
     uint64_t idle[NFUNC] = {0}, count[NFUNC] = {0}, blame[NFUNC] = {0};
     wt_wait_totals(logs, ncons + 1, idle, count);

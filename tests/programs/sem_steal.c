@@ -45,7 +45,7 @@ static void sleep_ms(long ms) {
     }
 }
 
-NOINL void wait_for_token(wt_log_t *l, int r) {
+NOINL void wait_for_token(tlog_t *l, int r) {
     waiting_round = r;
     uint64_t a = now_ns();
     while (sem_wait(&sem) != 0)
@@ -70,13 +70,13 @@ static void *waiter_thread(void *arg) {
 }
 
 /* Posts and takes the token back at once; 1 if it got it back. */
-NOINL int steal_token(wt_log_t *l) {
+NOINL int steal_token(tlog_t *l) {
     wt_event(l, F_STEAL, now_ns());
     sem_post(&sem);
     return sem_trywait(&sem) == 0;
 }
 
-NOINL void late_post(wt_log_t *l) {
+NOINL void late_post(tlog_t *l) {
     wt_event(l, F_LATE, now_ns());
     sem_post(&sem);
     wt_sink[0]++;
@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     sem_init(&sem, 0, 0);
-    wt_log_t *logs = wt_alloc_logs(2, (size_t)rounds * 2 + 10); /* 0: main, 1: waiter */
+    tlog_t *logs = truth_alloc_logs(2, (size_t)rounds * 2 + 10); /* 0: main, 1: waiter */
     if (!logs)
         return 2;
     uint64_t t0 = now_ns();
@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
     pthread_join(th, NULL);
     uint64_t wall = now_ns() - t0;
     sem_destroy(&sem);
-    if (wt_overflowed(logs, 2, "sem_steal"))
+    if (truth_overflowed(logs, 2, "sem_steal"))
         return 2;
     uint64_t idle[NFUNC] = {0}, blame[NFUNC] = {0};
     wt_wait_totals(logs, 2, idle, NULL);

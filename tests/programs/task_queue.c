@@ -164,8 +164,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
 
+    if (truth_overflowed(logs, nthreads, "task_queue"))
+        return 2;
     size_t nh;
-    ival_t *holds = truth_merge_holds(logs, nthreads, &nh, "task_queue");
+    ival_t *holds = truth_merge_holds(logs, nthreads, &nh);
     if (!holds)
         return 2;
 

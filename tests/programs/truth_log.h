@@ -1,13 +1,14 @@
 /* truth_log.h: the ground-truth lock logging shared by the lock workloads (lookup_insert.c,
- * three_holders.c, recursive_hold.c, task_queue.c). It provides
- *   - ival_t, one logged interval, and tlog_t, one thread's preallocated hold/wait logs
- *     (no locks are taken for logging);
+ * three_holders.c, recursive_hold.c, task_queue.c), and the base of wait_truth.h. It provides
+ *   - ival_t, one logged interval, and tlog_t, one thread's preallocated logs of waits and of
+ *     holds (or, for wait_truth.h, of wake events); no locks are taken for logging;
  *   - clock_ns(), now_ns() (CLOCK_MONOTONIC) and cpu_ns() (CLOCK_THREAD_CPUTIME_ID);
  *   - log_iv(), logging one wait [lock called, returned] and its hold [returned, unlock called];
- *   - truth_alloc_logs(), truth_merge_holds() (all holds, sorted by start), truth_hold_totals(),
- *     truth_first_hold() / truth_overlap(), and truth_wait_blame(): per holder function, the sum
- *     over all waits of overlap(wait, hold) (blame truth), and the wait time per waiter function
- *     (idleness truth). Nothing is subtracted. truth_mutex_totals() does all of it at once.
+ *   - truth_alloc_logs(), truth_overflowed(), truth_merge_holds() (all holds, sorted by start),
+ *     truth_hold_totals(), truth_first_hold() / truth_overlap(), and truth_wait_blame(): per
+ *     holder function, the sum over all waits of overlap(wait, hold) (blame truth), and the
+ *     wait time per waiter function (idleness truth). Nothing is subtracted.
+ *     truth_mutex_totals() does all of it at once.
  * Include it after the system headers (and after _GNU_SOURCE).
  */
 #ifndef TRUTH_LOG_H
@@ -26,10 +27,18 @@ typedef struct {
     int fn;
 } ival_t;
 
-/* One thread's logs: holds[i] and waits[i] for nholds / nwaits entries of `cap`. */
+/* One thread's logs: waits[i] for nwaits entries of `cap`, and holds[i] for nholds (the
+ * lock workloads) or, under their other names, wake events[i] for nevents (wait_truth.h). */
 typedef struct {
-    ival_t *holds, *waits;
-    size_t nholds, nwaits, cap;
+    ival_t *waits;
+    union {
+        ival_t *holds, *events;
+    };
+    size_t nwaits;
+    union {
+        size_t nholds, nevents;
+    };
+    size_t cap;
     int overflow, index;
 } tlog_t;
 
@@ -74,23 +83,30 @@ static inline tlog_t *truth_alloc_logs(int n, size_t cap) {
     return logs;
 }
 
+/* Whether any of `n` logs overflowed (after a message "<prog>: log overflow"). */
+static inline int truth_overflowed(const tlog_t *logs, int n, const char *prog) {
+    for (int i = 0; i < n; i++)
+        if (logs[i].overflow) {
+            fprintf(stderr, "%s: log overflow\n", prog);
+            return 1;
+        }
+    return 0;
+}
+
 static inline int by_start(const void *x, const void *y) {
     const ival_t *a = x, *b = y;
     return (a->a > b->a) - (a->a < b->a);
 }
 
-/* All the holds of `n` logs, sorted by start, their number in *nh. NULL (after a message
- * "<prog>: interval log overflow") if a log overflowed. */
-static inline ival_t *truth_merge_holds(const tlog_t *logs, int n, size_t *nh, const char *prog) {
+/* All the holds (wake events) of `n` logs, sorted by start, their number in *nh. NULL if
+ * memory ran out. */
+static inline ival_t *truth_merge_holds(const tlog_t *logs, int n, size_t *nh) {
     size_t total = 0;
-    for (int i = 0; i < n; i++) {
-        if (logs[i].overflow) {
-            fprintf(stderr, "%s: interval log overflow\n", prog);
-            return NULL;
-        }
+    for (int i = 0; i < n; i++)
         total += logs[i].nholds;
-    }
     ival_t *holds = malloc((total + 1) * sizeof *holds);
+    if (!holds)
+        return NULL;
     size_t k = 0;
     for (int i = 0; i < n; i++) {
         memcpy(holds + k, logs[i].holds, logs[i].nholds * sizeof *holds);
@@ -110,7 +126,8 @@ static inline void truth_hold_totals(const ival_t *holds, size_t nh, uint64_t *h
     }
 }
 
-/* Index of the first of the sorted, non-overlapping `holds` that ends after `t`. */
+/* Index of the first of the sorted, non-overlapping `holds` that ends after `t` (of sorted
+ * wake events: the first one after `t`). */
 static inline size_t truth_first_hold(const ival_t *holds, size_t nh, uint64_t t) {
     size_t lo = 0, hi = nh;
     while (lo < hi) {
@@ -160,7 +177,9 @@ static inline int truth_mutex_totals(const tlog_t *logs, int n, const char *prog
                                      uint64_t *idle, uint64_t *held, uint64_t *count,
                                      uint64_t *contended) {
     size_t nh;
-    ival_t *holds = truth_merge_holds(logs, n, &nh, prog);
+    if (truth_overflowed(logs, n, prog))
+        return -1;
+    ival_t *holds = truth_merge_holds(logs, n, &nh);
     if (!holds)
         return -1;
     truth_hold_totals(holds, nh, held, count);

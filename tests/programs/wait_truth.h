@@ -2,10 +2,11 @@
  * barrier_straggler.c, sem_pc.c, join_waits.c, futex_lock.c, timed_waits.c), on top of
  * truth_log.h. It adds
  *   - busy_for(): wall-clock CPU burning (the "work" of a critical section or a producer);
- *   - wt_log_t, one thread's preallocated log of waits (ival_t: [blocking call made, returned],
- *     fn = the waiter's function) and of wake events (ival_t with a == b: the moment just
- *     before a signal / broadcast / post / FUTEX_WAKE / last barrier arrival, fn = the
- *     culprit function); no locks are taken for logging;
+ *   - wt_wait(), wt_event(): logging to one thread's tlog_t (truth_alloc_logs(); check it
+ *     with truth_overflowed()) a wait (ival_t: [blocking call made, returned], fn = the
+ *     waiter's function) or a wake event (ival_t with a == b: the moment just before a
+ *     signal / broadcast / post / FUTEX_WAKE / last barrier arrival, fn = the culprit
+ *     function); no locks are taken for logging;
  *   - wt_event_blame(): the blame truth of "each wake takes the waiting accumulated since the
  *     previous one": with all wake events sorted by time, the part of every wait that lies in
  *     (event[i-1], event[i]] is charged to event[i]'s function. What a wait spends after the
@@ -34,37 +35,8 @@ static NOINL __attribute__((unused)) void busy_for(uint64_t ns, unsigned seed) {
     } while (now_ns() < end);
 }
 
-/* One thread's waits and wake events. */
-typedef struct {
-    ival_t *waits, *events;
-    size_t nwaits, nevents, cap;
-    int overflow, index;
-} wt_log_t;
-
-/* `n` logs of `cap` entries each (touched now); NULL after perror on failure. */
-static inline wt_log_t *wt_alloc_logs(int n, size_t cap) {
-    wt_log_t *logs = calloc((size_t)n, sizeof *logs);
-    if (!logs) {
-        perror("calloc");
-        return NULL;
-    }
-    for (int i = 0; i < n; i++) {
-        logs[i].cap = cap;
-        logs[i].index = i;
-        logs[i].waits = calloc(cap, sizeof(ival_t));
-        logs[i].events = calloc(cap, sizeof(ival_t));
-        if (!logs[i].waits || !logs[i].events) {
-            perror("calloc");
-            return NULL;
-        }
-        memset(logs[i].waits, 0, cap * sizeof(ival_t));
-        memset(logs[i].events, 0, cap * sizeof(ival_t));
-    }
-    return logs;
-}
-
 /* Logs the wait [a, b] of waiter function `fn`. */
-static inline void wt_wait(wt_log_t *l, int fn, uint64_t a, uint64_t b) {
+static inline void wt_wait(tlog_t *l, int fn, uint64_t a, uint64_t b) {
     if (l->nwaits >= l->cap) {
         l->overflow = 1;
         return;
@@ -73,7 +45,7 @@ static inline void wt_wait(wt_log_t *l, int fn, uint64_t a, uint64_t b) {
 }
 
 /* Logs a wake event of culprit function `fn` at time `t`. */
-static inline void wt_event(wt_log_t *l, int fn, uint64_t t) {
+static inline void wt_event(tlog_t *l, int fn, uint64_t t) {
     if (l->nevents >= l->cap) {
         l->overflow = 1;
         return;
@@ -81,18 +53,8 @@ static inline void wt_event(wt_log_t *l, int fn, uint64_t t) {
     l->events[l->nevents++] = (ival_t){t, t, 0, fn};
 }
 
-/* Whether any of `n` logs overflowed (after a message "<prog>: log overflow"). */
-static inline int wt_overflowed(const wt_log_t *logs, int n, const char *prog) {
-    for (int i = 0; i < n; i++)
-        if (logs[i].overflow) {
-            fprintf(stderr, "%s: log overflow\n", prog);
-            return 1;
-        }
-    return 0;
-}
-
 /* Per waiter function: idle[fn] += wait time, count[fn] += 1 (count may be NULL). */
-static inline void wt_wait_totals(const wt_log_t *logs, int n, uint64_t *idle, uint64_t *count) {
+static inline void wt_wait_totals(const tlog_t *logs, int n, uint64_t *idle, uint64_t *count) {
     for (int i = 0; i < n; i++)
         for (size_t j = 0; j < logs[i].nwaits; j++) {
             idle[logs[i].waits[j].fn] += logs[i].waits[j].b - logs[i].waits[j].a;
@@ -104,34 +66,18 @@ static inline void wt_wait_totals(const wt_log_t *logs, int n, uint64_t *idle, u
 /* Blame truth of the wake events of `n` logs (see the header comment): blame[event fn] +=
  * the waiting in (previous event, event]. Returns the waiting nobody is charged with (after
  * the last event before each wait ended), or UINT64_MAX if memory ran out. */
-static inline uint64_t wt_event_blame(const wt_log_t *logs, int n, uint64_t *blame) {
-    size_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += logs[i].nevents;
-    ival_t *ev = malloc((total + 1) * sizeof *ev);
+static inline uint64_t wt_event_blame(const tlog_t *logs, int n, uint64_t *blame) {
+    size_t total;
+    ival_t *ev = truth_merge_holds(logs, n, &total); /* the events, in the holds' place */
     if (!ev)
         return UINT64_MAX;
-    size_t k = 0;
-    for (int i = 0; i < n; i++) {
-        memcpy(ev + k, logs[i].events, logs[i].nevents * sizeof *ev);
-        k += logs[i].nevents;
-    }
-    qsort(ev, total, sizeof *ev, by_start);
     uint64_t nobody = 0;
     for (int i = 0; i < n; i++)
         for (size_t j = 0; j < logs[i].nwaits; j++) {
             ival_t w = logs[i].waits[j];
-            /* first event after w.a */
-            size_t lo = 0, hi = total;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (ev[mid].a <= w.a)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
             uint64_t from = w.a;
-            for (size_t e = lo; e < total && ev[e].a <= w.b; e++) {
+            /* from the first event after w.a (events are points: a == b) */
+            for (size_t e = truth_first_hold(ev, total, w.a); e < total && ev[e].a <= w.b; e++) {
                 blame[ev[e].fn] += ev[e].a - from;
                 from = ev[e].a;
             }
