@@ -687,24 +687,49 @@ fn parking_lot_holder() -> &'static Profiled {
 /// moment later wakes the second, which has waited mostly behind `slow_update`. The wake
 /// chain (docs/lock-blame.md) charges the part of that wait which overlaps the first
 /// reader's own wait to `slow_update`'s wake, so the culprit is the slow holder, as with
-/// std's single-futex Mutex. All the readers' futex idleness is blamed on someone.
+/// std's single-futex Mutex, and all the readers' futex idleness is blamed on someone.
+///
+/// Before parking, parking_lot spins with `sched_yield`; on a loaded machine those yields
+/// take milliseconds off the CPU, which is neither a futex wait nor CPU time, so the futex
+/// idleness is then only part of the readers' measured lock() time. The checks are shares
+/// of what was measured as futex waiting, which that does not distort.
 #[test]
 fn parking_lot_mutex_wait_is_blamed_on_the_slow_holder() {
     let p = parking_lot_holder();
     require_metrics(&p.flat, &["idleness.futex", "blame.futex"]);
     let mut c = Checks::new(p, RUST_MUTEX_FNS);
-    let b = c.flat_near("slow_update", "blame.futex", "blame_slow_update_ns", 0.20);
-    c.via("blame.futex", "slow_update", "syscall", b);
-    let idle = c.flat_near("fast_read", "idleness.futex", "wait_readers_ns", 0.20);
+    let slow = flat_incl(&p.flat, "slow_update", "blame.futex");
+    c.via("blame.futex", "slow_update", "syscall", slow);
     let fast = flat_incl(&p.flat, "fast_read", "blame.futex");
+    let idle = flat_incl(&p.flat, "fast_read", "idleness.futex");
+    let wait = c.truth("wait_readers_ns");
     c.that(
-        within_of(b + fast, idle, 0.10),
+        idle > wait / 5 && idle as f64 <= wait as f64 * 1.1,
+        format!(
+            "idleness.futex of fast_read: {} of the readers' measured lock() time {}",
+            ms(idle),
+            ms(wait)
+        ),
+    );
+    c.that(
+        within_of(slow + fast, idle, 0.10),
         format!(
             "blame.futex of slow_update + fast_read: {} + {} vs the readers' futex idleness {} \
              (tolerance 10%)",
-            ms(b),
+            ms(slow),
             ms(fast),
             ms(idle)
+        ),
+    );
+    let share = slow as f64 / (slow + fast).max(1) as f64;
+    let truth_share = c.truth("blame_slow_update_ns") as f64 / wait.max(1) as f64;
+    c.that(
+        share >= truth_share - 0.15,
+        format!(
+            "slow_update takes {:.1}% of the futex blame; {:.1}% of the readers' waiting \
+             happened during its holds (tolerance 15 points)",
+            share * 100.0,
+            truth_share * 100.0
         ),
     );
     c.ranks_first("blame", "slow_update", RUST_MUTEX_FNS);

@@ -286,7 +286,7 @@ impl State {
 /// A waiter's registration, from [`arrive`] to [`depart`].
 #[derive(Debug, Clone, Copy)]
 pub struct Wait {
-    address: usize,
+    pub address: usize,
     pub start_ns: u64,
     gated_mark: u64,
 }

@@ -230,13 +230,17 @@ impl Blocked {
             true,
         ) = (departed, self.futex)
         {
-            let last = LastWait {
-                start_ns: self.wait.start_ns,
-                woken_ns: woken_at,
-                by: waker,
-            };
             // SAFETY: as in `new`.
-            unsafe { (*self.state.owner.get()).last_wait = Some(last) };
+            let owner = unsafe { &mut *self.state.owner.get() };
+            let wakes = self.state.wake_seq.load(Ordering::Relaxed);
+            owner.last_wait = Some(LastWait::after(
+                owner.last_wait,
+                self.wait.address,
+                self.wait.start_ns,
+                woken_at,
+                waker,
+                wakes,
+            ));
         }
         (end, departed)
     }

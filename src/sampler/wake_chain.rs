@@ -20,15 +20,45 @@ use crate::unwind::walk::FRAMES_CAPACITY;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 
-/// A thread's latest futex wait that a wake ended: when, and by which wake.
+/// A thread's latest futex wait that a wake ended: when, and by which wake. A thread woken
+/// that did not get what it waited for parks again on the same futex without having woken
+/// anyone: such a run of waits counts as one, from the first start.
 #[derive(Debug, Clone, Copy)]
 pub struct LastWait {
     pub start_ns: u64,
     pub woken_ns: u64,
     pub by: WakerId,
+    /// The futex waited on.
+    pub address: usize,
+    /// The thread's count of wakes when this wait ended.
+    pub wakes: u64,
 }
 
 impl LastWait {
+    /// The thread's last wait after a wait on `address` from `start_ns` that wake `by`
+    /// ended at `woken_ns`, the thread having made `wakes` wakes so far: a continuation of
+    /// `previous` if that was on the same futex and the thread has woken nobody since.
+    pub fn after(
+        previous: Option<LastWait>,
+        address: usize,
+        start_ns: u64,
+        woken_ns: u64,
+        by: WakerId,
+        wakes: u64,
+    ) -> LastWait {
+        let start_ns = match previous {
+            Some(p) if p.address == address && p.wakes == wakes => p.start_ns.min(start_ns),
+            _ => start_ns,
+        };
+        LastWait {
+            start_ns,
+            woken_ns,
+            by,
+            address,
+            wakes,
+        }
+    }
+
     /// How much of `[since, now]` falls within this wait.
     pub fn overlap(&self, since: u64, now: u64) -> u64 {
         let from = since.max(self.start_ns);
@@ -148,12 +178,20 @@ mod tests {
     }
 
     #[test]
+    fn parking_again_on_the_same_futex_without_waking_anyone_continues_the_wait() {
+        let by = WakerId { tid: 5, seq: 1 };
+        let first = LastWait::after(None, 8, 100, 200, by, 3);
+        let again = LastWait::after(Some(first), 8, 250, 400, by, 3);
+        assert_eq!((again.start_ns, again.woken_ns), (100, 400));
+        let after_a_wake = LastWait::after(Some(first), 8, 250, 400, by, 4);
+        assert_eq!(after_a_wake.start_ns, 250, "it woke someone in between");
+        let elsewhere = LastWait::after(Some(first), 16, 250, 400, by, 3);
+        assert_eq!(elsewhere.start_ns, 250, "another futex");
+    }
+
+    #[test]
     fn overlap_is_the_shared_part_of_two_intervals() {
-        let w = LastWait {
-            start_ns: 100,
-            woken_ns: 200,
-            by: WakerId::default(),
-        };
+        let w = LastWait::after(None, 8, 100, 200, WakerId::default(), 0);
         assert_eq!(w.overlap(150, 300), 50);
         assert_eq!(w.overlap(50, 300), 100);
         assert_eq!(w.overlap(250, 300), 0);
