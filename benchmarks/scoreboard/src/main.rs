@@ -1,0 +1,263 @@
+//! `scoreboard`: measures blameprof on the workloads of `benchmarks/workloads/` and prints a
+//! markdown report (stdout or `--out`), progress on stderr.
+//!
+//! Sections: accuracy (every workload under `blameprof run -q -F 1000`, truth lines against
+//! the report), overhead (vs unprofiled and the peers perf and drd) and scale (`scale_locks`);
+//! `--quick` runs the accuracy section alone at scale 0.2. The exit status is 0 whether or not
+//! the targets are met, non-zero on errors (a workload failing, printing no truth lines or a
+//! malformed one).
+
+mod accuracy;
+mod overhead;
+mod proc;
+mod render;
+mod scale;
+mod workloads;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use accuracy::Tools;
+use overhead::Peers;
+use render::{Overhead, Results};
+use workloads::Workload;
+
+/// Accuracy, overhead and scale of blameprof on the scoreboard workloads.
+#[derive(Parser, Debug)]
+#[command(name = "scoreboard")]
+struct Args {
+    /// Accuracy only, at scale 0.2 (no overhead, no scale section).
+    #[arg(long)]
+    quick: bool,
+    /// Only these workloads (file stems; repeat or separate with commas). The scale section
+    /// runs only when `scale_locks` is among them, or without --only.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    only: Vec<String>,
+    /// Write the markdown report here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Also write the accuracy results as JSON here.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Rounds of the overhead and scale measurements (medians).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+    /// Time limit of the drd run, seconds.
+    #[arg(long, default_value_t = 60)]
+    drd_timeout: u64,
+    /// Workload directory [default: benchmarks/workloads of the repository].
+    #[arg(long, value_name = "DIR")]
+    workloads: Option<PathBuf>,
+    /// The blameprof binary [default: target/release/blameprof of the repository].
+    #[arg(long, value_name = "PATH")]
+    blameprof: Option<PathBuf>,
+}
+
+/// The repository root (this crate lives in `benchmarks/scoreboard`).
+fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .join("../..")
+        .canonicalize()
+        .unwrap_or_else(|_| manifest.join("../.."))
+}
+
+fn note(msg: &str) {
+    eprintln!("scoreboard: {msg}");
+}
+
+/// One line of a command's stdout, or "?".
+fn line_of(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "?".into())
+}
+
+fn main() -> ExitCode {
+    match real_main(Args::parse()) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("scoreboard: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs the sections; Ok(false) when some workload failed (the report is still written).
+fn real_main(args: Args) -> Result<bool> {
+    let root = repo_root();
+    let blameprof = args
+        .blameprof
+        .clone()
+        .unwrap_or_else(|| root.join("target/release/blameprof"));
+    if !blameprof.is_file() {
+        bail!(
+            "no blameprof binary at {}: run `cargo build --release --workspace` first",
+            blameprof.display()
+        );
+    }
+    let dir = args
+        .workloads
+        .clone()
+        .unwrap_or_else(|| root.join("benchmarks/workloads"));
+    let target = root.join("target/scoreboard");
+    let tools = Tools {
+        blameprof,
+        scratch: target.join("runs"),
+    };
+    fs::create_dir_all(&tools.scratch)
+        .with_context(|| format!("cannot create {}", tools.scratch.display()))?;
+    let found = workloads::discover(&dir, &target.join("bin"), &args.only)?;
+    if found.is_empty() {
+        bail!("no workloads in {}", dir.display());
+    }
+    let mut errors = Vec::new();
+    let mut built = Vec::new();
+    for w in found {
+        match workloads::build(&w, &root) {
+            Ok(true) => {
+                note(&format!("built {}", w.binary.display()));
+                built.push(w);
+            }
+            Ok(false) => built.push(w),
+            Err(e) => errors.push(format!("{}: {e:#}", w.name)),
+        }
+    }
+    let (scale_wl, truth_wl): (Vec<Workload>, Vec<Workload>) =
+        built.into_iter().partition(Workload::is_scale);
+    let scale = if args.quick { 0.2 } else { 1.0 };
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+
+    let mut accuracy = Vec::new();
+    for w in &truth_wl {
+        note(&format!("accuracy {} (scale {scale})", w.name));
+        match accuracy::run(&tools, w, scale) {
+            Ok(a) => {
+                if !a.truth.malformed.is_empty() {
+                    errors.push(format!(
+                        "{}: malformed truth lines: {:?}",
+                        w.name, a.truth.malformed
+                    ));
+                }
+                accuracy.push(a);
+            }
+            Err(e) => errors.push(format!("{}: {e:#}", w.name)),
+        }
+    }
+
+    let (mut overhead, mut scale_runs) = (None, None);
+    if !args.quick {
+        let peers = Peers::detect();
+        let mut notes = peer_notes(&peers);
+        notes.push(cli_rss_note(&tools)?);
+        let mut rows = Vec::new();
+        for w in &truth_wl {
+            note(&format!("overhead {}", w.name));
+            let limit = Duration::from_secs(args.drd_timeout);
+            match overhead::measure(&tools, &peers, w, scale, args.runs as usize, limit) {
+                Ok(row) => rows.push(row),
+                Err(e) => errors.push(format!("{} (overhead): {e:#}", w.name)),
+            }
+        }
+        overhead = Some(Overhead {
+            rows,
+            rounds: args.runs as usize,
+            notes,
+        });
+        if let Some(w) = scale_wl.first() {
+            note("scale section");
+            match scale::run(&tools, w, &scale::cases(cpus), args.runs as usize) {
+                Ok(r) => scale_runs = Some(r),
+                Err(e) => errors.push(format!("{} (scale): {e:#}", w.name)),
+            }
+        }
+    }
+
+    let results = Results {
+        header: vec![
+            format!(
+                "{} on {cpus} CPUs, Linux {}, blameprof commit {}",
+                line_of("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+                line_of("uname", &["-r"]),
+                line_of(
+                    "git",
+                    &[
+                        "-C",
+                        &root.to_string_lossy(),
+                        "rev-parse",
+                        "--short",
+                        "HEAD"
+                    ]
+                )
+            ),
+            format!(
+                "mode: {}, {} workloads from {}",
+                if args.quick {
+                    "--quick (accuracy only, scale 0.2)"
+                } else {
+                    "full (scale 1)"
+                },
+                truth_wl.len() + scale_wl.len(),
+                dir.display()
+            ),
+        ],
+        scale,
+        accuracy,
+        overhead,
+        scale_runs,
+        errors,
+    };
+    let text = render::markdown(&results);
+    match &args.out {
+        Some(path) => {
+            fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?
+        }
+        None => print!("{text}"),
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&render::json(&results))?;
+        fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(results.errors.is_empty())
+}
+
+fn peer_notes(peers: &Peers) -> Vec<String> {
+    let mut notes = vec![
+        "perf: `perf record -q -e cpu-clock -F 200 -g` and `--call-graph dwarf` (same rate as blameprof's default)".to_string(),
+    ];
+    if let Err(why) = &peers.perf {
+        notes.push(format!("perf skipped: {why}"));
+    }
+    if let Err(why) = &peers.drd {
+        notes.push(format!("drd skipped: {why}"));
+    }
+    notes
+}
+
+/// Peak RSS is `wait4`'s: for `blameprof run` the larger of the CLI and the profiled program
+/// (which the CLI waits for). The CLI's own floor, measured on `/bin/true`, says from which
+/// program size on the figure is the program's.
+fn cli_rss_note(tools: &Tools) -> Result<String> {
+    let dir = tools.profile_dir("true")?;
+    let mut cmd = Command::new(&tools.blameprof);
+    cmd.args(["run", "-q", "-o"]).arg(&dir).args(["--", "true"]);
+    let bp = proc::run(&mut cmd, false, Some(Duration::from_secs(60)))?
+        .check("blameprof run -- true")?;
+    accuracy::remove(&dir)?;
+    let plain = proc::run(&mut Command::new("true"), false, None)?;
+    Ok(format!(
+        "peak RSS: `wait4` rusage of the command run, which covers the children it waited for: under blameprof, max(CLI, program with the runtime); `true` measures {} KiB unprofiled and {} KiB under `blameprof run -q` (the floor below which the figure is not the program's)",
+        plain.maxrss_kib, bp.maxrss_kib
+    ))
+}
