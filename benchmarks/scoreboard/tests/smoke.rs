@@ -1,0 +1,172 @@
+//! Smoke test of the scoreboard: the accuracy section (`--quick`, scale 0.2) on the
+//! scoreboard's own fixture and on up to three workloads of `benchmarks/workloads/`, checking
+//! correctness only: every truth line parsed, the culprit first, errors within twice the
+//! targets. No timing assertions.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Workloads tried first (short, several primitives), then any other in name order.
+const PREFERRED: [&str; 6] = [
+    "uts",
+    "ssca2",
+    "patros_three",
+    "lockheavy",
+    "freelunch_pingpong",
+    "rust_std",
+];
+const HOW_MANY: usize = 3;
+/// Smoke tolerance: this many times the targets (10%, 25% for spin).
+const LOOSENESS: f64 = 2.0;
+
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// target/release/blameprof (and the runtime next to it), built if missing or stale: `cargo
+/// test --release --workspace` has built them already, so this is then a no-op.
+fn blameprof() -> PathBuf {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_scoreboard"))
+        .parent()
+        .expect("binary directory");
+    let target_dir = bin_dir.parent().expect("target directory");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "blameprof",
+            "-p",
+            "blameprof-runtime",
+        ])
+        .arg("--manifest-path")
+        .arg(manifest_dir().join("../../Cargo.toml"))
+        .arg("--target-dir")
+        .arg(target_dir)
+        .output()
+        .expect("cannot run cargo");
+    assert!(
+        out.status.success(),
+        "cargo build -p blameprof failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin_dir.join("blameprof")
+}
+
+/// The stems of the non-scale workloads in `dir`, preferred ones first, at most `HOW_MANY`.
+fn pick_workloads(dir: &Path) -> Vec<String> {
+    let mut present: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "c" || e == "rs"))
+                .filter_map(|p| p.file_stem()?.to_str().map(str::to_string))
+                .filter(|n| !n.starts_with("scale_"))
+                .collect()
+        })
+        .unwrap_or_default();
+    present.sort();
+    let mut picked: Vec<String> = PREFERRED
+        .iter()
+        .filter(|p| present.iter().any(|n| n == *p))
+        .map(|p| p.to_string())
+        .collect();
+    picked.extend(
+        present
+            .into_iter()
+            .filter(|n| !PREFERRED.contains(&n.as_str())),
+    );
+    picked.truncate(HOW_MANY);
+    picked
+}
+
+/// Runs `scoreboard --quick` with `args` and returns its JSON results.
+fn quick(blameprof: &Path, name: &str, args: &[&str]) -> Value {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let json = tmp.join(format!("smoke-{name}.json"));
+    let report = tmp.join(format!("smoke-{name}.md"));
+    let out = Command::new(env!("CARGO_BIN_EXE_scoreboard"))
+        .arg("--quick")
+        .arg("--blameprof")
+        .arg(blameprof)
+        .arg("--json")
+        .arg(&json)
+        .arg("--out")
+        .arg(&report)
+        .args(args)
+        .output()
+        .expect("cannot run scoreboard");
+    assert!(
+        out.status.success(),
+        "scoreboard {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&json).expect("scoreboard wrote no JSON");
+    serde_json::from_str(&text).expect("scoreboard's JSON")
+}
+
+/// Every workload of `expected` measured, its truth parsed, within the loose tolerance, and
+/// its culprit first.
+fn check(results: &Value, expected: &[String]) {
+    assert_eq!(
+        results["errors"].as_array().map(Vec::len),
+        Some(0),
+        "{results:#}"
+    );
+    let runs = results["accuracy"].as_array().expect("accuracy array");
+    let mut names: Vec<&str> = runs.iter().filter_map(|r| r["workload"].as_str()).collect();
+    let mut expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    names.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(names, expected, "workloads measured (in name order)");
+    for run in runs {
+        let name = &run["workload"];
+        assert_eq!(
+            run["malformed"].as_array().map(Vec::len),
+            Some(0),
+            "{name}: {run:#}"
+        );
+        let checks = run["checks"].as_array().expect("checks");
+        assert!(!checks.is_empty(), "{name}: no truth values");
+        for c in checks {
+            let err = c["error_pct"].as_f64().unwrap_or(f64::INFINITY);
+            let tol = c["tolerance_pct"].as_f64().expect("tolerance");
+            assert!(
+                err <= LOOSENESS * tol,
+                "{name}: {} of {}: error {err:.1}% over {:.0}%: {c}",
+                c["metric"],
+                c["function"],
+                LOOSENESS * tol
+            );
+        }
+        if !run["ranking"].is_null() {
+            assert_eq!(
+                run["ranking"]["first"], true,
+                "{name}: culprit not first: {run:#}"
+            );
+        }
+    }
+}
+
+#[test]
+fn quick_accuracy_on_fixture_and_workloads() {
+    let blameprof = blameprof();
+
+    let fixtures = manifest_dir().join("tests/fixtures");
+    let results = quick(
+        &blameprof,
+        "fixture",
+        &["--workloads", &fixtures.to_string_lossy()],
+    );
+    check(&results, &["holder".to_string()]);
+
+    let picked = pick_workloads(&manifest_dir().join("../workloads"));
+    assert!(!picked.is_empty(), "no workloads in benchmarks/workloads");
+    let results = quick(&blameprof, "workloads", &["--only", &picked.join(",")]);
+    check(&results, &picked);
+}
