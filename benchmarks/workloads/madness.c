@@ -14,13 +14,12 @@
  * on 2 CPUs)
  *
  * Ground truth (the blameprof definition for spin locks, docs/lock-blame.md): idleness is
- * CPU time spent spinning, at the spinner; the holder is blamed for the spinning during its
- * hold. Measured by the program into preallocated per-thread logs (tests/programs/
+ * CPU time spent spinning, at the spinner; the holder is blamed for the waiting during its
+ * hold (spinners x duration, as for mutexes). Measured by the program into preallocated per-thread logs (tests/programs/
  * truth_log.h): every wait [pthread_spin_lock called, returned] (CLOCK_MONOTONIC) with the
  * spinner's CPU time over it (CLOCK_THREAD_CPUTIME_ID), tagged with the waiting function and
- * path; every hold [lock returned, unlock called], tagged with the holder. A wait's spinning
- * CPU time is split over the holds it overlaps in proportion to the wall time of each
- * overlap (cpu x overlap / wall), as tests/programs/task_queue.c does. Prints (benchmarks/
+ * path; every hold [lock returned, unlock called], tagged with the holder. A holder's blame
+ * is the overlap of its holds with every wait, as tests/programs/task_queue.c does. Prints (benchmarks/
  * README.md contract):
  *   truth blame.spin enqueue|dequeue|future_a|future_b <ns>
  *   truth idleness.spin enqueue|dequeue|future_a|future_b <ns>
@@ -183,11 +182,8 @@ int main(int argc, char **argv) {
             idle[w.fn] += w.cpu;
             if (w.b <= w.a)
                 continue;
-            double cpu_per_wall = (double)w.cpu / (double)(w.b - w.a);
-            if (cpu_per_wall > 1.0)
-                cpu_per_wall = 1.0;
             for (size_t h = truth_first_hold(holds, nh, w.a); h < nh && holds[h].a < w.b; h++)
-                blame[holds[h].fn] += (double)truth_overlap(&holds[h], &w) * cpu_per_wall;
+                blame[holds[h].fn] += (double)truth_overlap(&holds[h], &w);
         }
     free(holds);
 

@@ -61,7 +61,7 @@ pub unsafe extern "C" fn pthread_spin_lock(lock: *mut pthread_spinlock_t) -> c_i
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_trylock(lock: *mut pthread_spinlock_t) -> c_int {
     // SAFETY: per this function's contract.
-    spin::trylock(unsafe { word(lock) })
+    spin::trylock(unsafe { word(lock) }, &glue(lock))
 }
 
 /// # Safety

@@ -18,16 +18,21 @@
 //! trylock and unlock). A monitored word stays monitored until `pthread_spin_destroy` or
 //! `pthread_spin_init`, which recycle its slot.
 //!
-//! Spinning: the waiter publishes the lock it spins on in its thread state; each CPU-time
-//! sample taken meanwhile adds its time to the lock's idleness (see the handler). Unlock swaps
-//! the idleness with zero after releasing, and charges it as blame to the unlock's calling
-//! context (a synchronous unwind, outside the critical section).
+//! Spinning: the waiter publishes the lock it spins on in its thread state (its CPU-time
+//! samples meanwhile are idleness at its own context, see the handler) and registers with
+//! the lock's record, which carries the waiting counter: while the lock is held, the counter
+//! grows by spinners × elapsed time. The holder swaps the counter with zero just before it
+//! releases and charges it as blame to the unlock's calling context (a synchronous unwind,
+//! outside the critical section). The paper feeds the counter with the spinners' samples
+//! instead; a sample is handled microseconds after its timer fires, and when the holder
+//! released meanwhile the next holder took it — a quarter of the blame, with 80 µs holds on
+//! a busy machine. Measured, the counter is exact, and the time between a release and the
+//! next acquisition is nobody's.
 //!
-//! Everything here is allocation-free; no function is called from the signal handler except
-//! [`add_idleness`], which is async-signal-safe.
+//! Everything here is allocation-free; nothing is called from the signal handler.
 
 use super::slab::{Linked, Slab};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Tag of a monitored lock word (native words are 0 or 1).
 const MONITORED: u32 = 0x8000_0000;
@@ -41,10 +46,44 @@ pub struct MonSpin {
     /// The real lock: 0 unlocked, 1 locked.
     word: AtomicU32,
     next: AtomicU32,
-    /// Spin-wait (ns) charged by waiters' samples since the last unlock took it.
+    /// Spin-wait (spinner-ns) accumulated since the last unlock took it.
     idleness: AtomicU64,
     /// Address of the native word this slot belongs to (to recognise stale references).
     owner: AtomicUsize,
+    /// Guards `spinners`, `held`, `stamp` and the growth of `idleness` (held for a few
+    /// instructions).
+    meta: AtomicBool,
+    /// Threads spinning on the lock.
+    spinners: AtomicU32,
+    /// Whether the lock is held (waiting accrues only then).
+    held: AtomicBool,
+    /// Time (monotonic ns) `idleness` was last brought up to date.
+    stamp: AtomicU64,
+}
+
+impl MonSpin {
+    /// Runs `f` with the record's meta lock, after bringing the counter up to `now`.
+    fn update<R>(&self, now: u64, f: impl FnOnce(&MonSpin) -> R) -> R {
+        while self
+            .meta
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        let stamp = self.stamp.load(Ordering::Relaxed);
+        if now > stamp {
+            let spinners = u64::from(self.spinners.load(Ordering::Relaxed));
+            if spinners > 0 && self.held.load(Ordering::Relaxed) {
+                self.idleness
+                    .fetch_add(spinners * (now - stamp), Ordering::Relaxed);
+            }
+            self.stamp.store(now, Ordering::Relaxed);
+        }
+        let r = f(self);
+        self.meta.store(false, Ordering::Release);
+        r
+    }
 }
 
 impl Linked for MonSpin {
@@ -67,10 +106,12 @@ pub trait SpinHooks {
     /// Whether the runtime is active (conversion happens only then).
     fn active(&self) -> bool;
     /// The calling thread starts (`Some(token)`) or stops (`None`) spinning on a lock;
-    /// samples taken meanwhile are idleness charged to that lock.
+    /// samples taken meanwhile are its idleness.
     fn spinning(&self, token: Option<u32>);
     /// Charges `ns` of blame to the calling context; false if it could not.
     fn blame(&self, ns: u64) -> bool;
+    /// Monotonic time in ns.
+    fn now(&self) -> u64;
 }
 
 /// Converts `lock` to the monitored form (if it still is native) and returns its state.
@@ -82,6 +123,10 @@ fn demand_monitored(lock: &AtomicU32, address: usize) -> Option<&'static MonSpin
     let index = SLAB.alloc()?;
     let slot = SLAB.get(index)?;
     slot.idleness.store(0, Ordering::Relaxed);
+    slot.spinners.store(0, Ordering::Relaxed);
+    slot.held.store(false, Ordering::Relaxed);
+    slot.stamp.store(0, Ordering::Relaxed);
+    slot.meta.store(false, Ordering::Relaxed);
     slot.owner.store(address, Ordering::Relaxed);
     let mut current = current;
     loop {
@@ -142,9 +187,14 @@ pub fn lock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
 
 fn lock_monitored(m: &MonSpin, token: u32, hooks: &impl SpinHooks) {
     if m.word.swap(1, Ordering::Acquire) == 0 {
+        acquired(m, hooks);
         return;
     }
     hooks.spinning(Some(token));
+    m.update(hooks.now(), |m| {
+        m.spinners.fetch_add(1, Ordering::Relaxed);
+        m.held.store(true, Ordering::Relaxed);
+    });
     loop {
         while m.word.load(Ordering::Relaxed) != 0 {
             std::hint::spin_loop();
@@ -153,15 +203,28 @@ fn lock_monitored(m: &MonSpin, token: u32, hooks: &impl SpinHooks) {
             break;
         }
     }
+    m.update(hooks.now(), |m| {
+        m.spinners.fetch_sub(1, Ordering::Relaxed);
+        m.held.store(true, Ordering::Relaxed);
+    });
     hooks.spinning(None);
 }
 
+/// An acquisition without spinning: if others spin on the lock, it is held again from now
+/// (the time since the last release was nobody's).
+fn acquired(m: &MonSpin, hooks: &impl SpinHooks) {
+    if m.spinners.load(Ordering::Acquire) > 0 {
+        m.update(hooks.now(), |m| m.held.store(true, Ordering::Relaxed));
+    }
+}
+
 /// `pthread_spin_trylock`: 0, or EBUSY.
-pub fn trylock(lock: &AtomicU32) -> i32 {
+pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     loop {
         let current = lock.load(Ordering::Relaxed);
         if let Some(m) = monitored(current) {
             return if m.word.swap(1, Ordering::Acquire) == 0 {
+                acquired(m, hooks);
                 0
             } else {
                 libc::EBUSY
@@ -188,8 +251,19 @@ pub fn unlock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     loop {
         let current = lock.load(Ordering::Relaxed);
         if let Some(m) = monitored(current) {
+            // Take the waiting of this hold before releasing: after it, the next holder's
+            // hold begins.
+            let pending =
+                m.spinners.load(Ordering::Acquire) > 0 || m.idleness.load(Ordering::Acquire) > 0;
+            let blame = if pending {
+                m.update(hooks.now(), |m| {
+                    m.held.store(false, Ordering::Relaxed);
+                    m.idleness.swap(0, Ordering::Relaxed)
+                })
+            } else {
+                0
+            };
             m.word.store(0, Ordering::Release);
-            let blame = m.idleness.swap(0, Ordering::AcqRel);
             if blame > 0 && !hooks.blame(blame) {
                 // Not chargeable here (e.g. unlocked by the runtime itself): leave it for
                 // the lock's next unlock rather than lose it.
@@ -243,14 +317,6 @@ pub fn destroy(lock: &AtomicU32) -> i32 {
     reset(lock, native)
 }
 
-/// Adds a spin-wait sample's time to the lock the thread spins on (`token` from
-/// [`SpinHooks::spinning`]). Async-signal-safe.
-pub fn add_idleness(token: u32, ns: u64) {
-    if let Some(m) = monitored(token) {
-        m.idleness.fetch_add(ns, Ordering::Relaxed);
-    }
-}
-
 /// Monitored spin locks ever needed at once (the slab's high-water mark).
 pub fn monitored_high_water() -> u32 {
     SLAB.high_water()
@@ -263,38 +329,44 @@ mod tests {
 
     struct Hooks {
         blamed: AtomicU64,
+        /// A fake clock: each reading advances it by 1 ns.
+        clock: AtomicU64,
+    }
+    impl Hooks {
+        fn new() -> Hooks {
+            Hooks {
+                blamed: AtomicU64::new(0),
+                clock: AtomicU64::new(1),
+            }
+        }
     }
     impl SpinHooks for Hooks {
         fn active(&self) -> bool {
             true
         }
-        fn spinning(&self, token: Option<u32>) {
-            // Stand-in for a sample taken while spinning: 1 ns per call.
-            if let Some(t) = token {
-                add_idleness(t, 1);
-            }
-        }
+        fn spinning(&self, _token: Option<u32>) {}
         fn blame(&self, ns: u64) -> bool {
             self.blamed.fetch_add(ns, Ordering::Relaxed);
             true
+        }
+        fn now(&self) -> u64 {
+            self.clock.fetch_add(1, Ordering::Relaxed)
         }
     }
 
     #[test]
     fn uncontended_locks_stay_native_with_glibcs_values() {
         let word = AtomicU32::new(NATIVE_UNLOCKED);
-        let hooks = Hooks {
-            blamed: AtomicU64::new(0),
-        };
+        let hooks = Hooks::new();
         assert_eq!(lock(&word, &hooks), 0);
         assert_eq!(word.load(Ordering::Relaxed), NATIVE_LOCKED);
-        assert_eq!(trylock(&word), libc::EBUSY);
+        assert_eq!(trylock(&word, &hooks), libc::EBUSY);
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(word.load(Ordering::Relaxed), NATIVE_UNLOCKED);
         // A zero-filled word is locked, as with glibc on x86-64, and so is a word glibc took
         // below zero (contended, in an unprofiled process sharing it).
-        assert_eq!(trylock(&AtomicU32::new(0)), libc::EBUSY);
-        assert_eq!(trylock(&AtomicU32::new(u32::MAX)), libc::EBUSY);
+        assert_eq!(trylock(&AtomicU32::new(0), &hooks), libc::EBUSY);
+        assert_eq!(trylock(&AtomicU32::new(u32::MAX), &hooks), libc::EBUSY);
     }
 
     #[test]
@@ -307,14 +379,28 @@ mod tests {
             1,
             "still held after conversion"
         );
-        assert_eq!(trylock(&word), libc::EBUSY);
-        add_idleness(word.load(Ordering::Relaxed), 500);
-        let hooks = Hooks {
-            blamed: AtomicU64::new(0),
-        };
+        let hooks = Hooks::new();
+        assert_eq!(trylock(&word, &hooks), libc::EBUSY);
+        // A spinner arrives at 10 (as `lock_monitored` registers it when its swap fails);
+        // the holder unlocks at 50 and takes the 40 ns of its hold.
+        m.update(10, |m| {
+            m.spinners.fetch_add(1, Ordering::Relaxed);
+            m.held.store(true, Ordering::Relaxed);
+        });
+        hooks.clock.store(50, Ordering::Relaxed);
         assert_eq!(unlock(&word, &hooks), 0);
-        assert_eq!(hooks.blamed.load(Ordering::Relaxed), 500);
-        assert_eq!(trylock(&word), 0);
+        assert_eq!(hooks.blamed.load(Ordering::Relaxed), 40);
+        // The spinner acquires at 60 (the 10 ns since the release are nobody's) and unlocks
+        // with nobody waiting: no more blame.
+        m.word.store(1, Ordering::Relaxed);
+        m.update(60, |m| {
+            m.spinners.fetch_sub(1, Ordering::Relaxed);
+            m.held.store(true, Ordering::Relaxed);
+        });
+        hooks.clock.store(70, Ordering::Relaxed);
+        assert_eq!(unlock(&word, &hooks), 0);
+        assert_eq!(hooks.blamed.load(Ordering::Relaxed), 40);
+        assert_eq!(trylock(&word, &hooks), 0);
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(destroy(&word), 0);
         assert_eq!(word.load(Ordering::Relaxed), NATIVE_UNLOCKED);
@@ -328,13 +414,11 @@ mod tests {
         let threads: Vec<_> = (0..4)
             .map(|t| {
                 std::thread::spawn(move || {
-                    let hooks = Hooks {
-                        blamed: AtomicU64::new(0),
-                    };
+                    let hooks = Hooks::new();
                     for i in 0..50_000usize {
                         let k = (i + t) % 4;
                         if i % 3 == 0 {
-                            while trylock(&WORDS[k]) != 0 {
+                            while trylock(&WORDS[k], &hooks) != 0 {
                                 std::hint::spin_loop();
                             }
                         } else {

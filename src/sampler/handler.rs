@@ -9,8 +9,8 @@
 //! 3. if the thread is inside the runtime (`in_runtime`), record nothing: the time is carried
 //!    by its next sample; otherwise read the thread CPU clock: the sample's value is the time
 //!    used since the previous one; a thread blocked in a measured lock wait records nothing
-//!    (the measurement covers it); a thread spinning on a lock adds the value to the lock's
-//!    counter at once (before any further system call) and records idleness;
+//!    (the measurement covers it); a thread spinning on a lock records idleness (the lock's
+//!    own record measures the spinning for the holder's blame);
 //! 4. refresh a one-shot perf counter;
 //! 5. unwind with the published module set through a wait-free try-read (dropped if an update
 //!    is under way) and framehop's non-allocating cache; stack reads cannot fault;
@@ -71,10 +71,8 @@ fn sample(context: *mut libc::c_void) {
     state.in_handler.store(false, Ordering::Relaxed);
 }
 
-/// Reads the thread's CPU time since its previous sample and decides what it is. A spinning
-/// thread's time is added to the lock it spins on *first*, before any other system call: if
-/// the holder released during the handler's own latency, the next holder would be charged.
-/// `None`: nothing to record (inside the runtime: deferred to the next sample; blocked in a
+/// Reads the thread's CPU time since its previous sample and decides what it is: work, or
+/// idleness for a spinning thread. `None`: nothing to record (inside the runtime: deferred to the next sample; blocked in a
 /// measured wait: covered by the measurement; sampling stopped).
 fn charge(state: &ThreadState) -> Option<(u8, u64)> {
     if state.in_runtime.load(Ordering::Relaxed) {
@@ -85,9 +83,7 @@ fn charge(state: &ThreadState) -> Option<(u8, u64)> {
     if !lifecycle::sampling_enabled() || state.blocked.load(Ordering::Relaxed) {
         return None;
     }
-    let spinning = state.spin_token.load(Ordering::Relaxed);
-    if spinning != 0 {
-        crate::locks::spin::add_idleness(spinning, value);
+    if state.spin_token.load(Ordering::Relaxed) != 0 {
         return Some((METRIC_IDLENESS, value));
     }
     Some((METRIC_WORK, value))

@@ -77,6 +77,10 @@ impl spin::SpinHooks for SpinGlue {
     fn blame(&self, ns: u64) -> bool {
         record_here(&[blame(WaitKind::Spin, ns)])
     }
+
+    fn now(&self) -> u64 {
+        monotonic_ns()
+    }
 }
 
 fn blame(kind: WaitKind, ns: u64) -> Sample {

@@ -12,8 +12,8 @@
  *   - every wait [pthread_spin_lock called, returned] (CLOCK_MONOTONIC), with the waiter's
  *     CPU time over it (CLOCK_THREAD_CPUTIME_ID): for a spin lock the idleness is CPU time
  *     spent spinning.
- * A wait's spinning CPU time is shared among the holds it overlaps in proportion to the wall
- * time of the overlap (cpu x overlap / wall); the sums per holder tag are the blame truth.
+ * A holder is to blame for the waiting during its holds (as for mutexes): the sum, over its
+ * holds, of their overlap with every wait is the blame truth per holder tag.
  * Prints
  *   truth blame_enqueue_a_ns=.. blame_enqueue_b_ns=.. blame_dequeue_ns=.. spin_cpu_ns=..
  *         spin_wall_ns=.. idle_enqueue_a_ns=.. idle_enqueue_b_ns=.. idle_dequeue_ns=.. ...
@@ -183,11 +183,8 @@ int main(int argc, char **argv) {
             idle[w.fn] += w.cpu;
             if (w.b <= w.a)
                 continue;
-            double cpu_per_wall = (double)w.cpu / (double)(w.b - w.a);
-            if (cpu_per_wall > 1.0)
-                cpu_per_wall = 1.0;
             for (size_t h = truth_first_hold(holds, nh, w.a); h < nh && holds[h].a < w.b; h++)
-                blame[holds[h].fn] += (double)truth_overlap(&holds[h], &w) * cpu_per_wall;
+                blame[holds[h].fn] += (double)truth_overlap(&holds[h], &w);
         }
     }
     uint64_t wall = now_ns() - t_start;
