@@ -29,6 +29,15 @@ pub struct Tools {
 }
 
 impl Tools {
+    /// `blameprof run -q -F hz -o dir --`, ready for the program and its arguments.
+    pub fn blameprof_run(&self, hz: u32, dir: &Path) -> Command {
+        let mut cmd = Command::new(&self.blameprof);
+        cmd.args(["run", "-q", "-F", &hz.to_string(), "-o"])
+            .arg(dir)
+            .arg("--");
+        cmd
+    }
+
     /// A fresh (removed) profile directory path for `name`.
     pub fn profile_dir(&self, name: &str) -> Result<PathBuf> {
         let dir = self.scratch.join(name);
@@ -80,12 +89,8 @@ pub fn flat_report(tools: &Tools, dir: &Path) -> Result<FlatReport> {
 /// Runs `w` once under blameprof at `scale` and compares its truth with the report.
 pub fn run(tools: &Tools, w: &Workload, scale: f64) -> Result<AccuracyRun> {
     let dir = tools.profile_dir(&format!("{}-accuracy", w.name))?;
-    let mut cmd = Command::new(&tools.blameprof);
-    cmd.args(["run", "-q", "-F", &ACCURACY_HZ.to_string(), "-o"])
-        .arg(&dir)
-        .arg("--")
-        .arg(&w.binary)
-        .arg(scale_arg(scale));
+    let mut cmd = tools.blameprof_run(ACCURACY_HZ, &dir);
+    cmd.arg(&w.binary).arg(scale_arg(scale));
     let out = proc::run(&mut cmd, true, Some(RUN_LIMIT))?;
     if !out.success() {
         bail!("{} under blameprof: {}", w.name, out.describe());

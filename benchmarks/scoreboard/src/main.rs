@@ -84,6 +84,16 @@ fn line_of(program: &str, args: &[&str]) -> String {
 }
 
 fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == proc::WRAPPER_FLAG) {
+        return match proc::wrapper_main(&argv[2..]) {
+            Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(255)),
+            Err(e) => {
+                eprintln!("scoreboard: error: {e:#}");
+                ExitCode::from(255)
+            }
+        };
+    }
     match real_main(Args::parse()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
@@ -160,7 +170,7 @@ fn real_main(args: Args) -> Result<bool> {
     if !args.quick {
         let peers = Peers::detect();
         let mut notes = peer_notes(&peers);
-        notes.push(cli_rss_note(&tools)?);
+        notes.push(memory_note(&tools)?);
         let mut rows = Vec::new();
         for w in &truth_wl {
             note(&format!("overhead {}", w.name));
@@ -245,19 +255,16 @@ fn peer_notes(peers: &Peers) -> Vec<String> {
     notes
 }
 
-/// Peak RSS is `wait4`'s: for `blameprof run` the larger of the CLI and the profiled program
-/// (which the CLI waits for). The CLI's own floor, measured on `/bin/true`, says from which
-/// program size on the figure is the program's.
-fn cli_rss_note(tools: &Tools) -> Result<String> {
-    let dir = tools.profile_dir("true")?;
-    let mut cmd = Command::new(&tools.blameprof);
-    cmd.args(["run", "-q", "-o"]).arg(&dir).args(["--", "true"]);
-    let bp = proc::run(&mut cmd, false, Some(Duration::from_secs(60)))?
-        .check("blameprof run -- true")?;
-    accuracy::remove(&dir)?;
-    let plain = proc::run(&mut Command::new("true"), false, None)?;
+/// How peak RSS is measured, with the runtime's fixed cost: `true` unprofiled and profiled.
+fn memory_note(tools: &Tools) -> Result<String> {
+    let empty = Workload {
+        name: "true".into(),
+        source: PathBuf::new(),
+        binary: PathBuf::from("true"),
+    };
+    let plain = overhead::peak_rss(tools, &empty, "1", false)?;
+    let profiled = overhead::peak_rss(tools, &empty, "1", true)?;
     Ok(format!(
-        "peak RSS: `wait4` rusage of the command run, which covers the children it waited for: under blameprof, max(CLI, program with the runtime); `true` measures {} KiB unprofiled and {} KiB under `blameprof run -q` (the floor below which the figure is not the program's)",
-        plain.maxrss_kib, bp.maxrss_kib
+        "peak RSS: the program's own (`wait4` of a small wrapper process that forks and execs it, under `blameprof run` too, so the CLI is left out), one run each; `true` measures {plain} KiB unprofiled and {profiled} KiB profiled (the runtime's fixed cost)"
     ))
 }

@@ -1,7 +1,8 @@
 //! The overhead section: per workload, wall time and peak RSS unprofiled vs `blameprof run
 //! -F 200` and `-F 1000` and the peers (`perf record -g`, `perf record --call-graph dwarf`),
 //! runs alternating round by round, medians of N; `valgrind --tool=drd` once, with a time
-//! limit; the profile's size and `blameprof report`'s wall time at 200 Hz.
+//! limit; the profile's size and `blameprof report`'s wall time at 200 Hz; the program's peak
+//! RSS unprofiled and at 200 Hz, from one more run of each through the wrapper.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -64,17 +65,27 @@ impl Config {
                 } else {
                     c.arg("-g");
                 }
-                c.arg("-o").arg(out);
+                c.arg("-o").arg(out).arg("--");
                 c
             }
         };
-        cmd.arg("--").arg(prog);
+        cmd.arg(prog);
         with_args(cmd, scale)
     }
 }
 
 fn with_args(mut cmd: Command, scale: &str) -> Command {
     cmd.arg(scale);
+    cmd
+}
+
+/// `inner` run under `blameprof run -q -F 200 -o dir` when `profiled`, else `inner` itself.
+pub fn maybe_profiled(tools: &Tools, dir: &Path, inner: Command, profiled: bool) -> Command {
+    if !profiled {
+        return inner;
+    }
+    let mut cmd = tools.blameprof_run(200, dir);
+    cmd.arg(inner.get_program()).args(inner.get_args());
     cmd
 }
 
@@ -160,7 +171,6 @@ pub fn disk_kib(path: &Path) -> u64 {
 #[derive(Default)]
 struct Samples {
     wall: Vec<f64>,
-    kib: Vec<f64>,
     failed: Option<String>,
 }
 
@@ -201,13 +211,11 @@ pub fn measure(
                 bail!("{} ({}): {}", w.name, c.label(), o.describe());
             }
             s.wall.push(o.wall.as_secs_f64());
-            s.kib.push(o.maxrss_kib as f64);
             eprintln!(
-                "scoreboard: overhead {} round {round} {}: {:.3} s, {} KiB",
+                "scoreboard: overhead {} round {round} {}: {:.3} s",
                 w.name,
                 c.label(),
-                o.wall.as_secs_f64(),
-                o.maxrss_kib
+                o.wall.as_secs_f64()
             );
             if c == Config::Blameprof200 {
                 profile_kib.push(disk_kib(&out) as f64);
@@ -247,11 +255,26 @@ pub fn measure(
         plain_s,
         ratios,
         drd,
-        plain_kib: median(&samples[&Config::Plain].kib),
-        blameprof_kib: median(&samples[&Config::Blameprof200].kib),
+        plain_kib: peak_rss(tools, w, &scale, false)? as f64,
+        blameprof_kib: peak_rss(tools, w, &scale, true)? as f64,
         profile_kib: median(&profile_kib),
         report_s: median(&report_s),
     })
+}
+
+/// The program's own peak RSS (KiB), unprofiled or under `blameprof run -q -F 200`, from one
+/// run through the wrapper ([`proc::wrapper_main`]).
+pub fn peak_rss(tools: &Tools, w: &Workload, scale: &str, profiled: bool) -> Result<u64> {
+    let file = tools.scratch.join(format!("{}.rss", w.name));
+    let dir = tools.profile_dir(&format!("{}-rss", w.name))?;
+    let mut inner = proc::wrapped(&file, &w.binary)?;
+    inner.arg(scale);
+    let mut cmd = maybe_profiled(tools, &dir, inner, profiled);
+    proc::run(&mut cmd, false, Some(RUN_LIMIT))?.check(&format!("{} (peak RSS run)", w.name))?;
+    remove(&dir)?;
+    let kib = proc::read_peak(&file)?;
+    remove(&file)?;
+    Ok(kib)
 }
 
 /// One run of `valgrind --tool=drd` with a time limit.
