@@ -19,7 +19,10 @@ use super::clock::{gettid, monotonic_ns};
 use super::counters::{self, Counter};
 use super::handler::{Sample, METRIC_BLAME, METRIC_IDLENESS};
 use super::lifecycle::sampling_enabled;
-use super::sync_sample::{record_at_function, record_at_wake, record_here, record_wake};
+use super::sync_sample::{
+    capture_wait_path, record_at_function, record_at_wake, record_captured, record_here,
+    record_wake,
+};
 use super::thread_state::{lookup, ThreadState};
 use super::wake_chain::LastWait;
 use crate::format::{WaitKind, SAMPLE_UNBLAMED};
@@ -145,6 +148,14 @@ fn record(samples: &[Sample]) {
     }
 }
 
+/// Records samples of a wait at the path captured when it began (see [`begin_wait`]), or,
+/// if none was, at the caller's context now.
+fn record_wait(samples: &[Sample]) {
+    if !record_captured(samples) && !samples.is_empty() {
+        record(samples);
+    }
+}
+
 /// Runs `f` as bookkeeping when something may be pending on `address` (one counter read
 /// otherwise) and the thread is monitored.
 fn pending<R>(address: usize, f: impl FnOnce() -> Option<R>) -> Option<R> {
@@ -189,15 +200,40 @@ struct Blocked {
     futex: bool,
 }
 
-/// Registers the calling thread as waiting on `address` (`None`: not monitored).
+/// Registers the calling thread as waiting on `address` (`None`: not monitored, or a wait
+/// nested in another one, from a signal handler). The wait's call path is captured first:
+/// recorded after the wait, it would be unwound while the thread holds what it waited for.
 fn begin_wait(address: usize, kind: WaitKind) -> Option<Blocked> {
+    let (state, start) = start_wait()?;
+    register_wait(state, address, kind, start)
+}
+
+/// The calling thread and the start of its wait, with the wait's call path captured.
+fn start_wait() -> Option<(&'static ThreadState, u64)> {
     let state = monitored_thread()?;
+    // SAFETY: reading the owner part's wait on the owner thread, outside the handler.
+    if unsafe { (*state.owner.get()).wait.is_some() } {
+        return None;
+    }
+    let start = monotonic_ns();
+    capture_wait_path();
+    Some((state, start))
+}
+
+/// Registers the calling thread, which started waiting at `start`, with `address`.
+fn register_wait(
+    state: &'static ThreadState,
+    address: usize,
+    kind: WaitKind,
+    start: u64,
+) -> Option<Blocked> {
     let wait = {
         let _busy = Bookkeeping::enter(state);
-        table::arrive(address, kind, monotonic_ns())
+        table::arrive(address, kind, start)
     };
     let Some(wait) = wait else {
         counters::add(Counter::WaitsUnmonitored, 1);
+        record_captured(&[]); // forget the captured path
         return None;
     };
     Some(Blocked::new(state, wait, kind))
@@ -220,12 +256,18 @@ impl Blocked {
 
     /// Ends the wait: (end time, how it is accounted).
     fn end(self, outcome: Outcome) -> (u64, Departed) {
+        let end = monotonic_ns();
+        self.end_at(outcome, end, end)
+    }
+
+    /// Ends the wait, which ended at `end`, with its departure from the object at
+    /// `depart_at`: (end, how it is accounted).
+    fn end_at(self, outcome: Outcome, end: u64, depart_at: u64) -> (u64, Departed) {
         self.state.blocked.store(false, Ordering::Relaxed);
         let _busy = Bookkeeping::enter(self.state);
         // SAFETY: as in `new`.
         unsafe { (*self.state.owner.get()).wait = None };
-        let end = monotonic_ns();
-        let departed = table::depart(self.wait, end, outcome);
+        let departed = table::depart(self.wait, depart_at, outcome);
         count_unblamed(departed);
         if let (
             Departed::Blamed {
@@ -252,10 +294,19 @@ impl Blocked {
     /// Ends the wait and records it as idleness of `kind` at the caller's context.
     fn finish(self, kind: WaitKind, outcome: Outcome) {
         let start = self.wait.start_ns;
+        if table::is_hold_kind(kind) && outcome == Outcome::Success {
+            // It holds the lock now: write the record first and only then start the hold
+            // (others' waiting accrues to it from its departure), as the program, which
+            // sees the hold begin when the call returns, would count it.
+            let end = monotonic_ns();
+            record_wait(&[idleness(kind, end.saturating_sub(start), true)]);
+            self.end_at(outcome, end, monotonic_ns());
+            return;
+        }
         let (end, departed) = self.end(outcome);
         if departed != Departed::NoWait && end > start {
             let blamed = matches!(departed, Departed::Blamed { .. });
-            record(&[idleness(kind, end - start, blamed)]);
+            record_wait(&[idleness(kind, end - start, blamed)]);
         }
     }
 }
@@ -415,18 +466,20 @@ unsafe fn mutex_is_held(address: usize) -> bool {
 /// # Safety
 /// `mutex` must point at a valid, initialised `pthread_mutex_t` held by the caller.
 pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 {
-    if monitored_thread().is_none() {
-        return block();
-    }
-    // The hold of `mutex` ends in the real call, which releases it outside the wrappers.
-    if let Some(taken) = pending(mutex, || table::settle(mutex, monotonic_ns, false)) {
-        charge(mutex, WaitKind::Mutex, taken);
-    }
-    let Some(blocked) = begin_wait(cond, WaitKind::CondVar) else {
+    let Some((state, start)) = start_wait() else {
         return block();
     };
+    // The hold of `mutex` ends in the real call, which releases it outside the wrappers:
+    // its blame is taken now, and recorded at this call's path after the wait.
+    let held = pending(mutex, || table::settle(mutex, monotonic_ns, false)).unwrap_or(0);
+    let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start) else {
+        let rc = block();
+        if held > 0 {
+            record_wait(&[blame(WaitKind::Mutex, held)]);
+        }
+        return rc;
+    };
     bookkeeping(|| table::set_partner(cond, mutex));
-    let start = blocked.wait.start_ns;
     let rc = block();
     let (end, departed) = blocked.end(outcome_of_rc(rc));
     // It holds the mutex again: waiter-time of others accrues to this new hold.
@@ -436,20 +489,37 @@ pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) 
         } => table::depart_proxy(mutex, end),
         _ => table::acquired(mutex, || end),
     });
-    let samples = match departed {
-        Departed::NoWait => return rc,
-        Departed::Blamed { woken_at, .. } => [
-            idleness(WaitKind::CondVar, woken_at.saturating_sub(start), true),
-            idleness(WaitKind::Mutex, end.saturating_sub(woken_at), true),
-        ],
-        _ => [
-            idleness(WaitKind::CondVar, end.saturating_sub(start), false),
-            idleness(WaitKind::Mutex, 0, true),
-        ],
+    let (cond_ns, mutex_ns, blamed) = match departed {
+        Departed::NoWait => (0, 0, true),
+        Departed::Blamed { woken_at, .. } => (
+            woken_at.saturating_sub(start),
+            end.saturating_sub(woken_at),
+            true,
+        ),
+        _ => (end.saturating_sub(start), 0, false),
     };
-    let n = if samples[1].value > 0 { 2 } else { 1 };
-    record(&samples[..n]);
+    let samples = [
+        blame(WaitKind::Mutex, held),
+        idleness(WaitKind::CondVar, cond_ns, blamed),
+        idleness(WaitKind::Mutex, mutex_ns, true),
+    ];
+    record_wait_nonzero(&samples);
     rc
+}
+
+/// [`record_wait`] of the samples whose value is not zero (the path is forgotten either way).
+fn record_wait_nonzero(samples: &[Sample]) {
+    let mut kept = [Sample {
+        metric: 0,
+        value: 0,
+        flags: 0,
+    }; 4];
+    let mut n = 0;
+    for s in samples.iter().filter(|s| s.value > 0).take(kept.len()) {
+        kept[n] = *s;
+        n += 1;
+    }
+    record_wait(&kept[..n]);
 }
 
 /// `pthread_cond_signal` (`n` = 1) or `broadcast` (all) of `cond`: `op` is the real call.

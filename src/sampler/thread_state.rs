@@ -40,6 +40,11 @@ pub struct OwnerPart {
     pub wait: Option<Wait>,
     /// The thread's latest futex wait that a wake ended (see `wake_chain`).
     pub last_wait: Option<LastWait>,
+    /// The call path of the wait in progress, captured before it blocked (`sync_sample`).
+    pub wait_frames: Box<[Frame; FRAMES_CAPACITY]>,
+    /// Frames in `wait_frames` (0: none captured) and their sample flags.
+    pub wait_depth: usize,
+    pub wait_flags: u8,
 }
 
 pub struct ThreadState {
@@ -95,6 +100,9 @@ impl ThreadState {
                 stack_top: 0,
                 wait: None,
                 last_wait: None,
+                wait_frames: frames(),
+                wait_depth: 0,
+                wait_flags: 0,
             }),
             buffer: UnsafeCell::new(BufferPart::new()),
         }
@@ -207,6 +215,7 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
         let owner = &mut *state.owner.get();
         owner.wait = None;
         owner.last_wait = None;
+        owner.wait_depth = 0;
     }
     state.lock_buffer();
     // SAFETY: we hold the buffer lock, and the state is not yet published to any handler.
