@@ -19,12 +19,25 @@ pub fn tolerance_pct(metric: &str) -> f64 {
     }
 }
 
-/// |reported - truth| / truth in percent; 0 when both are 0, infinite when only truth is.
-pub fn error_pct(truth_ns: u64, reported_ns: u64) -> f64 {
-    if truth_ns == 0 {
+/// Errors are relative to the truth, or, when the truth is smaller, to this share of the
+/// workload's total truth of the same base metric (all its `blame.*` or all its
+/// `idleness.*` lines): a function with next to no waiting would otherwise fail on the
+/// microseconds any measurement (the program's own included) is off by.
+pub const FLOOR_SHARE: f64 = 0.01;
+
+/// |reported - truth| / max(truth, floor) in percent; 0 when both are 0, infinite when the
+/// base is 0 and the reported value is not.
+pub fn error_pct(truth_ns: u64, reported_ns: u64, floor_ns: u64) -> f64 {
+    let base = truth_ns.max(floor_ns);
+    if base == 0 {
         return if reported_ns == 0 { 0.0 } else { f64::INFINITY };
     }
-    (reported_ns as f64 - truth_ns as f64).abs() / truth_ns as f64 * 100.0
+    (reported_ns as f64 - truth_ns as f64).abs() / base as f64 * 100.0
+}
+
+/// The base metric of a metric name: `blame` of `blame.mutex`.
+fn base_metric(metric: &str) -> &str {
+    metric.split('.').next().unwrap_or(metric)
 }
 
 /// One truth line against the report.
@@ -104,6 +117,15 @@ pub fn rank(truth: &Truth, culprit: &str, report: &FlatReport) -> Ranking {
 
 /// Compares every truth value with the report, and ranks the culprit.
 pub fn evaluate(truth: &Truth, report: &FlatReport) -> Accuracy {
+    let floor = |metric: &str| -> u64 {
+        let total: u64 = truth
+            .values
+            .iter()
+            .filter(|v| base_metric(&v.metric) == base_metric(metric))
+            .map(|v| v.ns)
+            .sum();
+        (total as f64 * FLOOR_SHARE) as u64
+    };
     let checks = truth
         .values
         .iter()
@@ -114,7 +136,7 @@ pub fn evaluate(truth: &Truth, report: &FlatReport) -> Accuracy {
                 function: v.function.clone(),
                 truth_ns: v.ns,
                 reported_ns,
-                error_pct: error_pct(v.ns, reported_ns),
+                error_pct: error_pct(v.ns, reported_ns, floor(&v.metric)),
                 tolerance_pct: tolerance_pct(&v.metric),
             }
         })
@@ -150,9 +172,12 @@ mod tests {
 
     #[test]
     fn errors_and_tolerances() {
-        assert_eq!(error_pct(100, 110), 10.0);
-        assert_eq!(error_pct(0, 0), 0.0);
-        assert!(error_pct(0, 1).is_infinite());
+        assert_eq!(error_pct(100, 110, 0), 10.0);
+        assert_eq!(error_pct(0, 0, 0), 0.0);
+        assert!(error_pct(0, 1, 0).is_infinite());
+        // Near-zero truths are judged against the floor (1% of the workload's total).
+        assert_eq!(error_pct(0, 5, 100), 5.0);
+        assert_eq!(error_pct(10, 30, 100), 20.0);
         assert_eq!(tolerance_pct("idleness.spin"), 25.0);
         assert_eq!(tolerance_pct("blame.mutex"), 10.0);
     }

@@ -182,8 +182,11 @@ pub fn markdown(r: &Results) -> String {
 fn accuracy_tables(s: &mut String, r: &Results) {
     let _ = writeln!(
         s,
-        "\n## Accuracy (`blameprof run -q -F 1000`, scale {})\n",
-        r.scale
+        "\n## Accuracy (`blameprof run -q -F 1000`, scale {})\n\nError: |reported - truth| \
+         relative to the truth, or to {}% of the workload's total truth of the same base \
+         metric (blame or idleness) when the truth is smaller.\n",
+        r.scale,
+        scoreboard::compare::FLOOR_SHARE * 100.0
     );
     let _ = writeln!(
         s,
