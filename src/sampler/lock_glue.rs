@@ -19,10 +19,7 @@ use super::clock::{gettid, monotonic_ns};
 use super::counters::{self, Counter};
 use super::handler::{Sample, METRIC_BLAME, METRIC_IDLENESS};
 use super::lifecycle::sampling_enabled;
-use super::sync_sample::{
-    capture_wait_path, record_at_function, record_at_wake, record_captured, record_here,
-    record_wake,
-};
+use super::sync_sample::{record_at_function, record_at_wake, record_here, record_wake};
 use super::thread_state::{lookup, ThreadState};
 use super::wake_chain::LastWait;
 use crate::format::{WaitKind, SAMPLE_UNBLAMED};
@@ -78,7 +75,9 @@ impl spin::SpinHooks for SpinGlue {
     }
 
     fn blame(&self, ns: u64) -> bool {
-        record_here(&[blame(WaitKind::Spin, ns)])
+        let mut kept = [NO_SAMPLE; 4];
+        let n = thin(&[blame(WaitKind::Spin, ns)], &mut kept);
+        n == 0 || record_here(&kept[..n])
     }
 
     fn now(&self) -> u64 {
@@ -139,20 +138,59 @@ fn bookkeeping<R>(f: impl FnOnce() -> R) -> Option<R> {
     Some(f())
 }
 
-/// Records samples at the caller's context, or counts what could not be recorded.
-fn record(samples: &[Sample]) {
-    if !record_here(samples) {
-        for s in samples.iter().filter(|s| s.metric == METRIC_IDLENESS) {
-            counters::add(Counter::IdlenessUnrecorded, s.value);
-        }
+/// Synchronous samples (each one an unwind, 1–2 µs) of less waiting than this are taken
+/// with probability value / `THIN_NS` and then carry `THIN_NS`: an unbiased estimate per
+/// calling context (Go's mutex profile samples its events the same way), which bounds the
+/// unwinds to one per `THIN_NS` of waiting however many short waits a hot lock has.
+pub const THIN_NS: u64 = 10_000;
+
+/// The samples to record of `samples` after thinning (see [`THIN_NS`]), in `out`.
+fn thin(samples: &[Sample], out: &mut [Sample; 4]) -> usize {
+    let mut n = 0;
+    for s in samples.iter().filter(|s| s.value > 0).take(out.len()) {
+        let value = if s.value >= THIN_NS {
+            s.value
+        } else if chance() < s.value * (u64::MAX / THIN_NS) {
+            THIN_NS
+        } else {
+            continue;
+        };
+        out[n] = Sample { value, ..*s };
+        n += 1;
     }
+    n
 }
 
-/// Records samples of a wait at the path captured when it began (see [`begin_wait`]), or,
-/// if none was, at the caller's context now.
-fn record_wait(samples: &[Sample]) {
-    if !record_captured(samples) && !samples.is_empty() {
-        record(samples);
+/// A uniformly random u64 from the calling thread's generator (xorshift64*).
+fn chance() -> u64 {
+    let Some(state) = lookup(gettid()) else {
+        return 0;
+    };
+    let mut x = state.rng.load(Ordering::Relaxed);
+    if x == 0 {
+        x = u64::from(gettid()) << 32 | (monotonic_ns() & 0xFFFF_FFFF) | 1;
+    }
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    state.rng.store(x, Ordering::Relaxed);
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+const NO_SAMPLE: Sample = Sample {
+    metric: 0,
+    value: 0,
+    flags: 0,
+};
+
+/// Records samples (thinned) at the caller's context, or counts what could not be recorded.
+fn record(samples: &[Sample]) {
+    let mut kept = [NO_SAMPLE; 4];
+    let n = thin(samples, &mut kept);
+    if n > 0 && !record_here(&kept[..n]) {
+        for s in kept[..n].iter().filter(|s| s.metric == METRIC_IDLENESS) {
+            counters::add(Counter::IdlenessUnrecorded, s.value);
+        }
     }
 }
 
@@ -173,9 +211,11 @@ fn give_back(address: usize, kind: WaitKind, ns: u64, still_held: bool) {
     }
 }
 
-/// Records blame at the caller's context, or gives it back.
+/// Records blame (thinned) at the caller's context, or gives it back.
 fn charge(address: usize, kind: WaitKind, ns: u64) {
-    if ns > 0 && !record_here(&[blame(kind, ns)]) {
+    let mut kept = [NO_SAMPLE; 4];
+    let n = thin(&[blame(kind, ns)], &mut kept);
+    if n > 0 && !record_here(&kept[..n]) {
         give_back(address, kind, ns, false);
     }
 }
@@ -201,23 +241,20 @@ struct Blocked {
 }
 
 /// Registers the calling thread as waiting on `address` (`None`: not monitored, or a wait
-/// nested in another one, from a signal handler). The wait's call path is captured first:
-/// recorded after the wait, it would be unwound while the thread holds what it waited for.
+/// nested in another one, from a signal handler).
 fn begin_wait(address: usize, kind: WaitKind) -> Option<Blocked> {
     let (state, start) = start_wait()?;
     register_wait(state, address, kind, start)
 }
 
-/// The calling thread and the start of its wait, with the wait's call path captured.
+/// The calling thread and the start of its wait.
 fn start_wait() -> Option<(&'static ThreadState, u64)> {
     let state = monitored_thread()?;
     // SAFETY: reading the owner part's wait on the owner thread, outside the handler.
     if unsafe { (*state.owner.get()).wait.is_some() } {
         return None;
     }
-    let start = monotonic_ns();
-    capture_wait_path();
-    Some((state, start))
+    Some((state, monotonic_ns()))
 }
 
 /// Registers the calling thread, which started waiting at `start`, with `address`.
@@ -233,7 +270,6 @@ fn register_wait(
     };
     let Some(wait) = wait else {
         counters::add(Counter::WaitsUnmonitored, 1);
-        record_captured(&[]); // forget the captured path
         return None;
     };
     Some(Blocked::new(state, wait, kind))
@@ -299,14 +335,14 @@ impl Blocked {
             // (others' waiting accrues to it from its departure), as the program, which
             // sees the hold begin when the call returns, would count it.
             let end = monotonic_ns();
-            record_wait(&[idleness(kind, end.saturating_sub(start), true)]);
+            record(&[idleness(kind, end.saturating_sub(start), true)]);
             self.end_at(outcome, end, monotonic_ns());
             return;
         }
         let (end, departed) = self.end(outcome);
         if departed != Departed::NoWait && end > start {
             let blamed = matches!(departed, Departed::Blamed { .. });
-            record_wait(&[idleness(kind, end - start, blamed)]);
+            record(&[idleness(kind, end - start, blamed)]);
         }
     }
 }
@@ -430,15 +466,26 @@ pub fn event<R: Copy>(
             (Some(since), Some(last)) => last.overlap(since, now).min(woke.taken),
             _ => 0,
         };
+        let mut kept = [NO_SAMPLE; 4];
         let inherited = match last {
-            Some(last) if inherited > 0 && record_at_wake(last.by, blame(kind, inherited)) => {
-                inherited
+            Some(last) if inherited > 0 => {
+                let n = thin(&[blame(kind, inherited)], &mut kept);
+                if n == 0 || record_at_wake(last.by, kept[0]) {
+                    inherited
+                } else {
+                    0
+                }
             }
             _ => 0,
         };
         let own = woke.taken - inherited;
-        let samples = [blame(kind, own)];
-        if !record_wake(&samples[..usize::from(own > 0)], seq) && own > 0 {
+        let n = thin(&[blame(kind, own)], &mut kept);
+        if n == 0 {
+            // No path for the threads this wake woke either: they keep their waits.
+            if let Some(state) = lookup(gettid()) {
+                state.wake_path.publish(seq, &[]);
+            }
+        } else if !record_wake(&kept[..n], seq) {
             give_back(address, kind, own, false);
         }
     } else {
@@ -459,8 +506,8 @@ unsafe fn mutex_is_held(address: usize) -> bool {
 }
 
 /// `pthread_cond_wait`/`timedwait` of `cond` with `mutex` held: `block` is the real call.
-/// The caller's hold of `mutex` ends inside it (its blame is taken and recorded at this
-/// context first); its wait for the signal is condvar idleness, blamed on the signaller; its
+/// The caller's hold of `mutex` ends inside it (its blame is taken there and recorded at
+/// this context after the wait); its wait for the signal is condvar idleness, blamed on the signaller; its
 /// wait to retake the mutex afterwards is mutex idleness, blamed on the mutex's holder.
 ///
 /// # Safety
@@ -475,20 +522,13 @@ pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) 
     let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start) else {
         let rc = block();
         if held > 0 {
-            record_wait(&[blame(WaitKind::Mutex, held)]);
+            record(&[blame(WaitKind::Mutex, held)]);
         }
         return rc;
     };
     bookkeeping(|| table::set_partner(cond, mutex));
     let rc = block();
     let (end, departed) = blocked.end(outcome_of_rc(rc));
-    // It holds the mutex again: waiter-time of others accrues to this new hold.
-    bookkeeping(|| match departed {
-        Departed::Blamed {
-            mutex_wait: true, ..
-        } => table::depart_proxy(mutex, end),
-        _ => table::acquired(mutex, || end),
-    });
     let (cond_ns, mutex_ns, blamed) = match departed {
         Departed::NoWait => (0, 0, true),
         Departed::Blamed { woken_at, .. } => (
@@ -503,23 +543,17 @@ pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) 
         idleness(WaitKind::CondVar, cond_ns, blamed),
         idleness(WaitKind::Mutex, mutex_ns, true),
     ];
-    record_wait_nonzero(&samples);
+    record(&samples);
+    // It holds the mutex again: waiter-time of others accrues to this new hold from now,
+    // after the record (the program sees its hold begin when the call returns).
+    let now = monotonic_ns();
+    bookkeeping(|| match departed {
+        Departed::Blamed {
+            mutex_wait: true, ..
+        } => table::depart_proxy(mutex, now),
+        _ => table::acquired(mutex, || now),
+    });
     rc
-}
-
-/// [`record_wait`] of the samples whose value is not zero (the path is forgotten either way).
-fn record_wait_nonzero(samples: &[Sample]) {
-    let mut kept = [Sample {
-        metric: 0,
-        value: 0,
-        flags: 0,
-    }; 4];
-    let mut n = 0;
-    for s in samples.iter().filter(|s| s.value > 0).take(kept.len()) {
-        kept[n] = *s;
-        n += 1;
-    }
-    record_wait(&kept[..n]);
 }
 
 /// `pthread_cond_signal` (`n` = 1) or `broadcast` (all) of `cond`: `op` is the real call.
@@ -572,9 +606,7 @@ pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
         }
         BarrierArrival::Last(taken) => {
             let rc = block();
-            if taken > 0 && !record_here(&[blame(WaitKind::Barrier, taken)]) {
-                counters::add(Counter::BlameUnsettled, taken);
-            }
+            record(&[blame(WaitKind::Barrier, taken)]);
             rc
         }
         BarrierArrival::Unknown => block(),

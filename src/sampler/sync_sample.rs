@@ -10,13 +10,11 @@
 //! unwind); the timer's time is then carried by the thread's next sample.
 
 use super::clock::gettid;
-use super::counters::{self, Counter};
 use super::handler::{record_path, How, Sample};
 use super::lifecycle;
 use super::thread_state::{lookup, ThreadState};
-use crate::format::SAMPLE_TRUNCATED;
 use crate::locks::wait_table::WakerId;
-use crate::unwind::walk::{walk, Regs};
+use crate::unwind::walk::Regs;
 use std::sync::atomic::Ordering;
 
 /// How often to retry while a `dlopen` updates the module set.
@@ -42,22 +40,19 @@ pub fn record_wake(samples: &[Sample], seq: u64) -> bool {
 /// waker's doing (`wake_chain`). False when that path is gone (the thread published a newer
 /// one, or ended), or this thread cannot record now.
 pub fn record_at_wake(waker: WakerId, sample: Sample) -> bool {
-    if !lifecycle::sampling_enabled() {
-        return false;
-    }
-    let Some(state) = lookup(gettid()) else {
+    let Some((state, _)) = enter() else {
         return false;
     };
-    if state.in_runtime.swap(true, Ordering::Acquire) {
-        return false;
-    }
     let recorded = (|| {
         let target = lookup(waker.tid)?;
         target.wake_path.await_publication(waker.seq);
         // SAFETY: on the owner thread with `in_runtime` raised: the handler stays out of
         // the owner part, whose frames serve as scratch space here.
         let frames = unsafe { &mut *(*state.owner.get()).frames };
-        let depth = target.wake_path.read(waker.seq, frames)?;
+        let depth = target
+            .wake_path
+            .read(waker.seq, frames)
+            .filter(|&d| d > 0)?;
         target.lock_buffer();
         let alive =
             target.live.load(Ordering::Acquire) && target.tid.load(Ordering::Acquire) == waker.tid;
@@ -78,76 +73,6 @@ pub fn record_at_wake(waker: WakerId, sample: Sample) -> bool {
     .is_some();
     state.in_runtime.store(false, Ordering::Release);
     recorded
-}
-
-/// Unwinds the calling context now and keeps the path for the samples of the wait the
-/// thread is about to start ([`record_captured`]): recording them after the wait would
-/// unwind while the thread holds what it waited for, lengthening its hold. False when it
-/// cannot (as for [`record_here`]).
-#[inline(never)]
-pub fn capture_wait_path() -> bool {
-    let Some((state, _)) = enter() else {
-        return false;
-    };
-    let regs = current_registers();
-    let mut captured = false;
-    for _ in 0..MODULE_SET_RETRIES {
-        if let Some(modules) = lifecycle::modules().try_read() {
-            // SAFETY: on the owner thread with `in_runtime` raised: the handler stays out of
-            // the owner part.
-            let owner = unsafe { &mut *state.owner.get() };
-            let result = walk(
-                &modules,
-                &mut owner.cache,
-                regs,
-                owner.stack_top,
-                &mut owner.wait_frames,
-            );
-            if result.error {
-                counters::add(Counter::UnwindErrors, 1);
-            }
-            owner.wait_flags = 0;
-            if result.truncated {
-                counters::add(Counter::TruncatedStacks, 1);
-                owner.wait_flags = SAMPLE_TRUNCATED;
-            }
-            owner.wait_depth = result.depth;
-            captured = result.depth > 0;
-            break;
-        }
-        std::hint::spin_loop();
-    }
-    state.in_runtime.store(false, Ordering::Release);
-    captured
-}
-
-/// Records `samples` at the path [`capture_wait_path`] kept, and forgets it. False when no
-/// path is kept (or the thread cannot record now).
-pub fn record_captured(samples: &[Sample]) -> bool {
-    let Some((state, tid)) = enter() else {
-        return false;
-    };
-    // SAFETY: on the owner thread with `in_runtime` raised: the handler stays out of the
-    // owner part.
-    let owner = unsafe { &mut *state.owner.get() };
-    let depth = std::mem::take(&mut owner.wait_depth);
-    if depth > 0 {
-        state.lock_buffer();
-        // SAFETY: we hold the buffer lock.
-        let buffer = unsafe { &mut *state.buffer.get() };
-        for s in samples {
-            buffer.push_sample(
-                tid,
-                s.metric,
-                s.value,
-                s.flags | owner.wait_flags,
-                &owner.wait_frames[..depth],
-            );
-        }
-        state.unlock_buffer();
-    }
-    state.in_runtime.store(false, Ordering::Release);
-    depth > 0
 }
 
 /// The calling thread's state with `in_runtime` raised, or `None` (sampling off, no state,
@@ -174,16 +99,9 @@ pub fn record_at_function(samples: &[Sample], leaf: usize) -> bool {
 
 #[inline(always)]
 fn record(samples: &[Sample], leaf: Option<u64>, publish: Option<u64>) -> bool {
-    if !lifecycle::sampling_enabled() {
-        return false;
-    }
-    let tid = gettid();
-    let Some(state) = lookup(tid) else {
+    let Some((state, tid)) = enter() else {
         return false;
     };
-    if state.in_runtime.swap(true, Ordering::Acquire) {
-        return false;
-    }
     let regs = current_registers();
     let mut recorded = false;
     for _ in 0..MODULE_SET_RETRIES {

@@ -40,11 +40,6 @@ pub struct OwnerPart {
     pub wait: Option<Wait>,
     /// The thread's latest futex wait that a wake ended (see `wake_chain`).
     pub last_wait: Option<LastWait>,
-    /// The call path of the wait in progress, captured before it blocked (`sync_sample`).
-    pub wait_frames: Box<[Frame; FRAMES_CAPACITY]>,
-    /// Frames in `wait_frames` (0: none captured) and their sample flags.
-    pub wait_depth: usize,
-    pub wait_flags: u8,
 }
 
 pub struct ThreadState {
@@ -68,6 +63,8 @@ pub struct ThreadState {
     pub blocked: AtomicBool,
     /// The thread's count of futex wakes (their `WakerId::seq`).
     pub wake_seq: AtomicU64,
+    /// State of the thread's random generator (thinning of synchronous samples; owner only).
+    pub rng: AtomicU64,
     /// The call path of its latest blame-taking futex wake, for the threads it woke.
     pub wake_path: WakePath,
     pub owner: UnsafeCell<OwnerPart>,
@@ -92,6 +89,7 @@ impl ThreadState {
             spin_token: AtomicU32::new(0),
             blocked: AtomicBool::new(false),
             wake_seq: AtomicU64::new(0),
+            rng: AtomicU64::new(0),
             wake_path: WakePath::new(),
             owner: UnsafeCell::new(OwnerPart {
                 cache: UnwindCache::default(),
@@ -100,9 +98,6 @@ impl ThreadState {
                 stack_top: 0,
                 wait: None,
                 last_wait: None,
-                wait_frames: frames(),
-                wait_depth: 0,
-                wait_flags: 0,
             }),
             buffer: UnsafeCell::new(BufferPart::new()),
         }
@@ -215,7 +210,6 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
         let owner = &mut *state.owner.get();
         owner.wait = None;
         owner.last_wait = None;
-        owner.wait_depth = 0;
     }
     state.lock_buffer();
     // SAFETY: we hold the buffer lock, and the state is not yet published to any handler.
