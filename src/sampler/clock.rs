@@ -1,4 +1,5 @@
-//! Thread CPU clocks. Async-signal-safe (`clock_gettime` is on the POSIX list).
+//! Clocks and thread ids. Async-signal-safe (`clock_gettime` is on the POSIX list), except
+//! [`current_tid`], which the signal handler does not use.
 
 /// CPU time consumed so far by the calling thread, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
@@ -40,4 +41,29 @@ fn read_clock(clock: libc::clockid_t) -> u64 {
 pub fn gettid() -> u32 {
     // SAFETY: gettid takes no arguments and cannot fail.
     unsafe { libc::gettid() as u32 }
+}
+
+std::thread_local! {
+    /// The calling thread's kernel thread id once asked for (0: not yet). Constant-initialised
+    /// in the preloaded library's static TLS block: no allocation, no destructor.
+    static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The calling thread's kernel thread id, cached: the lock wrappers need it on every
+/// contended operation, and `gettid` is a system call. Not for the signal handler (it uses
+/// [`gettid`]); a fork child must call [`forget_current_tid`].
+pub fn current_tid() -> u32 {
+    TID.with(|t| match t.get() {
+        0 => {
+            let tid = gettid();
+            t.set(tid);
+            tid
+        }
+        tid => tid,
+    })
+}
+
+/// In a fork child: the cached thread id was the parent's.
+pub fn forget_current_tid() {
+    TID.with(|t| t.set(0));
 }

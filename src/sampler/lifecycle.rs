@@ -382,6 +382,7 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    super::clock::forget_current_tid();
     crate::locks::wait_table::reset_after_fork();
     thread_state::fork_release();
     MODULES.fork_release();

@@ -15,7 +15,7 @@
 //! straight through unmonitored. Not async-signal-safe (not called from the handler);
 //! allocation-free.
 
-use super::clock::{gettid, monotonic_ns};
+use super::clock::{current_tid, monotonic_ns};
 use super::counters::{self, Counter};
 use super::handler::{Sample, METRIC_BLAME, METRIC_IDLENESS};
 use super::lifecycle::sampling_enabled;
@@ -67,7 +67,7 @@ impl spin::SpinHooks for SpinGlue {
     }
 
     fn spinning(&self, token: Option<u32>) {
-        if let Some(state) = lookup(gettid()) {
+        if let Some(state) = lookup(current_tid()) {
             state
                 .spin_token
                 .store(token.unwrap_or(0), Ordering::Relaxed);
@@ -107,7 +107,7 @@ fn monitored_thread() -> Option<&'static ThreadState> {
     if !sampling_enabled() {
         return None;
     }
-    lookup(gettid()).filter(|s| !s.in_runtime.load(Ordering::Relaxed))
+    lookup(current_tid()).filter(|s| !s.in_runtime.load(Ordering::Relaxed))
 }
 
 /// While alive, the thread counts as inside the runtime: a wait function that a signal
@@ -163,12 +163,12 @@ fn thin(samples: &[Sample], out: &mut [Sample; 4]) -> usize {
 
 /// A uniformly random u64 from the calling thread's generator (xorshift64*).
 fn chance() -> u64 {
-    let Some(state) = lookup(gettid()) else {
+    let Some(state) = lookup(current_tid()) else {
         return 0;
     };
     let mut x = state.rng.load(Ordering::Relaxed);
     if x == 0 {
-        x = u64::from(gettid()) << 32 | (monotonic_ns() & 0xFFFF_FFFF) | 1;
+        x = u64::from(current_tid()) << 32 | (monotonic_ns() & 0xFFFF_FFFF) | 1;
     }
     x ^= x >> 12;
     x ^= x << 25;
@@ -441,7 +441,7 @@ pub fn event<R: Copy>(
     ok: impl FnOnce(R) -> bool,
 ) -> R {
     let woke = pending(address, || {
-        let state = lookup(gettid())?;
+        let state = lookup(current_tid())?;
         let seq = state.wake_seq.fetch_add(1, Ordering::Relaxed) + 1;
         let me = WakerId {
             tid: state.tid.load(Ordering::Relaxed),
@@ -482,7 +482,7 @@ pub fn event<R: Copy>(
         let n = thin(&[blame(kind, own)], &mut kept);
         if n == 0 {
             // No path for the threads this wake woke either: they keep their waits.
-            if let Some(state) = lookup(gettid()) {
+            if let Some(state) = lookup(current_tid()) {
                 state.wake_path.publish(seq, &[]);
             }
         } else if !record_wake(&kept[..n], seq) {

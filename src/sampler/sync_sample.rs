@@ -9,7 +9,7 @@
 //! sample interrupts the unwind (the paper's rule: no asynchronous sample during a synchronous
 //! unwind); the timer's time is then carried by the thread's next sample.
 
-use super::clock::gettid;
+use super::clock::current_tid;
 use super::handler::{record_path, How, Sample};
 use super::lifecycle;
 use super::thread_state::{lookup, ThreadState};
@@ -81,7 +81,7 @@ fn enter() -> Option<(&'static ThreadState, u32)> {
     if !lifecycle::sampling_enabled() {
         return None;
     }
-    let tid = gettid();
+    let tid = current_tid();
     let state = lookup(tid)?;
     if state.in_runtime.swap(true, Ordering::Acquire) {
         return None;
