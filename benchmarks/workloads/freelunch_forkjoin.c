@@ -32,7 +32,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "wait_truth.h"
+#include "obj_truth.h"
 
 #define ROUNDS 200
 #define BLOCKS 2
@@ -44,18 +44,10 @@ typedef struct {
     uint64_t end_ns; /* just before the routine returns */
 } job_t;
 
-static inline uint64_t mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 static inline __attribute__((always_inline)) void crunch(job_t *j) {
     uint64_t x = j->seed;
     for (uint64_t i = 0; i < j->iters; i++)
-        x = mix(x + i);
+        x = wl_mix(x + i);
     j->result = x;
     j->end_ns = now_ns();
 }
@@ -88,11 +80,7 @@ NOINL int join_all(pthread_t *th, job_t *jobs, int n, uint64_t *waited, uint64_t
 }
 
 int main(int argc, char **argv) {
-    double scale = argc > 1 ? atof(argv[1]) : 1.0;
-    if (!(scale > 0) || scale > 100) {
-        fprintf(stderr, "usage: freelunch_forkjoin [scale]\n");
-        return 2;
-    }
+    double scale = wl_scale_max(argc, argv, "freelunch_forkjoin", 100);
     int rounds = (int)(ROUNDS * scale);
     if (rounds < 1)
         rounds = 1;
@@ -105,7 +93,7 @@ int main(int argc, char **argv) {
         pthread_t th[N];
         for (int i = 0; i < N; i++) {
             jobs[i] = (job_t){i < BLOCKS ? BLOCK_ITERS : BLOCK_ITERS * REMAINDER_FACTOR,
-                              mix((uint64_t)(r * N + i)), 0, 0};
+                              wl_mix((uint64_t)(r * N + i)), 0, 0};
             if (pthread_create(&th[i], NULL, i < BLOCKS ? compute_block : compute_remainder,
                                &jobs[i]) != 0) {
                 perror("pthread_create");
@@ -127,11 +115,9 @@ int main(int argc, char **argv) {
            " thread exits %.3f s\n",
            waited / 1e9, b_block / 1e9, blame[BLOCKS] / 1e9,
            (waited - b_block - blame[BLOCKS]) / 1e9);
-    printf("truth idleness.join join_all %llu\n", (unsigned long long)waited);
-    printf("truth blame.join compute_block %llu\n", (unsigned long long)b_block);
-    printf("truth blame.join compute_remainder %llu\n", (unsigned long long)blame[BLOCKS]);
-    printf("truth culprit compute_remainder\n");
-    printf("truth candidates compute_block,compute_remainder\n");
-    printf("truth ops %d\n", rounds);
+    truth_ns("idleness.join", "join_all", waited);
+    truth_ns("blame.join", "compute_block", b_block);
+    truth_ns("blame.join", "compute_remainder", blame[BLOCKS]);
+    wl_truth_end("compute_remainder", "compute_block,compute_remainder", (uint64_t)rounds);
     return ok ? 0 : 1;
 }

@@ -44,7 +44,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "wait_truth.h"
+#include "obj_truth.h"
 
 enum { F_PING, F_PONG, NFUNC };
 static const char *const FNAME[NFUNC] = {"ping_round", "pong_round"};
@@ -141,11 +141,7 @@ static int split_cond_waits(tlog_t *cl, tlog_t *ml, uint64_t *cidle) {
 }
 
 int main(int argc, char **argv) {
-    double scale = argc > 1 ? atof(argv[1]) : 1.0;
-    if (!(scale > 0) || scale > 100) {
-        fprintf(stderr, "usage: freelunch_pingpong [scale]\n");
-        return 2;
-    }
+    double scale = wl_scale_max(argc, argv, "freelunch_pingpong", 100);
     rounds = (int)(ROUNDS * scale);
     if (rounds < 1)
         rounds = 1;
@@ -187,17 +183,15 @@ int main(int argc, char **argv) {
            " mutex): %.3f s\n", cwait[F_PING] / 1e9, cwait[F_PONG] / 1e9, after / 1e9);
     uint64_t ctot = cidle[F_PING] + cidle[F_PONG];
     for (int f = 0; f < NFUNC; f++) {
-        printf("truth idleness.condvar %s %llu\n", FNAME[f], (unsigned long long)cidle[f]);
-        printf("truth blame.condvar %s %llu\n", FNAME[f], (unsigned long long)cblame[f]);
+        truth_ns("idleness.condvar", FNAME[f], cidle[f]);
+        truth_ns("blame.condvar", FNAME[f], cblame[f]);
     }
     for (int f = 0; f < NFUNC; f++) {
         if (midle[f] * 50 >= ctot)
-            printf("truth idleness.mutex %s %llu\n", FNAME[f], (unsigned long long)midle[f]);
+            truth_ns("idleness.mutex", FNAME[f], midle[f]);
         if (mblame[f] * 50 >= ctot)
-            printf("truth blame.mutex %s %llu\n", FNAME[f], (unsigned long long)mblame[f]);
+            truth_ns("blame.mutex", FNAME[f], mblame[f]);
     }
-    printf("truth culprit ping_round\n");
-    printf("truth candidates ping_round,pong_round\n");
-    printf("truth ops %d\n", rounds);
+    wl_truth_end("ping_round", "ping_round,pong_round", (uint64_t)rounds);
     return hits[F_PING] == rounds && hits[F_PONG] == rounds ? 0 : 1;
 }

@@ -84,16 +84,9 @@ int main(int argc, char **argv) {
         pthread_mutex_init(&own[i].m, NULL);
         pthread_spin_init(&own[i].s, PTHREAD_PROCESS_PRIVATE);
     }
-    uint64_t t0 = now_ns();
-    pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        if (pthread_create(&th[i], NULL, worker, &own[i]) != 0) {
-            perror("pthread_create");
-            return 2;
-        }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    uint64_t wall = now_ns() - t0;
+    uint64_t wall;
+    if (wl_run_threads(THREADS, worker, own, sizeof *own, &wall))
+        return 2;
     uint64_t total = (uint64_t)ops * 2 * THREADS;
     int ok = 1;
     for (int i = 0; i < THREADS; i++)
@@ -105,8 +98,6 @@ int main(int argc, char **argv) {
     truth_ns("idleness.mutex", "mutex_ops", 0);
     truth_ns("blame.spin", "spin_ops", 0);
     truth_ns("idleness.spin", "spin_ops", 0);
-    printf("truth culprit none\n");
-    printf("truth candidates mutex_ops,spin_ops\n");
-    printf("truth ops %llu\n", (unsigned long long)total);
+    wl_truth_end("none", "mutex_ops,spin_ops", total);
     return ok ? 0 : 1;
 }

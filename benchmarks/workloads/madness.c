@@ -35,7 +35,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "truth_log.h"
+#define OBJ_TRUTH_NO_WAIT_TRUTH /* madness has a busy_for of its own */
+#include "obj_truth.h"
 
 #define NOINL __attribute__((noinline, noclone))
 
@@ -144,28 +145,15 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    double scale = argc > 1 ? atof(argv[1]) : 1.0;
-    if (!(scale > 0) || scale > 100) {
-        fprintf(stderr, "usage: madness [scale]\n");
-        return 2;
-    }
+    double scale = wl_scale_max(argc, argv, "madness", 100);
     rounds = (int)(ROUNDS * scale);
     if (rounds < 1)
         rounds = 1;
     pthread_spin_init(&qlock, PTHREAD_PROCESS_PRIVATE);
-    tlog_t *logs = truth_alloc_logs(THREADS, (size_t)rounds * 2 + 16);
+    uint64_t wall;
+    tlog_t *logs = wl_run_logged(THREADS, worker, (size_t)rounds * 2 + 16, &wall);
     if (!logs)
         return 2;
-    uint64_t t0 = now_ns();
-    pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        if (pthread_create(&th[i], NULL, worker, &logs[i]) != 0) {
-            perror("pthread_create");
-            return 2;
-        }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    uint64_t wall = now_ns() - t0;
 
     if (truth_overflowed(logs, THREADS, "madness"))
         return 2;
@@ -206,9 +194,7 @@ int main(int argc, char **argv) {
     printf("truth idleness.spin dequeue %llu\n", (unsigned long long)idle[T_DEQ]);
     printf("truth idleness.spin future_a %llu\n", (unsigned long long)idle[T_ENQ_A]);
     printf("truth idleness.spin future_b %llu\n", (unsigned long long)idle[T_ENQ_B]);
-    printf("truth culprit enqueue\n");
-    printf("truth candidates enqueue,dequeue\n");
-    printf("truth ops %llu\n", (unsigned long long)rounds * THREADS);
+    wl_truth_end("enqueue", "enqueue,dequeue", (uint64_t)rounds * THREADS);
     pthread_spin_destroy(&qlock);
     return 0;
 }

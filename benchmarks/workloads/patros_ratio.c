@@ -96,19 +96,10 @@ int main(int argc, char **argv) {
     ops = (int)(40 * scale + 0.5);
     if (ops < 1)
         ops = 1;
-    tlog_t *logs = truth_alloc_logs(THREADS, (size_t)ops + 10);
+    uint64_t wall;
+    tlog_t *logs = wl_run_logged(THREADS, worker, (size_t)ops + 10, &wall);
     if (!logs)
         return 2;
-    uint64_t t0 = now_ns();
-    pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        if (pthread_create(&th[i], NULL, worker, &logs[i]) != 0) {
-            perror("pthread_create");
-            return 2;
-        }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    uint64_t wall = now_ns() - t0;
 
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, contended[NFUNC] = {0};
     if (ob_mutex_truth(logs, THREADS, 2, "patros_ratio", blame, idle, contended))
@@ -118,12 +109,7 @@ int main(int argc, char **argv) {
         printf("  %-9s holds=%d contended_waits=%llu waited=%.3f s blame=%.3f s\n", FNAME[f],
                nops[f], (unsigned long long)contended[f],
                idle[f] / 1e9, blame[f] / 1e9);
-    for (int f = 0; f < NFUNC; f++) {
-        truth_ns("blame.mutex", FNAME[f], blame[f]);
-        truth_ns("idleness.mutex", FNAME[f], idle[f]);
-    }
-    printf("truth culprit hot_path\n");
-    printf("truth candidates hot_path,cold_path\n");
-    printf("truth ops %d\n", THREADS * ops);
+    wl_truth_pairs("mutex", FNAME, NFUNC, blame, idle);
+    wl_truth_end("hot_path", "hot_path,cold_path", (uint64_t)THREADS * ops);
     return 0;
 }

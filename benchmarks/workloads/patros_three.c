@@ -84,19 +84,10 @@ int main(int argc, char **argv) {
     if (iters < 1)
         iters = 1;
     int nthreads = NFUNC * GROUP;
-    tlog_t *logs = truth_alloc_logs(nthreads, (size_t)iters + 10);
+    uint64_t wall;
+    tlog_t *logs = wl_run_logged(nthreads, group_thread, (size_t)iters + 10, &wall);
     if (!logs)
         return 2;
-    uint64_t t0 = now_ns();
-    pthread_t th[NFUNC * GROUP];
-    for (int i = 0; i < nthreads; i++)
-        if (pthread_create(&th[i], NULL, group_thread, &logs[i]) != 0) {
-            perror("pthread_create");
-            return 2;
-        }
-    for (int i = 0; i < nthreads; i++)
-        pthread_join(th[i], NULL);
-    uint64_t wall = now_ns() - t0;
 
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, contended[NFUNC] = {0};
     if (ob_mutex_truth(logs, nthreads, NFUNC, "patros_three", blame, idle, contended))
@@ -106,12 +97,7 @@ int main(int argc, char **argv) {
     for (int f = 0; f < NFUNC; f++)
         printf("  %-8s holds=%d contended_waits=%llu waited=%.3f s blame=%.3f s\n", FNAME[f],
                GROUP * iters, (unsigned long long)contended[f], idle[f] / 1e9, blame[f] / 1e9);
-    for (int f = 0; f < NFUNC; f++) {
-        truth_ns("blame.mutex", FNAME[f], blame[f]);
-        truth_ns("idleness.mutex", FNAME[f], idle[f]);
-    }
-    printf("truth culprit cs_64ms\n");
-    printf("truth candidates cs_4ms,cs_16ms,cs_64ms\n");
-    printf("truth ops %d\n", NFUNC * GROUP * iters);
+    wl_truth_pairs("mutex", FNAME, NFUNC, blame, idle);
+    wl_truth_end("cs_64ms", "cs_4ms,cs_16ms,cs_64ms", (uint64_t)NFUNC * GROUP * iters);
     return 0;
 }

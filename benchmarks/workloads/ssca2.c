@@ -32,7 +32,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "wait_truth.h"
+#include "obj_truth.h"
 
 enum { F_ADD, F_PROGRESS, NFUNC };
 static const char *const FNAME[NFUNC] = {"add_edge", "note_progress"};
@@ -58,14 +58,6 @@ static long edges_done;
 static int nedges_per_thread, kernel_passes;
 static volatile uint64_t sink[64];
 static uint64_t result[THREADS];
-
-static inline uint64_t mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
 
 static inline __attribute__((always_inline)) uint64_t g_lock(tlog_t *l, int fn) {
     uint64_t w0 = now_ns();
@@ -111,10 +103,10 @@ NOINL void note_progress(tlog_t *l, long n) {
 
 /* Phase 1 of one thread: generate its edges (R-MAT-like hashing) and insert them. */
 NOINL void generate_edges(tlog_t *l, int me) {
-    uint64_t x = mix((uint64_t)me + 1);
+    uint64_t x = wl_mix((uint64_t)me + 1);
     for (int i = 0; i < nedges_per_thread; i++) {
         busy_for(GEN_NS, (unsigned)x); /* pick the edge */
-        x = mix(x + (uint64_t)i);
+        x = wl_mix(x + (uint64_t)i);
         uint32_t u = (uint32_t)(x % VERTICES), v = (uint32_t)((x >> 20) % VERTICES);
         add_edge(l, u, v, (uint32_t)(x >> 40) & 0xffff);
         if ((i + 1) % PROGRESS_EVERY == 0)
@@ -134,7 +126,7 @@ NOINL uint64_t compute_kernel(int me) {
                 for (uint32_t j = 0; j < deg[v] && j < 4; j++)
                     two_hop += adj[v][j].w ^ (uint64_t)pass;
             }
-            acc = mix(acc + two_hop + deg[u]);
+            acc = wl_mix(acc + two_hop + deg[u]);
         }
     return acc;
 }
@@ -148,29 +140,16 @@ static void *ssca_worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    double scale = argc > 1 ? atof(argv[1]) : 1.0;
-    if (!(scale > 0) || scale > 100) {
-        fprintf(stderr, "usage: ssca2 [scale]\n");
-        return 2;
-    }
+    double scale = wl_scale_max(argc, argv, "ssca2", 100);
     nedges_per_thread = (int)(EDGES * scale / THREADS);
     if (nedges_per_thread < PROGRESS_EVERY)
         nedges_per_thread = PROGRESS_EVERY;
     kernel_passes = (int)(KERNEL_PASSES * scale) + 1;
     pthread_barrier_init(&phase_barrier, NULL, THREADS);
-    tlog_t *logs = truth_alloc_logs(THREADS, (size_t)nedges_per_thread * 2 + 16);
+    uint64_t wall;
+    tlog_t *logs = wl_run_logged(THREADS, ssca_worker, (size_t)nedges_per_thread * 2 + 16, &wall);
     if (!logs)
         return 2;
-    uint64_t t0 = now_ns();
-    pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        if (pthread_create(&th[i], NULL, ssca_worker, &logs[i]) != 0) {
-            perror("pthread_create");
-            return 2;
-        }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    uint64_t wall = now_ns() - t0;
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, held[NFUNC] = {0}, count[NFUNC] = {0};
     if (truth_mutex_totals(logs, THREADS, "ssca2", blame, idle, held, count, NULL))
         return 2;
@@ -183,17 +162,10 @@ int main(int argc, char **argv) {
     for (int f = 0; f < NFUNC; f++)
         printf("  %-13s holds=%llu held=%.3f s waited=%.3f s blame=%.3f s\n", FNAME[f],
                (unsigned long long)count[f], held[f] / 1e9, idle[f] / 1e9, blame[f] / 1e9);
-    uint64_t tb = blame[F_ADD] + blame[F_PROGRESS], ti = idle[F_ADD] + idle[F_PROGRESS];
-    for (int f = 0; f < NFUNC; f++)
-        if (blame[f] * 50 >= tb)
-            printf("truth blame.mutex %s %llu\n", FNAME[f], (unsigned long long)blame[f]);
-    for (int f = 0; f < NFUNC; f++)
-        if (idle[f] * 50 >= ti)
-            printf("truth idleness.mutex %s %llu\n", FNAME[f], (unsigned long long)idle[f]);
-    printf("truth idleness.mutex generate_edges %llu\n", (unsigned long long)ti);
-    printf("truth culprit add_edge\n");
-    printf("truth candidates add_edge,note_progress,compute_kernel\n");
-    printf("truth ops %ld\n", edges_done);
+    wl_truth_major("blame.mutex", FNAME, NFUNC, blame);
+    uint64_t ti = wl_truth_major("idleness.mutex", FNAME, NFUNC, idle);
+    truth_ns("idleness.mutex", "generate_edges", ti);
+    wl_truth_end("add_edge", "add_edge,note_progress,compute_kernel", (uint64_t)edges_done);
     return edges_done == (long)nedges_per_thread / PROGRESS_EVERY * PROGRESS_EVERY * THREADS ? 0
                                                                                            : 1;
 }

@@ -93,33 +93,18 @@ int main(int argc, char **argv) {
         steps = 8;
     for (int i = 0; i < NELEM; i++)
         netlist[i] = (uint64_t)i;
-    tlog_t *logs = truth_alloc_logs(THREADS, (size_t)steps * 2 + 10);
+    uint64_t wall;
+    tlog_t *logs = wl_run_logged(THREADS, anneal_thread, (size_t)steps * 2 + 10, &wall);
     if (!logs)
         return 2;
-    uint64_t t0 = now_ns();
-    pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        if (pthread_create(&th[i], NULL, anneal_thread, &logs[i]) != 0) {
-            perror("pthread_create");
-            return 2;
-        }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    uint64_t wall = now_ns() - t0;
 
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, contended[NFUNC] = {0};
     if (ob_mutex_truth(logs, THREADS, 1, "syncperf_canneal", blame, idle, contended))
         return 2;
     printf("syncperf_canneal: %.2f s, %d threads, %d steps each\n", wall / 1e9, THREADS, steps);
-    for (int f = 0; f < NFUNC; f++)
-        printf("  %-13s contended_waits=%llu waited=%.3f s blame=%.3f s\n", FNAME[f],
-               (unsigned long long)contended[f], idle[f] / 1e9, blame[f] / 1e9);
-    for (int f = 0; f < NFUNC; f++) {
-        truth_ns("blame.mutex", FNAME[f], blame[f]);
-        truth_ns("idleness.mutex", FNAME[f], idle[f]);
-    }
-    printf("truth culprit swap_elements\n");
-    printf("truth candidates swap_elements,get_location,evaluate_move\n");
-    printf("truth ops %d\n", THREADS * steps);
+    ob_mutex_lines(FNAME, NFUNC, contended, idle, blame, 0);
+    wl_truth_pairs("mutex", FNAME, NFUNC, blame, idle);
+    wl_truth_end("swap_elements", "swap_elements,get_location,evaluate_move",
+                 (uint64_t)THREADS * steps);
     return 0;
 }

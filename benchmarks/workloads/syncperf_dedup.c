@@ -116,19 +116,10 @@ int main(int argc, char **argv) {
         chunks = 10;
     for (int b = 0; b < NBUCKET; b++)
         pthread_mutex_init(&bucket_lock[b], NULL);
-    tlog_t *logs = truth_alloc_logs(THREADS, (size_t)chunks * 2 + 10);
+    uint64_t wall;
+    tlog_t *logs = wl_run_logged(THREADS, compress_thread, (size_t)chunks * 2 + 10, &wall);
     if (!logs)
         return 2;
-    uint64_t t0 = now_ns();
-    pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        if (pthread_create(&th[i], NULL, compress_thread, &logs[i]) != 0) {
-            perror("pthread_create");
-            return 2;
-        }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    uint64_t wall = now_ns() - t0;
 
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, contended[NFUNC] = {0};
     if (ob_mutex_truth(logs, THREADS, NBUCKET, "syncperf_dedup", blame, idle, contended))
@@ -137,15 +128,8 @@ int main(int argc, char **argv) {
            " acquisitions on the hot bucket\n",
            wall / 1e9, THREADS, chunks, (unsigned long long)hot_acq,
            (unsigned long long)all_acq);
-    for (int f = 0; f < NFUNC; f++)
-        printf("  %-12s contended_waits=%llu waited=%.3f s blame=%.3f s\n", FNAME[f],
-               (unsigned long long)contended[f], idle[f] / 1e9, blame[f] / 1e9);
-    for (int f = 0; f < NFUNC; f++) {
-        truth_ns("blame.mutex", FNAME[f], blame[f]);
-        truth_ns("idleness.mutex", FNAME[f], idle[f]);
-    }
-    printf("truth culprit insert_chunk\n");
-    printf("truth candidates insert_chunk,lookup_chunk,fingerprint\n");
-    printf("truth ops %llu\n", (unsigned long long)all_acq);
+    ob_mutex_lines(FNAME, NFUNC, contended, idle, blame, 0);
+    wl_truth_pairs("mutex", FNAME, NFUNC, blame, idle);
+    wl_truth_end("insert_chunk", "insert_chunk,lookup_chunk,fingerprint", all_acq);
     return 0;
 }

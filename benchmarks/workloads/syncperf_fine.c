@@ -122,19 +122,10 @@ int main(int argc, char **argv) {
         return 2;
     for (int i = 0; i < NCELL; i++)
         pthread_mutex_init(&cells[i].m, NULL);
-    tlog_t *logs = truth_alloc_logs(THREADS, (size_t)(ops / BORDER_EVERY) + 100);
+    uint64_t wall;
+    tlog_t *logs = wl_run_logged(THREADS, worker, (size_t)(ops / BORDER_EVERY) + 100, &wall);
     if (!logs)
         return 2;
-    uint64_t t0 = now_ns();
-    pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        if (pthread_create(&th[i], NULL, worker, &logs[i]) != 0) {
-            perror("pthread_create");
-            return 2;
-        }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    uint64_t wall = now_ns() - t0;
 
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, contended[NFUNC] = {0};
     if (ob_mutex_truth(logs, THREADS, NBORDER, "syncperf_fine", blame, idle, contended))
@@ -142,18 +133,12 @@ int main(int argc, char **argv) {
     uint64_t total = (uint64_t)ops * THREADS;
     printf("syncperf_fine: %.2f s, %d threads, %llu lock operations (%.1f M/s) on %d mutexes\n",
            wall / 1e9, THREADS, (unsigned long long)total, total / (wall / 1e9) / 1e6, NCELL);
-    for (int f = 0; f < NFUNC; f++)
-        printf("  %-14s contended_waits=%llu waited=%.3f ms blame=%.3f ms\n", FNAME[f],
-               (unsigned long long)contended[f], idle[f] / 1e6, blame[f] / 1e6);
-    for (int f = 0; f < NFUNC; f++) {
-        truth_ns("blame.mutex", FNAME[f], blame[f]);
-        truth_ns("idleness.mutex", FNAME[f], idle[f]);
-    }
+    ob_mutex_lines(FNAME, NFUNC, contended, idle, blame, 1);
+    wl_truth_pairs("mutex", FNAME, NFUNC, blame, idle);
     /* rebuild_border by design; but a thread preempted while it holds a border cell in
      * update_border (the machine is shared) can make update_border the culprit of a run:
      * the culprit is the measured one. */
-    printf("truth culprit %s\n", FNAME[blame[F_BORDER] > blame[F_REBUILD] ? F_BORDER : F_REBUILD]);
-    printf("truth candidates update_cell,update_border,rebuild_border\n");
-    printf("truth ops %llu\n", (unsigned long long)total);
+    wl_truth_end(FNAME[blame[F_BORDER] > blame[F_REBUILD] ? F_BORDER : F_REBUILD],
+                 "update_cell,update_border,rebuild_border", total);
     return 0;
 }

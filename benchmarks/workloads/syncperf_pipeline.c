@@ -141,19 +141,10 @@ int main(int argc, char **argv) {
         nitems = 10;
     queue_init(&q1, 0);
     queue_init(&q2, 1);
-    tlog_t *logs = truth_alloc_logs(NFUNC, (size_t)nitems * 3 + 20);
+    uint64_t wall;
+    tlog_t *logs = wl_run_logged(NFUNC, stage_thread, (size_t)nitems * 3 + 20, &wall);
     if (!logs)
         return 2;
-    uint64_t t0 = now_ns();
-    pthread_t th[NFUNC];
-    for (int i = 0; i < NFUNC; i++)
-        if (pthread_create(&th[i], NULL, stage_thread, &logs[i]) != 0) {
-            perror("pthread_create");
-            return 2;
-        }
-    for (int i = 0; i < NFUNC; i++)
-        pthread_join(th[i], NULL);
-    uint64_t wall = now_ns() - t0;
 
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0};
     uint64_t nobody = ob_event_truth(logs, NFUNC, 4, "syncperf_pipeline", blame, idle);
@@ -164,12 +155,7 @@ int main(int argc, char **argv) {
            wall / 1e9, nitems, nobody / 1e6);
     for (int f = 0; f < NFUNC; f++)
         printf("  %-14s waited=%.3f s blame=%.3f s\n", FNAME[f], idle[f] / 1e9, blame[f] / 1e9);
-    for (int f = 0; f < NFUNC; f++) {
-        truth_ns("blame.condvar", FNAME[f], blame[f]);
-        truth_ns("idleness.condvar", FNAME[f], idle[f]);
-    }
-    printf("truth culprit compress_stage\n");
-    printf("truth candidates fragment_stage,compress_stage,write_stage\n");
-    printf("truth ops %d\n", nitems);
+    wl_truth_pairs("condvar", FNAME, NFUNC, blame, idle);
+    wl_truth_end("compress_stage", "fragment_stage,compress_stage,write_stage", (uint64_t)nitems);
     return 0;
 }

@@ -128,19 +128,10 @@ int main(int argc, char **argv) {
     pthread_mutex_init(&bar.m, NULL);
     pthread_cond_init(&bar.cv, NULL);
     bar.n = nthreads;
-    tlog_t *logs = truth_alloc_logs(nthreads, (size_t)rounds * 2 + 10);
+    uint64_t wall;
+    tlog_t *logs = wl_run_logged(nthreads, thread_main, (size_t)rounds * 2 + 10, &wall);
     if (!logs)
         return 2;
-    uint64_t t0 = now_ns();
-    pthread_t th[QUICK + 1];
-    for (int i = 0; i < nthreads; i++)
-        if (pthread_create(&th[i], NULL, thread_main, &logs[i]) != 0) {
-            perror("pthread_create");
-            return 2;
-        }
-    for (int i = 0; i < nthreads; i++)
-        pthread_join(th[i], NULL);
-    uint64_t wall = now_ns() - t0;
 
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0};
     uint64_t after = ob_event_truth(logs, nthreads, 1, "syncperf_trybarrier", blame, idle);
@@ -158,12 +149,7 @@ int main(int argc, char **argv) {
     for (int f = 0; f < NFUNC; f++)
         printf("  %-14s cond-waited=%.3f s blame=%.3f s\n", FNAME[f], idle[f] / 1e9,
                blame[f] / 1e9);
-    for (int f = 0; f < NFUNC; f++) {
-        truth_ns("blame.condvar", FNAME[f], blame[f]);
-        truth_ns("idleness.condvar", FNAME[f], idle[f]);
-    }
-    printf("truth culprit straggler_step\n");
-    printf("truth candidates quick_step,straggler_step\n");
-    printf("truth ops %d\n", rounds);
+    wl_truth_pairs("condvar", FNAME, NFUNC, blame, idle);
+    wl_truth_end("straggler_step", "quick_step,straggler_step", (uint64_t)rounds);
     return 0;
 }

@@ -44,7 +44,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "wait_truth.h"
+#include "obj_truth.h"
 
 enum { F_PUSH, F_POP, F_STEAL, NFUNC };
 static const char *const FNAME[NFUNC] = {"push_shared", "pop_shared", "steal"};
@@ -79,20 +79,12 @@ static _Atomic long outstanding; /* nodes created and not yet visited */
 static _Atomic long visited;
 static volatile uint64_t sink[64];
 
-static inline uint64_t mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 /* Wall-clock-bounded CPU work on `x` (the SHA-1 rounds of UTS). */
 static inline __attribute__((always_inline)) uint64_t crunch(uint64_t ns, uint64_t x) {
     uint64_t end = now_ns() + ns;
     do {
         for (int i = 0; i < 16; i++)
-            x = mix(x + (uint64_t)i);
+            x = wl_mix(x + (uint64_t)i);
     } while (now_ns() < end);
     return x;
 }
@@ -174,7 +166,7 @@ NOINL int steal(tlog_t *l, int me, node_t *local, int *nlocal) {
 /* Visits one node: its work, then its children onto the local stack. */
 NOINL void visit(node_t n, node_t *local, int *nlocal) {
     sink[32 + n.depth % 16] += crunch(VISIT_NS, n.id);
-    uint64_t h = mix(n.id); /* the tree's shape does not depend on timing */
+    uint64_t h = wl_mix(n.id); /* the tree's shape does not depend on timing */
     int kids = 0;
     if (n.depth == 0)
         kids = (int)(sink[63] + 0); /* the root's count is set by main */
@@ -183,7 +175,7 @@ NOINL void visit(node_t n, node_t *local, int *nlocal) {
     else if ((h % 1000) < HUB_PERMILLE + Q_PERMILLE)
         kids = M;
     for (int i = 0; i < kids && *nlocal < LOCAL_CAP; i++)
-        local[(*nlocal)++] = (node_t){mix(h + (uint64_t)i + 1), n.depth + 1};
+        local[(*nlocal)++] = (node_t){wl_mix(h + (uint64_t)i + 1), n.depth + 1};
     atomic_fetch_add(&outstanding, kids - 1);
     atomic_fetch_add(&visited, 1);
 }
@@ -252,11 +244,7 @@ static int truth(tlog_t *logs, uint64_t *blame, uint64_t *idle, uint64_t *held,
 }
 
 int main(int argc, char **argv) {
-    double scale = argc > 1 ? atof(argv[1]) : 1.0;
-    if (!(scale > 0) || scale > 100) {
-        fprintf(stderr, "usage: uts [scale]\n");
-        return 2;
-    }
+    double scale = wl_scale_max(argc, argv, "uts", 100);
     int root_kids = (int)(ROOT_KIDS * scale);
     if (root_kids < 1)
         root_kids = 1;
@@ -264,19 +252,10 @@ int main(int argc, char **argv) {
     atomic_store(&outstanding, 1);
     for (int d = 0; d < THREADS; d++)
         pthread_mutex_init(&deques[d].m, NULL);
-    tlog_t *logs = truth_alloc_logs(THREADS, (size_t)(400000 * scale) + 10000);
+    uint64_t wall;
+    tlog_t *logs = wl_run_logged(THREADS, worker, (size_t)(400000 * scale) + 10000, &wall);
     if (!logs)
         return 2;
-    uint64_t t0 = now_ns();
-    pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        if (pthread_create(&th[i], NULL, worker, &logs[i]) != 0) {
-            perror("pthread_create");
-            return 2;
-        }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    uint64_t wall = now_ns() - t0;
     if (truth_overflowed(logs, THREADS, "uts"))
         return 2;
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, held[NFUNC] = {0}, count[NFUNC] = {0};
@@ -289,17 +268,8 @@ int main(int argc, char **argv) {
                (unsigned long long)count[f], held[f] / 1e9, idle[f] / 1e9, blame[f] / 1e9);
     /* Truth lines for the functions that carry at least 2% of the kind's total (the others
      * are a few ms or less: noise at any tolerance); the ranking covers all three. */
-    uint64_t tb = 0, ti = 0;
-    for (int f = 0; f < NFUNC; f++)
-        tb += blame[f], ti += idle[f];
-    for (int f = 0; f < NFUNC; f++)
-        if (blame[f] * 50 >= tb)
-            printf("truth blame.mutex %s %llu\n", FNAME[f], (unsigned long long)blame[f]);
-    for (int f = 0; f < NFUNC; f++)
-        if (idle[f] * 50 >= ti)
-            printf("truth idleness.mutex %s %llu\n", FNAME[f], (unsigned long long)idle[f]);
-    printf("truth culprit push_shared\n");
-    printf("truth candidates push_shared,pop_shared,steal\n");
-    printf("truth ops %ld\n", (long)atomic_load(&visited));
+    wl_truth_major("blame.mutex", FNAME, NFUNC, blame);
+    wl_truth_major("idleness.mutex", FNAME, NFUNC, idle);
+    wl_truth_end("push_shared", "push_shared,pop_shared,steal", (uint64_t)atomic_load(&visited));
     return atomic_load(&outstanding) == 0 ? 0 : 1;
 }
