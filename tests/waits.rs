@@ -703,8 +703,10 @@ fn parking_lot_mutex_wait_is_blamed_on_the_slow_holder() {
     let fast = flat_incl(&p.flat, "fast_read", "blame.futex");
     let idle = flat_incl(&p.flat, "fast_read", "idleness.futex");
     let wait = c.truth("wait_readers_ns");
+    // Only bounded above: how much of lock() is parked (rather than yield-spinning) depends
+    // on how busy the machine is.
     c.that(
-        idle > wait / 5 && idle as f64 <= wait as f64 * 1.1,
+        idle > 0 && idle as f64 <= wait as f64 * 1.1,
         format!(
             "idleness.futex of fast_read: {} of the readers' measured lock() time {}",
             ms(idle),
