@@ -18,7 +18,7 @@
 //! trylock and unlock). A monitored word stays monitored until `pthread_spin_destroy` or
 //! `pthread_spin_init`, which recycle its slot.
 //!
-//! Spinning: the waiter publishes the lock it spins on in its thread state (its CPU-time
+//! Spinning: the waiter marks itself as spinning in its thread state (its CPU-time
 //! samples meanwhile are idleness at its own context, see the handler) and registers with
 //! the lock's record, which carries the waiting counter: while the lock is held, the counter
 //! grows by spinners × elapsed time. The holder swaps the counter with zero just before it
@@ -105,9 +105,9 @@ fn monitored(word: u32) -> Option<&'static MonSpin> {
 pub trait SpinHooks {
     /// Whether the runtime is active (conversion happens only then).
     fn active(&self) -> bool;
-    /// The calling thread starts (`Some(token)`) or stops (`None`) spinning on a lock;
-    /// samples taken meanwhile are its idleness.
-    fn spinning(&self, token: Option<u32>);
+    /// The calling thread starts (`true`) or stops spinning on a lock; samples taken
+    /// meanwhile are its idleness.
+    fn spinning(&self, spinning: bool);
     /// Charges `ns` of blame to the calling context; false if it could not.
     fn blame(&self, ns: u64) -> bool;
     /// Monotonic time in ns.
@@ -154,7 +154,7 @@ pub fn lock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     loop {
         let current = lock.load(Ordering::Relaxed);
         if let Some(m) = monitored(current) {
-            lock_monitored(m, current, hooks);
+            lock_monitored(m, hooks);
             return 0;
         }
         if current == NATIVE_UNLOCKED {
@@ -185,12 +185,12 @@ pub fn lock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     }
 }
 
-fn lock_monitored(m: &MonSpin, token: u32, hooks: &impl SpinHooks) {
+fn lock_monitored(m: &MonSpin, hooks: &impl SpinHooks) {
     if m.word.swap(1, Ordering::Acquire) == 0 {
         acquired(m, hooks);
         return;
     }
-    hooks.spinning(Some(token));
+    hooks.spinning(true);
     m.update(hooks.now(), |m| {
         m.spinners.fetch_add(1, Ordering::Relaxed);
         m.held.store(true, Ordering::Relaxed);
@@ -207,7 +207,7 @@ fn lock_monitored(m: &MonSpin, token: u32, hooks: &impl SpinHooks) {
         m.spinners.fetch_sub(1, Ordering::Relaxed);
         m.held.store(true, Ordering::Relaxed);
     });
-    hooks.spinning(None);
+    hooks.spinning(false);
 }
 
 /// An acquisition without spinning: if others spin on the lock, it is held again from now
@@ -344,7 +344,7 @@ mod tests {
         fn active(&self) -> bool {
             true
         }
-        fn spinning(&self, _token: Option<u32>) {}
+        fn spinning(&self, _spinning: bool) {}
         fn blame(&self, ns: u64) -> bool {
             self.blamed.fetch_add(ns, Ordering::Relaxed);
             true

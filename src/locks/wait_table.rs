@@ -254,7 +254,12 @@ fn is_dirty(s: &State) -> bool {
 
 /// Whether waiters of `kind` wait for a holder's release (rather than for an event).
 pub fn is_hold_kind(kind: WaitKind) -> bool {
-    matches!(kind, WaitKind::Mutex | WaitKind::RwLock)
+    is_hold_code(kind as u8)
+}
+
+/// [`is_hold_kind`] of a kind's code (as [`State`] keeps it).
+fn is_hold_code(code: u8) -> bool {
+    code == WaitKind::Mutex as u8 || code == WaitKind::RwLock as u8
 }
 
 impl State {
@@ -273,6 +278,16 @@ impl State {
         self.gated_at_settle = self.gated;
         self.settled_at = self.stamp;
         std::mem::take(&mut self.integral)
+    }
+
+    /// A waiter has acquired the object (hold kinds): the waiting accrues to its hold from
+    /// now. A mutex has one owner, so anything left from before was released outside the
+    /// wrappers and cannot be placed.
+    fn acquired_by_waiter(&mut self) {
+        if self.kind == WaitKind::Mutex as u8 {
+            self.take();
+        }
+        self.gate = true;
     }
 
     /// Removes the unsettled contribution of a waiter that arrived at `gated_mark`.
@@ -349,16 +364,9 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
         .update(wait.address, None, |s| {
             s.advance(now);
             s.waiters = s.waiters.saturating_sub(1);
-            let hold = s.kind == WaitKind::Mutex as u8 || s.kind == WaitKind::RwLock as u8;
             let departed = match outcome {
-                Outcome::Success if hold => {
-                    if s.kind == WaitKind::Mutex as u8 {
-                        // A new owner: waiter-time accrues to its hold from now. Anything
-                        // left from before was released outside the wrappers and cannot be
-                        // placed.
-                        s.take();
-                    }
-                    s.gate = true;
+                Outcome::Success if is_hold_code(s.kind) => {
+                    s.acquired_by_waiter();
                     Departed::Blamed {
                         woken_at: now,
                         mutex_wait: false,
@@ -525,8 +533,7 @@ pub fn depart_proxy(mutex: usize, now: u64) {
     Locked::of(mutex).update(mutex, None, |s| {
         s.advance(now);
         s.waiters = s.waiters.saturating_sub(1);
-        s.take();
-        s.gate = true;
+        s.acquired_by_waiter();
     });
 }
 

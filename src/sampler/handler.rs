@@ -72,8 +72,9 @@ fn sample(context: *mut libc::c_void) {
 }
 
 /// Reads the thread's CPU time since its previous sample and decides what it is: work, or
-/// idleness for a spinning thread. `None`: nothing to record (inside the runtime: deferred to the next sample; blocked in a
-/// measured wait: covered by the measurement; sampling stopped).
+/// idleness for a spinning thread. `None`: nothing to record (inside the runtime: deferred
+/// to the next sample; blocked in a measured wait: covered by the measurement; sampling
+/// stopped).
 fn charge(state: &ThreadState) -> Option<(u8, u64)> {
     if state.in_runtime.load(Ordering::Relaxed) {
         return None;
@@ -83,7 +84,7 @@ fn charge(state: &ThreadState) -> Option<(u8, u64)> {
     if !lifecycle::sampling_enabled() || state.blocked.load(Ordering::Relaxed) {
         return None;
     }
-    if state.spin_token.load(Ordering::Relaxed) != 0 {
+    if state.spinning.load(Ordering::Relaxed) {
         return Some((METRIC_IDLENESS, value));
     }
     Some((METRIC_WORK, value))

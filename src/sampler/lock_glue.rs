@@ -66,18 +66,14 @@ impl spin::SpinHooks for SpinGlue {
         sampling_enabled() && !spin_is_shared(self.address)
     }
 
-    fn spinning(&self, token: Option<u32>) {
+    fn spinning(&self, spinning: bool) {
         if let Some(state) = lookup(current_tid()) {
-            state
-                .spin_token
-                .store(token.unwrap_or(0), Ordering::Relaxed);
+            state.spinning.store(spinning, Ordering::Relaxed);
         }
     }
 
     fn blame(&self, ns: u64) -> bool {
-        let mut kept = [NO_SAMPLE; 4];
-        let n = thin(&[blame(WaitKind::Spin, ns)], &mut kept);
-        n == 0 || record_here(&kept[..n])
+        Kept::of(&[blame(WaitKind::Spin, ns)]).record_here()
     }
 
     fn now(&self) -> u64 {
@@ -144,21 +140,45 @@ fn bookkeeping<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// unwinds to one per `THIN_NS` of waiting however many short waits a hot lock has.
 pub const THIN_NS: u64 = 10_000;
 
-/// The samples to record of `samples` after thinning (see [`THIN_NS`]), in `out`.
-fn thin(samples: &[Sample], out: &mut [Sample; 4]) -> usize {
-    let mut n = 0;
-    for s in samples.iter().filter(|s| s.value > 0).take(out.len()) {
-        let value = if s.value >= THIN_NS {
-            s.value
-        } else if chance() < s.value * (u64::MAX / THIN_NS) {
-            THIN_NS
-        } else {
-            continue;
+/// The samples to record of some samples after thinning (see [`THIN_NS`]).
+struct Kept {
+    samples: [Sample; 3],
+    n: usize,
+}
+
+impl Kept {
+    fn of(samples: &[Sample]) -> Kept {
+        let mut kept = Kept {
+            samples: [NO_SAMPLE; 3],
+            n: 0,
         };
-        out[n] = Sample { value, ..*s };
-        n += 1;
+        for s in samples
+            .iter()
+            .filter(|s| s.value > 0)
+            .take(kept.samples.len())
+        {
+            let value = if s.value >= THIN_NS {
+                s.value
+            } else if chance() < s.value * (u64::MAX / THIN_NS) {
+                THIN_NS
+            } else {
+                continue;
+            };
+            kept.samples[kept.n] = Sample { value, ..*s };
+            kept.n += 1;
+        }
+        kept
     }
-    n
+
+    fn get(&self) -> &[Sample] {
+        &self.samples[..self.n]
+    }
+
+    /// Records the kept samples at the caller's context; true when that worked or nothing
+    /// was kept.
+    fn record_here(&self) -> bool {
+        self.n == 0 || record_here(self.get())
+    }
 }
 
 /// A uniformly random u64 from the calling thread's generator (xorshift64*).
@@ -185,10 +205,9 @@ const NO_SAMPLE: Sample = Sample {
 
 /// Records samples (thinned) at the caller's context, or counts what could not be recorded.
 fn record(samples: &[Sample]) {
-    let mut kept = [NO_SAMPLE; 4];
-    let n = thin(samples, &mut kept);
-    if n > 0 && !record_here(&kept[..n]) {
-        for s in kept[..n].iter().filter(|s| s.metric == METRIC_IDLENESS) {
+    let kept = Kept::of(samples);
+    if !kept.record_here() {
+        for s in kept.get().iter().filter(|s| s.metric == METRIC_IDLENESS) {
             counters::add(Counter::IdlenessUnrecorded, s.value);
         }
     }
@@ -213,9 +232,7 @@ fn give_back(address: usize, kind: WaitKind, ns: u64, still_held: bool) {
 
 /// Records blame (thinned) at the caller's context, or gives it back.
 fn charge(address: usize, kind: WaitKind, ns: u64) {
-    let mut kept = [NO_SAMPLE; 4];
-    let n = thin(&[blame(kind, ns)], &mut kept);
-    if n > 0 && !record_here(&kept[..n]) {
+    if !Kept::of(&[blame(kind, ns)]).record_here() {
         give_back(address, kind, ns, false);
     }
 }
@@ -451,10 +468,10 @@ pub fn event<R: Copy>(
         let woke = table::wake(address, || now, n, me)?;
         // SAFETY: on the owner thread with `in_runtime` raised (we are in bookkeeping).
         let last = unsafe { (*state.owner.get()).last_wait };
-        Some((woke, seq, now, last))
+        Some((woke, state, seq, now, last))
     });
     let rc = op();
-    let Some((woke, seq, now, last)) = woke.filter(|w| w.0.taken > 0) else {
+    let Some((woke, state, seq, now, last)) = woke.filter(|w| w.0.taken > 0) else {
         return rc;
     };
     let saved = errno();
@@ -466,26 +483,22 @@ pub fn event<R: Copy>(
             (Some(since), Some(last)) => last.overlap(since, now).min(woke.taken),
             _ => 0,
         };
-        let mut kept = [NO_SAMPLE; 4];
         let inherited = match last {
             Some(last) if inherited > 0 => {
-                let n = thin(&[blame(kind, inherited)], &mut kept);
-                if n == 0 || record_at_wake(last.by, kept[0]) {
-                    inherited
-                } else {
-                    0
+                let kept = Kept::of(&[blame(kind, inherited)]);
+                match kept.get() {
+                    [sample] if !record_at_wake(last.by, *sample) => 0,
+                    _ => inherited,
                 }
             }
             _ => 0,
         };
         let own = woke.taken - inherited;
-        let n = thin(&[blame(kind, own)], &mut kept);
-        if n == 0 {
+        let kept = Kept::of(&[blame(kind, own)]);
+        if kept.get().is_empty() {
             // No path for the threads this wake woke either: they keep their waits.
-            if let Some(state) = lookup(current_tid()) {
-                state.wake_path.publish(seq, &[]);
-            }
-        } else if !record_wake(&kept[..n], seq) {
+            state.wake_path.publish(seq, &[]);
+        } else if !record_wake(kept.get(), seq) {
             give_back(address, kind, own, false);
         }
     } else {
@@ -507,8 +520,9 @@ unsafe fn mutex_is_held(address: usize) -> bool {
 
 /// `pthread_cond_wait`/`timedwait` of `cond` with `mutex` held: `block` is the real call.
 /// The caller's hold of `mutex` ends inside it (its blame is taken there and recorded at
-/// this context after the wait); its wait for the signal is condvar idleness, blamed on the signaller; its
-/// wait to retake the mutex afterwards is mutex idleness, blamed on the mutex's holder.
+/// this context after the wait); its wait for the signal is condvar idleness, blamed on the
+/// signaller; its wait to retake the mutex afterwards is mutex idleness, blamed on the
+/// mutex's holder.
 ///
 /// # Safety
 /// `mutex` must point at a valid, initialised `pthread_mutex_t` held by the caller.
@@ -575,7 +589,7 @@ pub fn cond_wake(cond: usize, n: u32, op: impl FnOnce() -> i32) -> i32 {
 
 /// `pthread_barrier_init`: remember the barrier's size.
 pub fn barrier_init(address: usize, parties: u32) {
-    table::forget(address);
+    forget(address);
     table::barrier_init(address, parties);
 }
 

@@ -55,9 +55,8 @@ pub struct ThreadState {
     pub last_cpu_ns: AtomicU64,
     /// The perf counter to refresh after each signal, or -1 (POSIX timer).
     pub perf_fd: AtomicI32,
-    /// The spin lock the thread is spinning on (its monitored word), or 0: samples taken
-    /// meanwhile are idleness charged to that lock.
-    pub spin_token: AtomicU32,
+    /// The thread is spinning on a spin lock: samples taken meanwhile are its idleness.
+    pub spinning: AtomicBool,
     /// The thread is blocked in a contended lock whose wait is measured: samples taken
     /// meanwhile are covered by that measurement and record nothing.
     pub blocked: AtomicBool,
@@ -86,7 +85,7 @@ impl ThreadState {
             live: AtomicBool::new(false),
             last_cpu_ns: AtomicU64::new(0),
             perf_fd: AtomicI32::new(-1),
-            spin_token: AtomicU32::new(0),
+            spinning: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
             wake_seq: AtomicU64::new(0),
             rng: AtomicU64::new(0),
@@ -203,7 +202,7 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     state.tid.store(tid, Ordering::Release);
     state.in_runtime.store(false, Ordering::Release);
     state.in_handler.store(false, Ordering::Release);
-    state.spin_token.store(0, Ordering::Release);
+    state.spinning.store(false, Ordering::Release);
     state.blocked.store(false, Ordering::Release);
     // SAFETY: the state is not yet published, so nothing else can reach its owner part.
     unsafe {
