@@ -21,9 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "truth_log.h"
-
-#define NOINL __attribute__((noinline, noclone))
+#include "wait_truth.h"
 
 enum { F_LOOKUP, F_INSERT, NFUNC };
 static const char *const FNAME[NFUNC] = {"lookup", "insert"};
@@ -34,20 +32,7 @@ static const char *const FNAME[NFUNC] = {"lookup", "insert"};
 #define INSERT_PERIOD_NS 20000000ull
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-static volatile uint64_t table[4096];
 static uint64_t deadline;
-
-/* CPU work until `ns` of wall time have passed. */
-static void busy_for(uint64_t ns, unsigned seed) {
-    uint64_t end = now_ns() + ns;
-    unsigned x = seed | 1;
-    do {
-        for (int i = 0; i < 64; i++) {
-            x = x * 1103515245u + 12345u;
-            table[x & 4095] += x;
-        }
-    } while (now_ns() < end);
-}
 
 NOINL void lookup(tlog_t *l, unsigned key) {
     uint64_t w0 = now_ns();

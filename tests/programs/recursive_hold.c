@@ -20,26 +20,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "truth_log.h"
-
-#define NOINL __attribute__((noinline, noclone))
+#include "wait_truth.h"
 
 enum { F_OUTER, F_SHORT, NFUNC };
 
 static pthread_mutex_t m;
 static volatile uint64_t sink[1024];
 static uint64_t deadline;
-
-static void busy_for(uint64_t ns, unsigned seed) {
-    uint64_t end = now_ns() + ns;
-    unsigned x = seed | 1;
-    do {
-        for (int i = 0; i < 64; i++) {
-            x = x * 1103515245u + 12345u;
-            sink[x & 1023] += x;
-        }
-    } while (now_ns() < end);
-}
 
 NOINL void inner_hold(void) {
     pthread_mutex_lock(&m); /* already ours: returns at once */

@@ -21,9 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "truth_log.h"
-
-#define NOINL __attribute__((noinline, noclone))
+#include "wait_truth.h"
 
 enum { F_H1, F_H2, F_H3, F_POKE, NFUNC };
 static const char *const FNAME[NFUNC] = {"hold_1ms", "hold_2ms", "hold_3ms", "poke"};
@@ -34,17 +32,6 @@ static const char *const FNAME[NFUNC] = {"hold_1ms", "hold_2ms", "hold_3ms", "po
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static volatile uint64_t sink[1024];
 static uint64_t deadline;
-
-static void busy_for(uint64_t ns, unsigned seed) {
-    uint64_t end = now_ns() + ns;
-    unsigned x = seed | 1;
-    do {
-        for (int i = 0; i < 64; i++) {
-            x = x * 1103515245u + 12345u;
-            sink[x & 1023] += x;
-        }
-    } while (now_ns() < end);
-}
 
 /* One critical section of `ns`; the caller's name is what the profile must show. */
 static inline __attribute__((always_inline)) void critical(tlog_t *l, int fn, uint64_t ns) {

@@ -1,7 +1,8 @@
 /* wait_truth.h: ground truth for the wait workloads (condvar_pc.c, rwlock_writer.c,
  * barrier_straggler.c, sem_pc.c, join_waits.c, futex_lock.c, timed_waits.c), on top of
  * truth_log.h. It adds
- *   - busy_for(): wall-clock CPU burning (the "work" of a critical section or a producer);
+ *   - NOINL, and busy_for(): wall-clock CPU burning (the "work" of a critical section or a
+ *     producer; the lock workloads use it too);
  *   - wt_wait(), wt_event(): logging to one thread's tlog_t (truth_alloc_logs(); check it
  *     with truth_overflowed()) a wait (ival_t: [blocking call made, returned], fn = the
  *     waiter's function) or a wake event (ival_t with a == b: the moment just before a
