@@ -63,6 +63,7 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void
 /// Same contract as `dlclose(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
+    lifecycle::module_may_unload();
     // SAFETY: forwarding the caller's argument unchanged.
     let rc = unsafe { real::dlclose()(handle) };
     lifecycle::modules_changed();

@@ -72,18 +72,23 @@ pub unsafe extern "C" fn pthread_spin_unlock(lock: *mut pthread_spinlock_t) -> c
     spin::unlock(unsafe { word(lock) }, &glue(lock))
 }
 
-/// Tells the blame accounting that a try acquired `m`.
+/// Tells the blame accounting that a try acquired `m` (one counter read when no lock has
+/// waiters).
+#[inline(always)]
 fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
     if rc == 0 || rc == libc::EOWNERDEAD {
-        lock_glue::acquired(m as usize);
+        lock_glue::acquired(m as usize, WaitKind::Mutex);
     }
 }
 
 /// A blocking acquisition (`block`: glibc's lock, timedlock or clocklock on `m`): glibc's
-/// trylock first; only when that says EBUSY is the wait measured around `block`.
+/// trylock first; only when that says EBUSY is the wait measured around `block`. The fast
+/// path (a free mutex) is a trylock and one counter read, inlined into the interposed
+/// function; the measured wait is out of line.
 ///
 /// # Safety
 /// `m` must be a valid mutex pointer for glibc's trylock.
+#[inline(always)]
 unsafe fn lock_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
     if !sampling_enabled() {
         return block();
@@ -94,6 +99,13 @@ unsafe fn lock_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) 
         acquired(m, rc);
         return rc;
     }
+    wait_measured(m, block)
+}
+
+/// The contended half of [`lock_measured`].
+#[cold]
+#[inline(never)]
+fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
     lock_glue::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
         lock_glue::outcome_of_rc(rc)
     })
@@ -144,6 +156,7 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
 ///
 /// # Safety
 /// `m` must point at a valid, initialised glibc mutex.
+#[inline(always)]
 unsafe fn unlock_releases(m: *mut pthread_mutex_t) -> bool {
     // glibc's x86-64 layout (fixed by the ABI of its static initialisers): `__count` (the
     // recursion depth) at byte 4 and `__kind` at byte 16, whose low 2 bits are the type.
@@ -162,11 +175,20 @@ unsafe fn unlock_releases(m: *mut pthread_mutex_t) -> bool {
 /// Same contract as `pthread_mutex_unlock(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    // An inner unlock of a recursive mutex (the hold goes on), or nobody waits for any
+    // mutex: straight to glibc.
     // SAFETY: per this function's contract, `m` is a valid mutex held by the caller.
-    if !unsafe { unlock_releases(m) } {
-        // An inner unlock of a recursive mutex: the hold goes on.
+    if !unsafe { unlock_releases(m) } || !lock_glue::may_be_pending(m as usize, WaitKind::Mutex) {
+        // SAFETY: forwarding the caller's mutex to glibc unchanged.
         return unsafe { real::pthread_mutex_unlock()(m) };
     }
+    release_measured(m)
+}
+
+/// The half of `pthread_mutex_unlock` that settles the holder's blame.
+#[cold]
+#[inline(never)]
+fn release_measured(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarding the caller's mutex to glibc unchanged.
     lock_glue::release(m as usize, WaitKind::Mutex, false, || unsafe {
         real::pthread_mutex_unlock()(m)

@@ -10,11 +10,20 @@ use libc::{
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+#[inline(always)]
 fn resolve(slot: &AtomicUsize, name: &'static [u8], version: Option<&'static [u8]>) -> usize {
     let cached = slot.load(Ordering::Acquire);
     if cached != 0 {
         return cached;
     }
+    resolve_now(slot, name, version)
+}
+
+/// The first call of a function before the constructor resolved it (kept out of the
+/// interposed functions' fast paths).
+#[cold]
+#[inline(never)]
+fn resolve_now(slot: &AtomicUsize, name: &'static [u8], version: Option<&'static [u8]>) -> usize {
     // SAFETY: `name` and `version` are NUL-terminated; RTLD_NEXT finds the next definition
     // after this library, i.e. libc's, of that exact version when one is given.
     let p = unsafe {

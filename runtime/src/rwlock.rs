@@ -24,7 +24,7 @@ fn acquire(
     }
     match try_() {
         0 => {
-            lock_glue::acquired(rw as usize);
+            lock_glue::acquired(rw as usize, WaitKind::RwLock);
             0
         }
         libc::EBUSY => lock_glue::wait(rw as usize, WaitKind::RwLock, block, |rc, _| {
@@ -125,7 +125,7 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
 pub unsafe extern "C" fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> c_int {
     let rc = try_read(rw)();
     if rc == 0 {
-        lock_glue::acquired(rw as usize);
+        lock_glue::acquired(rw as usize, WaitKind::RwLock);
     }
     rc
 }
@@ -136,7 +136,7 @@ pub unsafe extern "C" fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> 
 pub unsafe extern "C" fn pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> c_int {
     let rc = try_write(rw)();
     if rc == 0 {
-        lock_glue::acquired(rw as usize);
+        lock_glue::acquired(rw as usize, WaitKind::RwLock);
     }
     rc
 }
@@ -166,7 +166,7 @@ unsafe fn others_hold(rw: *mut pthread_rwlock_t) -> bool {
 /// Same contract as `pthread_rwlock_unlock(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_unlock(rw: *mut pthread_rwlock_t) -> c_int {
-    if !blameprof::locks::wait_table::maybe_dirty(rw as usize) {
+    if !blameprof::locks::wait_table::maybe_dirty(rw as usize, WaitKind::RwLock) {
         // SAFETY: forwarding the caller's lock to glibc unchanged.
         return unsafe { real::pthread_rwlock_unlock()(rw) };
     }

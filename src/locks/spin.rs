@@ -18,9 +18,12 @@
 //! trylock and unlock). A monitored word stays monitored until `pthread_spin_destroy` or
 //! `pthread_spin_init`, which recycle its slot.
 //!
-//! Spinning: the waiter marks itself as spinning in its thread state (its CPU-time
-//! samples meanwhile are idleness at its own context, see the handler) and registers with
-//! the lock's record, which carries the waiting counter: while the lock is held, the counter
+//! Spinning: the waiter measures its spin (wall time, from its first failed attempt to its
+//! acquisition) and records it as idleness at its own context; its CPU-time samples
+//! meanwhile record nothing, as for a blocked waiter. The paper counts the spinner's CPU
+//! samples instead, which misses the time a spinner is descheduled on a busy machine (about
+//! 30% of it with more spinners than cores). It also registers with the lock's record,
+//! which carries the waiting counter: while the lock is held, the counter
 //! grows by spinners × elapsed time. The holder swaps the counter with zero just before it
 //! releases and charges it as blame to the unlock's calling context (a synchronous unwind,
 //! outside the critical section). The paper feeds the counter with the spinners' samples
@@ -105,9 +108,11 @@ fn monitored(word: u32) -> Option<&'static MonSpin> {
 pub trait SpinHooks {
     /// Whether the runtime is active (conversion happens only then).
     fn active(&self) -> bool;
-    /// The calling thread starts (`true`) or stops spinning on a lock; samples taken
-    /// meanwhile are its idleness.
-    fn spinning(&self, spinning: bool);
+    /// The calling thread starts spinning on a lock: CPU samples taken meanwhile are
+    /// covered by the measured spin and record nothing.
+    fn spin_begins(&self);
+    /// The calling thread got the lock after spinning `ns` (wall time): its idleness.
+    fn spin_ends(&self, ns: u64);
     /// Charges `ns` of blame to the calling context; false if it could not.
     fn blame(&self, ns: u64) -> bool;
     /// Monotonic time in ns.
@@ -190,8 +195,9 @@ fn lock_monitored(m: &MonSpin, hooks: &impl SpinHooks) {
         acquired(m, hooks);
         return;
     }
-    hooks.spinning(true);
-    m.update(hooks.now(), |m| {
+    hooks.spin_begins();
+    let start = hooks.now();
+    m.update(start, |m| {
         m.spinners.fetch_add(1, Ordering::Relaxed);
         m.held.store(true, Ordering::Relaxed);
     });
@@ -203,11 +209,13 @@ fn lock_monitored(m: &MonSpin, hooks: &impl SpinHooks) {
             break;
         }
     }
+    // The spin is recorded before this hold starts counting (the lock is not yet marked
+    // held), so the profiler's own work is nobody's blame.
+    hooks.spin_ends(hooks.now().saturating_sub(start));
     m.update(hooks.now(), |m| {
         m.spinners.fetch_sub(1, Ordering::Relaxed);
         m.held.store(true, Ordering::Relaxed);
     });
-    hooks.spinning(false);
 }
 
 /// An acquisition without spinning: if others spin on the lock, it is held again from now
@@ -344,7 +352,8 @@ mod tests {
         fn active(&self) -> bool {
             true
         }
-        fn spinning(&self, _spinning: bool) {}
+        fn spin_begins(&self) {}
+        fn spin_ends(&self, _ns: u64) {}
         fn blame(&self, ns: u64) -> bool {
             self.blamed.fetch_add(ns, Ordering::Relaxed);
             true

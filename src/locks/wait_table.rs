@@ -24,8 +24,9 @@
 //! entry is created at the first wait and freed as soon as nothing is pending (no waiters,
 //! no unsettled time), so memory follows the waits in progress, not the objects ever used;
 //! barrier entries, which carry the barrier's size, are kept from init to destroy. Every
-//! bucket counts its *dirty* entries (something to settle): releases and wakes of objects
-//! nobody waits for read that one counter and return, the uncontended fast path.
+//! bucket counts its *dirty* entries (something to settle), and so does the table:
+//! releases and wakes of objects nobody waits for read the table's counter (when nothing
+//! anywhere is pending) or their bucket's, and return: the uncontended fast path.
 //!
 //! Each bucket's spin lock guards its chain and every entry in it; it is held for a few
 //! instructions, never across a blocking call, and never two at once except in
@@ -38,7 +39,7 @@
 use super::slab::{Linked, Slab};
 use crate::format::WaitKind;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 const BUCKETS: usize = 1 << 16;
 const NONE: u32 = u32::MAX;
@@ -112,16 +113,61 @@ impl Linked for Entry {
 
 struct Bucket {
     lock: AtomicBool,
+    /// The first entry's index plus one (0: empty), so the table is all zeroes and lives in
+    /// `.bss`: its pages cost no memory until a bucket is used.
     head: AtomicU32,
     /// Entries in this chain that are dirty.
     dirty: AtomicU32,
 }
 
+impl Bucket {
+    /// The first entry's index, or `NONE`.
+    fn first(&self, order: Ordering) -> u32 {
+        self.head.load(order).wrapping_sub(1)
+    }
+
+    /// Makes `index` (or `NONE`) the first entry.
+    fn set_first(&self, index: u32, order: Ordering) {
+        self.head.store(index.wrapping_add(1), order);
+    }
+}
+
 static SLAB: Slab<Entry> = Slab::new();
+
+/// Dirty entries in the whole table, of hold kinds (`[0]`) and of event kinds (`[1]`), on
+/// a cache line of their own: while no lock has waiters (the common case in lock-heavy
+/// code, even with threads parked on condition variables or joins), a lock's fast path
+/// reads only this, not the bucket of the lock, which for many fine-grained locks is a
+/// cache miss of its own.
+#[repr(align(64))]
+struct TableDirty([AtomicU32; 2]);
+static ANY_DIRTY: TableDirty = TableDirty([AtomicU32::new(0), AtomicU32::new(0)]);
+
+/// One bit per bucket, set while its dirty count is not zero: the fast path reads this
+/// (8 KiB, which stays in cache) rather than the bucket itself (the table is 768 KiB).
+static DIRTY_BITS: [AtomicU64; BUCKETS / 64] = [const { AtomicU64::new(0) }; BUCKETS / 64];
+
+/// Marks bucket `index` dirty or clean in [`DIRTY_BITS`]; called with its lock held, as its
+/// count goes from 0 to 1 (`dirty`) or from 1 to 0.
+fn mark_bucket(index: usize, dirty: bool) {
+    let bit = 1u64 << (index % 64);
+    if dirty {
+        DIRTY_BITS[index / 64].fetch_or(bit, Ordering::AcqRel);
+    } else {
+        DIRTY_BITS[index / 64].fetch_and(!bit, Ordering::AcqRel);
+    }
+}
+
+/// The [`ANY_DIRTY`] counter of objects of `kind`'s class.
+#[inline(always)]
+fn any_dirty(kind_code: u8) -> &'static AtomicU32 {
+    &ANY_DIRTY.0[usize::from(!is_hold_code(kind_code))]
+}
+
 static TABLE: [Bucket; BUCKETS] = [const {
     Bucket {
         lock: AtomicBool::new(false),
-        head: AtomicU32::new(NONE),
+        head: AtomicU32::new(0),
         dirty: AtomicU32::new(0),
     }
 }; BUCKETS];
@@ -135,6 +181,7 @@ fn bucket_index(address: usize) -> usize {
 /// A bucket with its lock held; released on drop.
 struct Locked {
     bucket: &'static Bucket,
+    index: usize,
 }
 
 impl Locked {
@@ -147,7 +194,7 @@ impl Locked {
         {
             std::hint::spin_loop();
         }
-        Locked { bucket }
+        Locked { bucket, index }
     }
 
     fn of(address: usize) -> Locked {
@@ -155,7 +202,7 @@ impl Locked {
     }
 
     fn find(&self, address: usize) -> Option<(u32, &'static Entry)> {
-        let mut i = self.bucket.head.load(Ordering::Acquire);
+        let mut i = self.bucket.first(Ordering::Acquire);
         while i != NONE {
             let e = SLAB.get(i)?;
             if e.key.load(Ordering::Relaxed) == address {
@@ -179,8 +226,8 @@ impl Locked {
         }
         e.key.store(address, Ordering::Relaxed);
         e.next
-            .store(self.bucket.head.load(Ordering::Relaxed), Ordering::Relaxed);
-        self.bucket.head.store(index, Ordering::Release);
+            .store(self.bucket.first(Ordering::Relaxed), Ordering::Relaxed);
+        self.bucket.set_first(index, Ordering::Release);
         Some((index, e))
     }
 
@@ -206,9 +253,15 @@ impl Locked {
             let dirty = is_dirty(s);
             if dirty != was_dirty {
                 if dirty {
-                    self.bucket.dirty.fetch_add(1, Ordering::AcqRel);
+                    if self.bucket.dirty.fetch_add(1, Ordering::AcqRel) == 0 {
+                        mark_bucket(self.index, true);
+                    }
+                    any_dirty(s.kind).fetch_add(1, Ordering::AcqRel);
                 } else {
-                    self.bucket.dirty.fetch_sub(1, Ordering::AcqRel);
+                    if self.bucket.dirty.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        mark_bucket(self.index, false);
+                    }
+                    any_dirty(s.kind).fetch_sub(1, Ordering::AcqRel);
                 }
             }
             (result, dirty, s.retained)
@@ -221,9 +274,9 @@ impl Locked {
 
     fn unlink(&self, index: u32, e: &'static Entry) {
         let next = e.next.load(Ordering::Relaxed);
-        let mut i = self.bucket.head.load(Ordering::Relaxed);
+        let mut i = self.bucket.first(Ordering::Relaxed);
         if i == index {
-            self.bucket.head.store(next, Ordering::Release);
+            self.bucket.set_first(next, Ordering::Release);
         } else {
             while let Some(p) = SLAB.get(i) {
                 let pn = p.next.load(Ordering::Relaxed);
@@ -258,6 +311,7 @@ pub fn is_hold_kind(kind: WaitKind) -> bool {
 }
 
 /// [`is_hold_kind`] of a kind's code (as [`State`] keeps it).
+#[inline(always)]
 fn is_hold_code(code: u8) -> bool {
     code == WaitKind::Mutex as u8 || code == WaitKind::RwLock as u8
 }
@@ -408,22 +462,29 @@ fn unblamed(outcome: Outcome) -> Departed {
     }
 }
 
-/// The bucket of `address` if something in it is dirty: one counter read otherwise.
-fn dirty_bucket(address: usize) -> Option<usize> {
+/// The bucket of `address`, an object of `kind`, if something in it is dirty: one or two
+/// counter reads otherwise (the table's for the kind's class, then the bucket's).
+#[inline(always)]
+fn dirty_bucket(address: usize, kind: WaitKind) -> Option<usize> {
+    if any_dirty(kind as u8).load(Ordering::Acquire) == 0 {
+        return None;
+    }
     let index = bucket_index(address);
-    (TABLE[index].dirty.load(Ordering::Acquire) > 0).then_some(index)
+    let bit = 1u64 << (index % 64);
+    (DIRTY_BITS[index / 64].load(Ordering::Acquire) & bit != 0).then_some(index)
 }
 
-/// Whether anything might be pending on the object at `address`: false (one counter read)
-/// means releases and events on it have nothing to do.
-pub fn maybe_dirty(address: usize) -> bool {
-    dirty_bucket(address).is_some()
+/// Whether anything might be pending on the object of `kind` at `address`: false (one or
+/// two counter reads) means releases and events on it have nothing to do.
+#[inline(always)]
+pub fn maybe_dirty(address: usize, kind: WaitKind) -> bool {
+    dirty_bucket(address, kind).is_some()
 }
 
 /// After an acquisition that did not wait (a successful try): if others wait for the object,
 /// it is held again from `now`. One counter read when nobody waits.
-pub fn acquired(address: usize, now: impl FnOnce() -> u64) {
-    let Some(index) = dirty_bucket(address) else {
+pub fn acquired(address: usize, kind: WaitKind, now: impl FnOnce() -> u64) {
+    let Some(index) = dirty_bucket(address, kind) else {
         return;
     };
     Locked::new(index).update(address, None, |s| {
@@ -435,8 +496,13 @@ pub fn acquired(address: usize, now: impl FnOnce() -> u64) {
 /// Just before a holder's release: the waiter-time it takes, or `None` on the fast path
 /// (nobody waited: nothing was touched). `still_held`: other holders keep it held (a reader
 /// of an rwlock that is not the last).
-pub fn settle(address: usize, now: impl FnOnce() -> u64, still_held: bool) -> Option<u64> {
-    let index = dirty_bucket(address)?;
+pub fn settle(
+    address: usize,
+    kind: WaitKind,
+    now: impl FnOnce() -> u64,
+    still_held: bool,
+) -> Option<u64> {
+    let index = dirty_bucket(address, kind)?;
     Locked::new(index).update(address, None, |s| {
         s.advance(now());
         s.gate = still_held;
@@ -456,8 +522,14 @@ pub struct Woke {
 
 /// Just before an event by `waker` that wakes up to `n` waiters of the object: what it
 /// takes, or `None` on the fast path (nobody waits).
-pub fn wake(address: usize, now: impl FnOnce() -> u64, n: u32, waker: WakerId) -> Option<Woke> {
-    let index = dirty_bucket(address)?;
+pub fn wake(
+    address: usize,
+    kind: WaitKind,
+    now: impl FnOnce() -> u64,
+    n: u32,
+    waker: WakerId,
+) -> Option<Woke> {
+    let index = dirty_bucket(address, kind)?;
     let now = now();
     Locked::new(index).update(address, None, |s| {
         s.last_waker = waker;
@@ -493,7 +565,7 @@ pub fn wake_with_proxies(
     n: u32,
     mutex_held: impl FnOnce(usize) -> bool,
 ) -> Option<u64> {
-    let ci = dirty_bucket(cond)?;
+    let ci = dirty_bucket(cond, WaitKind::CondVar)?;
     let now = now();
     let partner = Locked::new(ci).update(cond, None, |s| s.partner)?;
     let held = partner != 0 && mutex_held(partner);
@@ -593,7 +665,7 @@ pub fn barrier_arrive(address: usize, now: u64) -> BarrierArrival {
 /// waiter-time that was still unsettled (0 normally).
 pub fn forget(address: usize) -> u64 {
     let index = bucket_index(address);
-    if TABLE[index].head.load(Ordering::Acquire) == NONE {
+    if TABLE[index].first(Ordering::Acquire) == NONE {
         return 0;
     }
     let locked = Locked::new(index);
@@ -613,9 +685,15 @@ pub fn forget(address: usize) -> u64 {
 /// parent's entries are abandoned (their slots are not reused).
 pub fn reset_after_fork() {
     for b in &TABLE {
-        b.head.store(NONE, Ordering::Relaxed);
+        b.set_first(NONE, Ordering::Relaxed);
         b.dirty.store(0, Ordering::Relaxed);
         b.lock.store(false, Ordering::Release);
+    }
+    for bits in &DIRTY_BITS {
+        bits.store(0, Ordering::Relaxed);
+    }
+    for counter in &ANY_DIRTY.0 {
+        counter.store(0, Ordering::Release);
     }
 }
 
@@ -629,7 +707,7 @@ mod tests {
     use super::*;
 
     fn wake_taken(address: usize, now: u64, n: u32) -> Option<u64> {
-        wake(address, || now, n, WakerId::default()).map(|w| w.taken)
+        wake(address, WaitKind::Semaphore, || now, n, WakerId::default()).map(|w| w.taken)
     }
 
     fn dirty_count(address: usize) -> u32 {
@@ -642,14 +720,21 @@ mod tests {
         // Holder A holds from 0; W1 blocks at 10, W2 at 20; A unlocks at 30.
         let w1 = arrive(mutex, WaitKind::Mutex, 10).unwrap();
         let w2 = arrive(mutex, WaitKind::Mutex, 20).unwrap();
-        assert_eq!(settle(mutex, || 30, false), Some((30 - 10) + (30 - 20)));
+        assert_eq!(
+            settle(mutex, WaitKind::Mutex, || 30, false),
+            Some((30 - 10) + (30 - 20))
+        );
         // W1 acquires at 32 (2 ns of hand-off, charged to nobody), holds until 50.
         depart(w1, 32, Outcome::Success);
-        assert_eq!(settle(mutex, || 50, false), Some(50 - 32), "only W2 waited");
+        assert_eq!(
+            settle(mutex, WaitKind::Mutex, || 50, false),
+            Some(50 - 32),
+            "only W2 waited"
+        );
         // W2 acquires at 51: nothing is pending any more, so the entry is gone and the
         // unlock takes the fast path.
         depart(w2, 51, Outcome::Success);
-        assert_eq!(settle(mutex, || 60, false), None);
+        assert_eq!(settle(mutex, WaitKind::Mutex, || 60, false), None);
         assert_eq!(dirty_count(mutex), 0);
     }
 
@@ -657,16 +742,16 @@ mod tests {
     fn a_barging_holder_pays_only_for_its_own_hold() {
         let mutex = 0x7200_0000usize;
         let w = arrive(mutex, WaitKind::Mutex, 0).unwrap();
-        assert_eq!(settle(mutex, || 10, false), Some(10));
+        assert_eq!(settle(mutex, WaitKind::Mutex, || 10, false), Some(10));
         // Free from 10 to 40 while W is not yet scheduled: nobody's fault. B barges in.
-        acquired(mutex, || 40);
+        acquired(mutex, WaitKind::Mutex, || 40);
         assert_eq!(
-            settle(mutex, || 45, false),
+            settle(mutex, WaitKind::Mutex, || 45, false),
             Some(5),
             "B pays its own 5 ns only"
         );
         depart(w, 50, Outcome::Success);
-        assert_eq!(settle(mutex, || 60, false), None);
+        assert_eq!(settle(mutex, WaitKind::Mutex, || 60, false), None);
     }
 
     #[test]
@@ -677,7 +762,7 @@ mod tests {
         // W2 gives up at 30; W1 keeps waiting until the unlock at 50.
         assert_eq!(depart(w2, 30, Outcome::TimedOut), Departed::TimedOut);
         assert_eq!(
-            settle(mutex, || 50, false),
+            settle(mutex, WaitKind::Mutex, || 50, false),
             Some(50),
             "W1's 50 ns, none of W2's"
         );
@@ -691,10 +776,10 @@ mod tests {
         // Readers R1 and R2 hold; writer W blocks at 0; R1 leaves at 10 (R2 still holds),
         // R2 leaves at 25; W gets it at 26.
         let w = arrive(rw, WaitKind::RwLock, 0).unwrap();
-        assert_eq!(settle(rw, || 10, true), Some(10));
-        assert_eq!(settle(rw, || 25, false), Some(15));
+        assert_eq!(settle(rw, WaitKind::RwLock, || 10, true), Some(10));
+        assert_eq!(settle(rw, WaitKind::RwLock, || 25, false), Some(15));
         depart(w, 26, Outcome::Success);
-        assert_eq!(settle(rw, || 40, false), None);
+        assert_eq!(settle(rw, WaitKind::RwLock, || 40, false), None);
     }
 
     #[test]
@@ -742,7 +827,7 @@ mod tests {
         let futex = 0x7a00_0000usize;
         let w = arrive(futex, WaitKind::Futex, 100).unwrap();
         let waker = WakerId { tid: 42, seq: 7 };
-        let woke = wake(futex, || 150, 1, waker).unwrap();
+        let woke = wake(futex, WaitKind::Futex, || 150, 1, waker).unwrap();
         assert_eq!(
             woke,
             Woke {
@@ -756,7 +841,7 @@ mod tests {
         }
         let a = arrive(futex, WaitKind::Futex, 200).unwrap();
         let b = arrive(futex, WaitKind::Futex, 210).unwrap();
-        let woke = wake(futex, || 250, 1, waker).unwrap();
+        let woke = wake(futex, WaitKind::Futex, || 250, 1, waker).unwrap();
         assert_eq!(woke.solo_since, None, "two waiters: no single start");
         depart(a, 251, Outcome::Success);
         depart(b, 252, Outcome::TimedOut);
@@ -782,7 +867,7 @@ mod tests {
         // The producer signals at 40 holding the mutex, and unlocks at 45.
         assert_eq!(wake_with_proxies(cond, || 40, 1, |m| m == mutex), Some(40));
         assert_eq!(
-            settle(mutex, || 45, false),
+            settle(mutex, WaitKind::Mutex, || 45, false),
             Some(5),
             "the retake waited 5 ns"
         );
@@ -838,11 +923,11 @@ mod tests {
     fn unsettled_blame_waits_for_the_next_release() {
         let mutex = 0x7100_0000usize;
         let w = arrive(mutex, WaitKind::Mutex, 0).unwrap();
-        let taken = settle(mutex, || 100, false).unwrap();
+        let taken = settle(mutex, WaitKind::Mutex, || 100, false).unwrap();
         assert_eq!(taken, 100);
         unsettle(mutex, WaitKind::Mutex, taken, false);
         depart(w, 101, Outcome::TimedOut);
-        assert_eq!(settle(mutex, || 120, false), Some(100));
+        assert_eq!(settle(mutex, WaitKind::Mutex, || 120, false), Some(100));
         assert_eq!(forget(mutex), 0);
     }
 }

@@ -14,8 +14,9 @@ use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
 use crate::format::{Frame, RecordTag};
 use crate::unwind::walk::FRAMES_CAPACITY;
 
-/// Bytes of sample data buffered per thread before a chunk is written.
-pub const BUFFER_LEN: usize = 64 * 1024;
+/// Bytes of sample data buffered per thread before a chunk is written: a write about every
+/// second at 1 kHz, and little memory per thread (it counts in the program's RSS).
+pub const BUFFER_LEN: usize = 16 * 1024;
 /// A chunk is also written once it holds samples this old, so a program that crashes or is
 /// killed loses at most about this much of its profile.
 pub const MAX_BUFFER_AGE_NS: u64 = 1_000_000_000;

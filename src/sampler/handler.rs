@@ -9,8 +9,8 @@
 //! 3. if the thread is inside the runtime (`in_runtime`), record nothing: the time is carried
 //!    by its next sample; otherwise read the thread CPU clock: the sample's value is the time
 //!    used since the previous one; a thread blocked in a measured lock wait records nothing
-//!    (the measurement covers it); a thread spinning on a lock records idleness (the lock's
-//!    own record measures the spinning for the holder's blame);
+//!    (the measurement covers it), nor does a thread spinning on a spin lock (its spin is
+//!    measured the same way);
 //! 4. refresh a one-shot perf counter;
 //! 5. unwind with the published module set through a wait-free try-read (dropped if an update
 //!    is under way) and framehop's non-allocating cache; stack reads cannot fault;
@@ -23,7 +23,7 @@ use super::clock::{gettid, thread_cpu_ns};
 use super::counters::{self, Counter};
 use super::lifecycle;
 use super::thread_state::{lookup, ThreadState};
-use crate::format::{WaitKind, SAMPLE_TRUNCATED};
+use crate::format::SAMPLE_TRUNCATED;
 use crate::unwind::module_set::Modules;
 use crate::unwind::walk::{walk, Regs};
 use std::sync::atomic::{compiler_fence, Ordering};
@@ -56,26 +56,25 @@ fn sample(context: *mut libc::c_void) {
         }
         return;
     };
-    let metric = charge(state);
+    let work = charge(state);
     let perf_fd = state.perf_fd.load(Ordering::Relaxed);
     if perf_fd >= 0 {
         super::timer::refresh_perf(perf_fd);
     }
-    let Some((metric, value)) = metric else {
+    let Some(value) = work else {
         return;
     };
     state.in_handler.store(true, Ordering::Relaxed);
     compiler_fence(Ordering::SeqCst);
-    take_sample(state, tid, context, metric, value);
+    take_sample(state, tid, context, value);
     compiler_fence(Ordering::SeqCst);
     state.in_handler.store(false, Ordering::Relaxed);
 }
 
-/// Reads the thread's CPU time since its previous sample and decides what it is: work, or
-/// idleness for a spinning thread. `None`: nothing to record (inside the runtime: deferred
-/// to the next sample; blocked in a measured wait: covered by the measurement; sampling
-/// stopped).
-fn charge(state: &ThreadState) -> Option<(u8, u64)> {
+/// Reads the thread's CPU time since its previous sample: the work to record. `None`:
+/// nothing to record (inside the runtime: deferred to the next sample; blocked in a measured
+/// wait or spinning on a spin lock: covered by the measurement; sampling stopped).
+fn charge(state: &ThreadState) -> Option<u64> {
     if state.in_runtime.load(Ordering::Relaxed) {
         return None;
     }
@@ -84,13 +83,10 @@ fn charge(state: &ThreadState) -> Option<(u8, u64)> {
     if !lifecycle::sampling_enabled() || state.blocked.load(Ordering::Relaxed) {
         return None;
     }
-    if state.spinning.load(Ordering::Relaxed) {
-        return Some((METRIC_IDLENESS, value));
-    }
-    Some((METRIC_WORK, value))
+    Some(value)
 }
 
-fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, metric: u8, value: u64) {
+fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value: u64) {
     // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
     let regs = unsafe { registers(context) };
     let Some(modules) = lifecycle::modules().try_read() else {
@@ -99,15 +95,10 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, metric
     };
     // SAFETY: `in_runtime` is low and we run on the owner thread with our signal blocked, so
     // nothing else uses the owner part now (see thread_state's invariants).
-    let flags = if metric == METRIC_IDLENESS {
-        WaitKind::Spin.flags()
-    } else {
-        0
-    };
     let sample = [Sample {
-        metric,
+        metric: METRIC_WORK,
         value,
-        flags,
+        flags: 0,
     }];
     let recorded = unsafe { record_path(state, &modules, regs, tid, &sample, How::default()) };
     if !recorded {

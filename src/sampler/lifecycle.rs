@@ -31,6 +31,7 @@ static PID: AtomicI32 = AtomicI32::new(0);
 static KEY: OnceLock<libc::pthread_key_t> = OnceLock::new();
 
 /// Whether samples are being taken. Async-signal-safe.
+#[inline(always)]
 pub fn sampling_enabled() -> bool {
     ENABLED.load(Ordering::Acquire)
 }
@@ -244,6 +245,14 @@ fn flush_thread(state: &ThreadState) {
     // SAFETY: we hold the buffer lock.
     unsafe { (*state.buffer.get()).flush(state.tid.load(Ordering::Acquire)) };
     state.unlock_buffer();
+}
+
+/// Just before a `dlclose`: the unwinder stops borrowing sections from module mappings
+/// that it may unmap.
+pub fn module_may_unload() {
+    if sampling_enabled() {
+        MODULES.own_sections();
+    }
 }
 
 /// Re-reads the module list after `dlopen`/`dlclose` and records what changed.

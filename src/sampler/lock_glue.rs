@@ -66,10 +66,17 @@ impl spin::SpinHooks for SpinGlue {
         sampling_enabled() && !spin_is_shared(self.address)
     }
 
-    fn spinning(&self, spinning: bool) {
+    fn spin_begins(&self) {
         if let Some(state) = lookup(current_tid()) {
-            state.spinning.store(spinning, Ordering::Relaxed);
+            state.blocked.store(true, Ordering::Relaxed);
         }
+    }
+
+    fn spin_ends(&self, ns: u64) {
+        if let Some(state) = lookup(current_tid()) {
+            state.blocked.store(false, Ordering::Relaxed);
+        }
+        record(&[idleness(WaitKind::Spin, ns, true)]);
     }
 
     fn blame(&self, ns: u64) -> bool {
@@ -213,10 +220,18 @@ fn record(samples: &[Sample]) {
     }
 }
 
+/// Whether a release or event on the object of `kind` at `address` may have something to
+/// settle: false (one or two counter reads) means it has nothing to do.
+#[inline(always)]
+pub fn may_be_pending(address: usize, kind: WaitKind) -> bool {
+    sampling_enabled() && table::maybe_dirty(address, kind)
+}
+
 /// Runs `f` as bookkeeping when something may be pending on `address` (one counter read
 /// otherwise) and the thread is monitored.
-fn pending<R>(address: usize, f: impl FnOnce() -> Option<R>) -> Option<R> {
-    if !sampling_enabled() || !table::maybe_dirty(address) {
+#[inline(always)]
+fn pending<R>(address: usize, kind: WaitKind, f: impl FnOnce() -> Option<R>) -> Option<R> {
+    if !may_be_pending(address, kind) {
         return None;
     }
     bookkeeping(f).flatten()
@@ -356,11 +371,27 @@ impl Blocked {
             self.end_at(outcome, end, monotonic_ns());
             return;
         }
+        let (state, futex) = (self.state, self.futex);
         let (end, departed) = self.end(outcome);
+        let blamed = matches!(departed, Departed::Blamed { .. });
         if departed != Departed::NoWait && end > start {
-            let blamed = matches!(departed, Departed::Blamed { .. });
             record(&[idleness(kind, end - start, blamed)]);
         }
+        if futex && blamed {
+            resumed(state);
+        }
+    }
+}
+
+/// After a blamed futex wait and its record: for the wake chain, the wait lasted until the
+/// thread is back in the program. Its wake-up latency and this bookkeeping are waiting, to
+/// the thread it wakes next, not a hold of the lock it was woken for.
+fn resumed(state: &'static ThreadState) {
+    let _busy = Bookkeeping::enter(state);
+    // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
+    let owner = unsafe { &mut *state.owner.get() };
+    if let Some(last) = owner.last_wait.as_mut() {
+        last.resumed_ns = last.resumed_ns.max(monotonic_ns());
     }
 }
 
@@ -418,11 +449,17 @@ pub fn wait<R: Copy>(
 
 /// An acquisition that did not wait (a successful try): tells an object others wait for that
 /// it is held again. One counter read when nobody waits.
-pub fn acquired(address: usize) {
-    pending(address, || {
-        table::acquired(address, monotonic_ns);
-        Some(())
-    });
+#[inline(always)]
+pub fn acquired(address: usize, kind: WaitKind) {
+    if may_be_pending(address, kind) {
+        acquired_pending(address, kind);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn acquired_pending(address: usize, kind: WaitKind) {
+    bookkeeping(|| table::acquired(address, kind, monotonic_ns));
 }
 
 /// A release by a holder (`unlock`: the real call; it failed unless it returns 0):
@@ -434,7 +471,16 @@ pub fn release(
     still_held: bool,
     unlock: impl FnOnce() -> i32,
 ) -> i32 {
-    let settled = pending(address, || table::settle(address, monotonic_ns, still_held));
+    // The hold ends now, not after the bookkeeping that takes its blame (a hold of a few
+    // hundred ns would grow by a fifth).
+    let now = if may_be_pending(address, kind) {
+        monotonic_ns()
+    } else {
+        0
+    };
+    let settled = pending(address, kind, || {
+        table::settle(address, kind, || now, still_held)
+    });
     let rc = unlock();
     match settled {
         // The caller did not release it (e.g. EPERM): the owner's hold goes on.
@@ -457,7 +503,7 @@ pub fn event<R: Copy>(
     op: impl FnOnce() -> R,
     ok: impl FnOnce(R) -> bool,
 ) -> R {
-    let woke = pending(address, || {
+    let woke = pending(address, kind, || {
         let state = lookup(current_tid())?;
         let seq = state.wake_seq.fetch_add(1, Ordering::Relaxed) + 1;
         let me = WakerId {
@@ -465,7 +511,7 @@ pub fn event<R: Copy>(
             seq,
         };
         let now = monotonic_ns();
-        let woke = table::wake(address, || now, n, me)?;
+        let woke = table::wake(address, kind, || now, n, me)?;
         // SAFETY: on the owner thread with `in_runtime` raised (we are in bookkeeping).
         let last = unsafe { (*state.owner.get()).last_wait };
         Some((woke, state, seq, now, last))
@@ -532,7 +578,10 @@ pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) 
     };
     // The hold of `mutex` ends in the real call, which releases it outside the wrappers:
     // its blame is taken now, and recorded at this call's path after the wait.
-    let held = pending(mutex, || table::settle(mutex, monotonic_ns, false)).unwrap_or(0);
+    let held = pending(mutex, WaitKind::Mutex, || {
+        table::settle(mutex, WaitKind::Mutex, monotonic_ns, false)
+    })
+    .unwrap_or(0);
     let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start) else {
         let rc = block();
         if held > 0 {
@@ -565,7 +614,7 @@ pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) 
         Departed::Blamed {
             mutex_wait: true, ..
         } => table::depart_proxy(mutex, now),
-        _ => table::acquired(mutex, || now),
+        _ => table::acquired(mutex, WaitKind::Mutex, || now),
     });
     rc
 }
@@ -575,7 +624,7 @@ pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) 
 /// registered as waiting for their mutex, whose holder (usually the signaller) is blamed for
 /// that part.
 pub fn cond_wake(cond: usize, n: u32, op: impl FnOnce() -> i32) -> i32 {
-    let taken = pending(cond, || {
+    let taken = pending(cond, WaitKind::CondVar, || {
         // SAFETY: the partner is the mutex the condition's waiters passed to
         // pthread_cond_wait, which stays valid while they wait on it.
         table::wake_with_proxies(cond, monotonic_ns, n, |m| unsafe { mutex_is_held(m) })
@@ -631,8 +680,14 @@ pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
 /// this. The blame is recorded at the caller's context (`pthread_exit`), or, when the thread
 /// returned from its start routine, at `routine`.
 pub fn thread_exiting(thread: usize, routine: Option<usize>) {
-    let woke = pending(thread, || {
-        table::wake(thread, monotonic_ns, u32::MAX, WakerId::default())
+    let woke = pending(thread, WaitKind::Join, || {
+        table::wake(
+            thread,
+            WaitKind::Join,
+            monotonic_ns,
+            u32::MAX,
+            WakerId::default(),
+        )
     });
     let Some(taken) = woke.map(|w| w.taken) else {
         return;

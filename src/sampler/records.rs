@@ -37,7 +37,7 @@ pub const METRICS: [(&str, &str, &str); 3] = [
     (
         IDLENESS,
         "ns",
-        "time threads spent waiting for a lock, at the waiter (spinning: CPU samples; blocked: measured)",
+        "time threads spent waiting (blocked or spinning, measured), at the waiter",
     ),
     (
         BLAME,

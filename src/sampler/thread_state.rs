@@ -55,9 +55,7 @@ pub struct ThreadState {
     pub last_cpu_ns: AtomicU64,
     /// The perf counter to refresh after each signal, or -1 (POSIX timer).
     pub perf_fd: AtomicI32,
-    /// The thread is spinning on a spin lock: samples taken meanwhile are its idleness.
-    pub spinning: AtomicBool,
-    /// The thread is blocked in a contended lock whose wait is measured: samples taken
+    /// The thread is blocked in (or spinning on) a contended lock whose wait is measured: samples taken
     /// meanwhile are covered by that measurement and record nothing.
     pub blocked: AtomicBool,
     /// The thread's count of futex wakes (their `WakerId::seq`).
@@ -85,7 +83,6 @@ impl ThreadState {
             live: AtomicBool::new(false),
             last_cpu_ns: AtomicU64::new(0),
             perf_fd: AtomicI32::new(-1),
-            spinning: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
             wake_seq: AtomicU64::new(0),
             rng: AtomicU64::new(0),
@@ -202,7 +199,6 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     state.tid.store(tid, Ordering::Release);
     state.in_runtime.store(false, Ordering::Release);
     state.in_handler.store(false, Ordering::Release);
-    state.spinning.store(false, Ordering::Release);
     state.blocked.store(false, Ordering::Release);
     // SAFETY: the state is not yet published, so nothing else can reach its owner part.
     unsafe {

@@ -6,7 +6,9 @@
 //! along, mostly behind the slow holder. When a thread wakes a futex's only waiter, the part
 //! of that waiter's wait that overlaps the waker's *own* last futex wait is not the waker's
 //! doing (it could not wake anyone while it slept itself); it is charged to whoever woke
-//! the waker, at the call path of that wake. One link of the chain is followed.
+//! the waker, at the call path of that wake. The waker's own wait lasts until it is back in
+//! the program: its wake-up latency after the wake that ended it is waiting too, not a hold
+//! of the lock. One link of the chain is followed.
 //!
 //! For that, every thread publishes the call path of its latest futex wake that took blame
 //! ([`WakePath`], a seqlock: the writer is the owner thread, readers are the threads its
@@ -26,7 +28,8 @@ use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 #[derive(Debug, Clone, Copy)]
 pub struct LastWait {
     pub start_ns: u64,
-    pub woken_ns: u64,
+    /// When the thread was back in the program (until then: when the wake happened).
+    pub resumed_ns: u64,
     pub by: WakerId,
     /// The futex waited on.
     pub address: usize,
@@ -36,13 +39,13 @@ pub struct LastWait {
 
 impl LastWait {
     /// The thread's last wait after a wait on `address` from `start_ns` that wake `by`
-    /// ended at `woken_ns`, the thread having made `wakes` wakes so far: a continuation of
+    /// ended at `resumed_ns`, the thread having made `wakes` wakes so far: a continuation of
     /// `previous` if that was on the same futex and the thread has woken nobody since.
     pub fn after(
         previous: Option<LastWait>,
         address: usize,
         start_ns: u64,
-        woken_ns: u64,
+        resumed_ns: u64,
         by: WakerId,
         wakes: u64,
     ) -> LastWait {
@@ -52,7 +55,7 @@ impl LastWait {
         };
         LastWait {
             start_ns,
-            woken_ns,
+            resumed_ns,
             by,
             address,
             wakes,
@@ -62,7 +65,7 @@ impl LastWait {
     /// How much of `[since, now]` falls within this wait.
     pub fn overlap(&self, since: u64, now: u64) -> u64 {
         let from = since.max(self.start_ns);
-        let to = now.min(self.woken_ns);
+        let to = now.min(self.resumed_ns);
         to.saturating_sub(from)
     }
 }
@@ -182,7 +185,7 @@ mod tests {
         let by = WakerId { tid: 5, seq: 1 };
         let first = LastWait::after(None, 8, 100, 200, by, 3);
         let again = LastWait::after(Some(first), 8, 250, 400, by, 3);
-        assert_eq!((again.start_ns, again.woken_ns), (100, 400));
+        assert_eq!((again.start_ns, again.resumed_ns), (100, 400));
         let after_a_wake = LastWait::after(Some(first), 8, 250, 400, by, 4);
         assert_eq!(after_a_wake.start_ns, 250, "it woke someone in between");
         let elsewhere = LastWait::after(Some(first), 16, 250, 400, by, 3);

@@ -126,17 +126,24 @@ impl ModuleSet {
     /// Re-reads the loaded modules and publishes a new set if anything changed. Returns what
     /// changed, with module ids (never reused; ids start at `first_id`). Not
     /// async-signal-safe; must not be called from the signal handler.
+    ///
+    /// The first refresh (at start-up) borrows the modules' unwind sections from their
+    /// mappings: the program's start-up objects are never unloaded, and a `dlclose` calls
+    /// [`ModuleSet::own_sections`] first. Modules that appear later (`dlopen`) may be
+    /// unloaded by calls the runtime does not see, so their sections are copied.
     pub fn refresh(&self, next_id: &mut u32) -> ModuleChanges {
         let mut known = self.known.lock();
+        let first = known.is_empty();
         let now = loaded_modules();
         let mut changes = ModuleChanges::default();
         let mut kept: Vec<(u32, LoadedModule)> = Vec::with_capacity(now.len());
         for m in now {
-            if let Some((id, _)) = known.iter().find(|(_, k)| k.same_object(&m)) {
-                kept.push((*id, m));
+            if let Some((id, k)) = known.iter().find(|(_, k)| k.same_object(&m)) {
+                kept.push((*id, k.clone()));
             } else {
                 let id = *next_id;
                 *next_id += 1;
+                let m = if first { m } else { m.owned() };
                 changes.added.push((id, m.clone()));
                 kept.push((id, m));
             }
@@ -146,21 +153,39 @@ impl ModuleSet {
                 changes.removed.push(*id);
             }
         }
-        if changes.added.is_empty() && changes.removed.is_empty() && !known.is_empty() {
+        if changes.added.is_empty() && changes.removed.is_empty() && !first {
             return changes;
         }
-        let modules = build(&kept);
+        self.publish(build(&kept));
+        *known = kept;
+        changes
+    }
+
+    /// Before a `dlclose`, which may unmap modules: copies every section still borrowed
+    /// from a module's mapping and publishes the set that uses the copies. Not
+    /// async-signal-safe.
+    pub fn own_sections(&self) {
+        let mut known = self.known.lock();
+        if !known.iter().any(|(_, m)| m.borrows()) {
+            return;
+        }
+        for (_, m) in known.iter_mut() {
+            *m = m.owned();
+        }
+        self.publish(build(&known));
+    }
+
+    /// Replaces the published set; the caller holds `known` (the single writer).
+    fn publish(&self, modules: Modules) {
         self.writer.store(true, Ordering::SeqCst);
         while self.readers.load(Ordering::SeqCst) != 0 {
             std::hint::spin_loop();
         }
-        // SAFETY: we hold `known` (single writer), `writer` is raised and no reader is
-        // registered, so nothing references `current` (see the `Sync` impl).
+        // SAFETY: the caller holds `known` (single writer), `writer` is raised and no reader
+        // is registered, so nothing references `current` (see the `Sync` impl).
         let old = unsafe { (*self.current.get()).replace(modules) };
         self.writer.store(false, Ordering::SeqCst);
         drop(old);
-        *known = kept;
-        changes
     }
 
     /// `pthread_atfork` prepare: hold the module list across the fork.

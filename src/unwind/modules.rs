@@ -1,8 +1,11 @@
 //! Enumeration of the loaded modules and extraction of their unwind information from memory.
 //!
 //! Job: list every ELF object mapped in the process (main program, shared libraries,
-//! `dlopen`ed ones, the vdso) with its path, load bias, address range and build-id, and copy
-//! its `.eh_frame_hdr` / `.eh_frame` out of memory into runtime-owned buffers.
+//! `dlopen`ed ones, the vdso) with its path, load bias, address range and build-id, and
+//! locate its `.eh_frame_hdr` / `.eh_frame` in memory. The sections are borrowed from the
+//! module's mapping ([`SharedBytes::Mapped`]: no copy, and no page of them is touched until
+//! an unwind needs it); [`LoadedModule::owned`] copies them for modules that may be unmapped
+//! (see `module_set`).
 //!
 //! Not async-signal-safe: uses `dl_iterate_phdr` (which takes the loader lock) and allocates.
 //! Called at start-up and after `dlopen`/`dlclose`, never from the signal handler.
@@ -11,14 +14,37 @@ use std::ffi::CStr;
 use std::ops::Range;
 use std::sync::Arc;
 
-/// Unwind section bytes owned by the runtime, shared between module-set generations.
-#[derive(Clone, Default)]
-pub struct SharedBytes(pub Arc<[u8]>);
+/// Unwind section bytes: the module's own mapped memory, valid while it stays loaded, or a
+/// runtime-owned copy shared between module-set generations.
+#[derive(Clone)]
+pub enum SharedBytes {
+    Mapped(&'static [u8]),
+    Owned(Arc<[u8]>),
+}
+
+impl Default for SharedBytes {
+    fn default() -> Self {
+        SharedBytes::Mapped(&[])
+    }
+}
 
 impl std::ops::Deref for SharedBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.0
+        match self {
+            SharedBytes::Mapped(bytes) => bytes,
+            SharedBytes::Owned(bytes) => bytes,
+        }
+    }
+}
+
+impl SharedBytes {
+    /// The same bytes in runtime-owned memory.
+    fn owned(&self) -> SharedBytes {
+        match self {
+            SharedBytes::Mapped(bytes) => SharedBytes::Owned(Arc::from(*bytes)),
+            owned => owned.clone(),
+        }
     }
 }
 
@@ -43,6 +69,39 @@ pub struct LoadedModule {
 }
 
 impl LoadedModule {
+    /// Whether its sections are borrowed from its mapping.
+    pub fn borrows(&self) -> bool {
+        [&self.eh_frame_hdr, &self.eh_frame]
+            .into_iter()
+            .flatten()
+            .any(|s| matches!(s.data, SharedBytes::Mapped(_)))
+    }
+
+    /// The same module with its sections copied out of its mapping (which must still be
+    /// mapped), so it can be unwound with after an unload. `.eh_frame` is cut at its
+    /// terminator (borrowed, it runs to the end of its segment).
+    pub fn owned(&self) -> LoadedModule {
+        let hdr = self.eh_frame_hdr.as_ref().map(|s| Section {
+            svma: s.svma.clone(),
+            data: s.data.owned(),
+        });
+        let frame = self.eh_frame.as_ref().map(|s| {
+            let len = match s.data {
+                SharedBytes::Mapped(bytes) => eh_frame_len(bytes),
+                SharedBytes::Owned(_) => s.data.len(),
+            };
+            Section {
+                svma: s.svma.start..s.svma.start + len as u64,
+                data: SharedBytes::Owned(Arc::from(&s.data[..len])),
+            }
+        });
+        LoadedModule {
+            eh_frame_hdr: hdr,
+            eh_frame: frame,
+            ..self.clone()
+        }
+    }
+
     /// Identity used to tell whether a module is still the same across refreshes.
     pub fn same_object(&self, other: &LoadedModule) -> bool {
         self.bias == other.bias && self.avma == other.avma && self.path == other.path
@@ -55,7 +114,8 @@ struct Segment {
     kind: u32,
 }
 
-/// Lists the loaded modules. Not async-signal-safe.
+/// Lists the loaded modules, their sections borrowed from their mappings. Not
+/// async-signal-safe.
 pub fn loaded_modules() -> Vec<LoadedModule> {
     let mut raw: Vec<(String, u64, Vec<Segment>)> = Vec::new();
     unsafe extern "C" fn collect(
@@ -157,16 +217,18 @@ fn describe(path: String, bias: u64, segments: &[Segment]) -> Option<LoadedModul
             if let Some(limit) = load_end_of(frame_start) {
                 // SAFETY: `frame_start..limit` lies within one PT_LOAD segment of this module.
                 let region = unsafe { mapped(bias + frame_start, limit - frame_start) };
-                let len = eh_frame_len(region);
+                // Up to the end of the segment, not scanned for its terminator: with
+                // `.eh_frame_hdr`'s table the unwinder reads only the entries it looks up,
+                // so the pages of the others are never touched.
                 eh_frame = Some(Section {
-                    svma: frame_start..frame_start + len as u64,
-                    data: SharedBytes(region[..len].into()),
+                    svma: frame_start..limit,
+                    data: SharedBytes::Mapped(region),
                 });
             }
         }
         eh_frame_hdr = Some(Section {
             svma: hdr.vaddr..hdr.vaddr + hdr.memsz,
-            data: SharedBytes(hdr_bytes.into()),
+            data: SharedBytes::Mapped(hdr_bytes),
         });
     }
     Some(LoadedModule {
@@ -183,7 +245,7 @@ fn describe(path: String, bias: u64, segments: &[Segment]) -> Option<LoadedModul
 ///
 /// # Safety
 /// `addr..addr+len` must be mapped and readable for the returned lifetime's use.
-unsafe fn mapped<'a>(addr: u64, len: u64) -> &'a [u8] {
+unsafe fn mapped(addr: u64, len: u64) -> &'static [u8] {
     // SAFETY: guaranteed by the caller.
     unsafe { std::slice::from_raw_parts(addr as *const u8, len as usize) }
 }
