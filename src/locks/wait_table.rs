@@ -78,10 +78,6 @@ struct State {
     parties: u32,
     /// The latest event's provider.
     last_waker: WakerId,
-    /// When the only waiter arrived (0: several waiters, or unknown).
-    solo_since: u64,
-    /// Time of the last settlement.
-    settled_at: u64,
 }
 
 /// Identifies an event's provider: its thread and its own count of events, so a thread
@@ -330,7 +326,6 @@ impl State {
     /// Takes the accumulated waiter-time.
     fn take(&mut self) -> u64 {
         self.gated_at_settle = self.gated;
-        self.settled_at = self.stamp;
         std::mem::take(&mut self.integral)
     }
 
@@ -399,7 +394,6 @@ pub enum Departed {
 pub fn arrive(address: usize, kind: WaitKind, now: u64) -> Option<Wait> {
     Locked::of(address).update(address, Some(kind), |s| {
         s.advance(now);
-        s.solo_since = if s.waiters == 0 { now } else { 0 };
         s.waiters += 1;
         if is_hold_kind(kind) {
             s.gate = true;
@@ -515,8 +509,9 @@ pub fn settle(
 pub struct Woke {
     /// The waiting time since the previous event.
     pub taken: u64,
-    /// With one waiter only: since when that time accrued (its arrival, or the previous
-    /// event), so the part of it another interval covers can be told apart.
+    /// With one waiter only: since when that time accrued (its arrival, the previous event,
+    /// or the last departure of another), so the part of it another interval covers can be
+    /// told apart.
     pub solo_since: Option<u64>,
 }
 
@@ -533,9 +528,12 @@ pub fn wake(
     let now = now();
     Locked::new(index).update(address, None, |s| {
         s.last_waker = waker;
-        let solo_since =
-            (s.waiters == 1 && s.solo_since > 0).then(|| s.solo_since.max(s.settled_at));
+        let solo = s.waiters == 1;
         let (taken, _) = wake_state(s, now, n);
+        // With one waiter, the waiting taken is its alone: every departure withdraws what the
+        // departing waiter accrued since the last settlement, and the gate of event kinds is
+        // always open, so it accrued over exactly the last `taken` ns.
+        let solo_since = (solo && taken > 0).then(|| now - taken);
         Woke { taken, solo_since }
     })
 }
@@ -844,7 +842,16 @@ mod tests {
         let woke = wake(futex, WaitKind::Futex, || 250, 1, waker).unwrap();
         assert_eq!(woke.solo_since, None, "two waiters: no single start");
         depart(a, 251, Outcome::Success);
-        depart(b, 252, Outcome::TimedOut);
+        let woke = wake(futex, WaitKind::Futex, || 300, 1, waker).unwrap();
+        assert_eq!(
+            woke,
+            Woke {
+                taken: 50,
+                solo_since: Some(250)
+            },
+            "once the woken one left, the other's accrual since the last wake is alone"
+        );
+        depart(b, 301, Outcome::Success);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::counters::{self, Counter};
 use super::handler::{Sample, METRIC_BLAME, METRIC_IDLENESS};
 use super::lifecycle::sampling_enabled;
 use super::sync_sample::{record_at_function, record_at_wake, record_here, record_wake};
-use super::thread_state::{lookup, ThreadState};
+use super::thread_state::{lookup, ThreadState, THIN_UNSTARTED};
 use super::wake_chain::LastWait;
 use crate::format::{WaitKind, SAMPLE_UNBLAMED};
 use crate::locks::spin;
@@ -141,10 +141,16 @@ fn bookkeeping<R>(f: impl FnOnce() -> R) -> Option<R> {
     Some(f())
 }
 
-/// Synchronous samples (each one an unwind, 1–2 µs) of less waiting than this are taken
-/// with probability value / `THIN_NS` and then carry `THIN_NS`: an unbiased estimate per
-/// calling context (Go's mutex profile samples its events the same way), which bounds the
-/// unwinds to one per `THIN_NS` of waiting however many short waits a hot lock has.
+/// Synchronous samples (each one an unwind, 1–2 µs) of less waiting than this are thinned
+/// by systematic sampling: the thread adds each one's value to a running total per metric
+/// (from a random start below `THIN_NS`), and the sample during which the total crosses a
+/// multiple of `THIN_NS` is kept, carrying `THIN_NS`. Each nanosecond of waiting has the
+/// same chance of being where a crossing falls, so every calling context's total is
+/// unbiased, as with Go's mutex profile, which keeps each event with probability value /
+/// rate; but far fewer short events go unseen (one kept per `THIN_NS` exactly rather than
+/// on average), which matters for µs-long holds whose blame adds up to a millisecond. The
+/// unwinds stay bounded at one per `THIN_NS` of waiting however many short waits a hot
+/// lock has.
 pub const THIN_NS: u64 = 10_000;
 
 /// The samples to record of some samples after thinning (see [`THIN_NS`]).
@@ -159,17 +165,20 @@ impl Kept {
             samples: [NO_SAMPLE; 3],
             n: 0,
         };
+        let state = lookup(current_tid());
         for s in samples
             .iter()
             .filter(|s| s.value > 0)
             .take(kept.samples.len())
         {
-            let value = if s.value >= THIN_NS {
-                s.value
-            } else if chance() < s.value * (u64::MAX / THIN_NS) {
-                THIN_NS
-            } else {
-                continue;
+            let value = match state {
+                Some(state) if s.value < THIN_NS => {
+                    if !crosses(state, s) {
+                        continue;
+                    }
+                    THIN_NS
+                }
+                _ => s.value,
             };
             kept.samples[kept.n] = Sample { value, ..*s };
             kept.n += 1;
@@ -188,20 +197,28 @@ impl Kept {
     }
 }
 
-/// A uniformly random u64 from the calling thread's generator (xorshift64*).
-fn chance() -> u64 {
-    let Some(state) = lookup(current_tid()) else {
-        return 0;
-    };
-    let mut x = state.rng.load(Ordering::Relaxed);
-    if x == 0 {
-        x = u64::from(current_tid()) << 32 | (monotonic_ns() & 0xFFFF_FFFF) | 1;
+/// Adds a short sample to the thread's running total of its metric: whether the total
+/// crossed a multiple of [`THIN_NS`] (then the sample is kept).
+fn crosses(state: &ThreadState, s: &Sample) -> bool {
+    let total = &state.thinned[usize::from(s.metric == METRIC_IDLENESS)];
+    let mut t = total.load(Ordering::Relaxed);
+    if t == THIN_UNSTARTED {
+        t = random_start(state);
     }
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    state.rng.store(x, Ordering::Relaxed);
-    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    t += s.value;
+    let crossed = t >= THIN_NS;
+    total.store(t % THIN_NS, Ordering::Relaxed);
+    crossed
+}
+
+/// A uniformly random start in `0..THIN_NS` for a thread's running totals.
+fn random_start(state: &ThreadState) -> u64 {
+    let seed = u64::from(state.tid.load(Ordering::Relaxed)) << 32 ^ monotonic_ns();
+    // splitmix64's finaliser: consecutive seeds give unrelated starts.
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) % THIN_NS
 }
 
 const NO_SAMPLE: Sample = Sample {

@@ -42,6 +42,9 @@ pub struct OwnerPart {
     pub last_wait: Option<LastWait>,
 }
 
+/// A running total of thinned samples not started yet (it starts at a random offset).
+pub const THIN_UNSTARTED: u64 = u64::MAX;
+
 pub struct ThreadState {
     pub tid: AtomicU32,
     /// The owner thread is inside runtime code that uses this state.
@@ -60,8 +63,10 @@ pub struct ThreadState {
     pub blocked: AtomicBool,
     /// The thread's count of futex wakes (their `WakerId::seq`).
     pub wake_seq: AtomicU64,
-    /// State of the thread's random generator (thinning of synchronous samples; owner only).
-    pub rng: AtomicU64,
+    /// Running totals of the thread's short synchronous samples, blame (`[0]`) and
+    /// idleness (`[1]`), modulo the thinning period (`lock_glue::THIN_NS`), or
+    /// [`THIN_UNSTARTED`]. Owner only.
+    pub thinned: [AtomicU64; 2],
     /// The call path of its latest blame-taking futex wake, for the threads it woke.
     pub wake_path: WakePath,
     pub owner: UnsafeCell<OwnerPart>,
@@ -85,7 +90,10 @@ impl ThreadState {
             perf_fd: AtomicI32::new(-1),
             blocked: AtomicBool::new(false),
             wake_seq: AtomicU64::new(0),
-            rng: AtomicU64::new(0),
+            thinned: [
+                AtomicU64::new(THIN_UNSTARTED),
+                AtomicU64::new(THIN_UNSTARTED),
+            ],
             wake_path: WakePath::new(),
             owner: UnsafeCell::new(OwnerPart {
                 cache: UnwindCache::default(),
@@ -200,6 +208,9 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     state.in_runtime.store(false, Ordering::Release);
     state.in_handler.store(false, Ordering::Release);
     state.blocked.store(false, Ordering::Release);
+    for total in &state.thinned {
+        total.store(THIN_UNSTARTED, Ordering::Relaxed);
+    }
     // SAFETY: the state is not yet published, so nothing else can reach its owner part.
     unsafe {
         let owner = &mut *state.owner.get();
