@@ -21,8 +21,8 @@ pub const ENV_RUNTIME: &str = "BLAMEPROF_RUNTIME";
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Samples per second of CPU time, per thread (1000 and beyond: a perf task-clock timer
-    /// is used where the kernel allows, else the CPU-time timer, capped by the scheduler tick)
+    /// Samples per second of CPU time, per thread (up to 250: the CPU-time timer, which
+    /// expires on scheduler ticks; above: a perf task-clock timer where the kernel allows)
     #[arg(short = 'F', long = "frequency", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub frequency: u64,
     /// Where to write the profile (a directory); default: a new ./blameprof-<cmd>-<pid>

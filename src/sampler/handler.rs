@@ -193,6 +193,63 @@ pub(super) unsafe fn record_path(
     true
 }
 
+/// Unwinds from `regs` into the thread's wait path (`OwnerPart::wait_capture`), to record
+/// later with [`record_captured_path`].
+///
+/// # Safety
+/// On the owner thread with `in_runtime` raised (the handler stays out of the owner part).
+pub(super) unsafe fn capture_path(state: &ThreadState, modules: &Modules, regs: Regs) {
+    // SAFETY: guaranteed by the caller.
+    let owner = unsafe { &mut *state.owner.get() };
+    let result = walk(
+        modules,
+        &mut owner.cache,
+        regs,
+        owner.stack_top,
+        &mut owner.wait_frames,
+    );
+    if result.error {
+        counters::add(Counter::UnwindErrors, 1);
+    }
+    let mut flags = 0;
+    if result.truncated {
+        counters::add(Counter::TruncatedStacks, 1);
+        flags |= SAMPLE_TRUNCATED;
+    }
+    owner.wait_capture = Some((result.depth, flags));
+}
+
+/// Appends `samples` at the thread's captured wait path, which it consumes. False when
+/// there is none.
+///
+/// # Safety
+/// As for [`capture_path`].
+pub(super) unsafe fn record_captured_path(
+    state: &ThreadState,
+    tid: u32,
+    samples: &[Sample],
+) -> bool {
+    // SAFETY: guaranteed by the caller.
+    let owner = unsafe { &mut *state.owner.get() };
+    let Some((depth, flags)) = owner.wait_capture.take() else {
+        return false;
+    };
+    state.lock_buffer();
+    // SAFETY: we hold the buffer lock.
+    let buffer = unsafe { &mut *state.buffer.get() };
+    for s in samples {
+        buffer.push_sample(
+            tid,
+            s.metric,
+            s.value,
+            flags | s.flags,
+            &owner.wait_frames[..depth],
+        );
+    }
+    state.unlock_buffer();
+    true
+}
+
 /// # Safety
 /// `context` must be the `ucontext_t` the kernel passed to a signal handler.
 unsafe fn registers(context: *mut libc::c_void) -> Regs {

@@ -19,7 +19,10 @@ use super::clock::{current_tid, monotonic_ns};
 use super::counters::{self, Counter};
 use super::handler::{Sample, METRIC_BLAME, METRIC_IDLENESS};
 use super::lifecycle::sampling_enabled;
-use super::sync_sample::{record_at_function, record_at_wake, record_here, record_wake};
+use super::sync_sample::{
+    capture_wait_path, record_at_function, record_at_wake, record_captured, record_here,
+    record_wake,
+};
 use super::thread_state::{lookup, ThreadState, THIN_UNSTARTED};
 use super::wake_chain::LastWait;
 use crate::format::{WaitKind, SAMPLE_UNBLAMED};
@@ -376,26 +379,62 @@ impl Blocked {
         (end, departed)
     }
 
-    /// Ends the wait and records it as idleness of `kind` at the caller's context.
+    /// Ends the wait and records it as idleness of `kind` at the caller's context (at the
+    /// path captured before it blocked, if any).
     fn finish(self, kind: WaitKind, outcome: Outcome) {
         let start = self.wait.start_ns;
+        let (state, futex) = (self.state, self.futex);
         if table::is_hold_kind(kind) && outcome == Outcome::Success {
             // It holds the lock now: write the record first and only then start the hold
             // (others' waiting accrues to it from its departure), as the program, which
             // sees the hold begin when the call returns, would count it.
             let end = monotonic_ns();
-            record(&[idleness(kind, end.saturating_sub(start), true)]);
+            let waited = end.saturating_sub(start);
+            record_wait(state, &[idleness(kind, waited, true)]);
+            {
+                let _busy = Bookkeeping::enter(state);
+                // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
+                unsafe { (*state.owner.get()).last_lock_wait_ns = waited };
+            }
             self.end_at(outcome, end, monotonic_ns());
             return;
         }
-        let (state, futex) = (self.state, self.futex);
         let (end, departed) = self.end(outcome);
         let blamed = matches!(departed, Departed::Blamed { .. });
-        if departed != Departed::NoWait && end > start {
-            record(&[idleness(kind, end - start, blamed)]);
-        }
+        let waited = if departed != Departed::NoWait {
+            end.saturating_sub(start)
+        } else {
+            0
+        };
+        record_wait(state, &[idleness(kind, waited, blamed)]);
         if futex && blamed {
             resumed(state);
+        }
+    }
+}
+
+/// Whether to unwind before a lock wait blocks: when its sample will probably be kept, as
+/// the thread's last lock wait would be (see [`THIN_NS`]).
+fn worth_capturing(state: &ThreadState) -> bool {
+    let total = state.thinned[1].load(Ordering::Relaxed);
+    // SAFETY: reading the owner part on the owner thread, outside the handler.
+    let last = unsafe { (*state.owner.get()).last_lock_wait_ns };
+    total.saturating_add(last) >= THIN_NS
+}
+
+/// Records a wait's samples (thinned) at the path captured before it blocked, or at the
+/// caller's context; counts what could not be recorded.
+fn record_wait(state: &ThreadState, samples: &[Sample]) {
+    // SAFETY: reading the owner part on the owner thread, outside the handler.
+    let captured = unsafe { (*state.owner.get()).wait_capture.is_some() };
+    if !captured {
+        record(samples);
+        return;
+    }
+    let kept = Kept::of(samples);
+    if !record_captured(kept.get()) && !kept.get().is_empty() {
+        for s in kept.get().iter().filter(|s| s.metric == METRIC_IDLENESS) {
+            counters::add(Counter::IdlenessUnrecorded, s.value);
         }
     }
 }
@@ -457,6 +496,11 @@ pub fn wait<R: Copy>(
     let Some(blocked) = begin_wait(address, kind) else {
         return block();
     };
+    if table::is_hold_kind(kind) && worth_capturing(blocked.state) {
+        // The lock is held by another thread: unwinding now costs this thread's waiting
+        // rather than its coming hold.
+        capture_wait_path();
+    }
     let rc = block();
     let saved = errno();
     blocked.finish(kind, outcome(rc, saved));

@@ -10,7 +10,7 @@
 //! unwind); the timer's time is then carried by the thread's next sample.
 
 use super::clock::current_tid;
-use super::handler::{record_path, How, Sample};
+use super::handler::{capture_path, record_captured_path, record_path, How, Sample};
 use super::lifecycle;
 use super::thread_state::{lookup, ThreadState};
 use crate::locks::wait_table::WakerId;
@@ -33,6 +33,46 @@ pub fn record_here(samples: &[Sample]) -> bool {
 #[inline(never)]
 pub fn record_wake(samples: &[Sample], seq: u64) -> bool {
     record(samples, None, Some(seq))
+}
+
+/// Unwinds the calling context now, for the samples of the lock wait the thread is about to
+/// block in ([`record_captured`]): the unwind then costs the thread's waiting rather than
+/// the hold that follows it, which every other waiter of the lock would wait for too. False
+/// when it cannot (as for [`record_here`], or while a `dlopen` updates the module set).
+#[inline(never)]
+pub fn capture_wait_path() -> bool {
+    let Some((state, _)) = enter() else {
+        return false;
+    };
+    let regs = current_registers();
+    let captured = match lifecycle::modules().try_read() {
+        Some(modules) => {
+            // SAFETY: on the owner thread with `in_runtime` raised.
+            unsafe { capture_path(state, &modules, regs) };
+            true
+        }
+        None => false,
+    };
+    state.in_runtime.store(false, Ordering::Release);
+    captured
+}
+
+/// Records `samples` at the path [`capture_wait_path`] captured, and forgets it; with
+/// nothing captured (or no samples), records nothing. True when recorded.
+pub fn record_captured(samples: &[Sample]) -> bool {
+    let Some((state, tid)) = enter() else {
+        return false;
+    };
+    let recorded = if samples.is_empty() {
+        // SAFETY: on the owner thread with `in_runtime` raised.
+        unsafe { (*state.owner.get()).wait_capture = None };
+        false
+    } else {
+        // SAFETY: on the owner thread with `in_runtime` raised.
+        unsafe { record_captured_path(state, tid, samples) }
+    };
+    state.in_runtime.store(false, Ordering::Release);
+    recorded
 }
 
 /// Records `sample` at the call path thread `waker.tid` published for its wake

@@ -40,6 +40,14 @@ pub struct OwnerPart {
     pub wait: Option<Wait>,
     /// The thread's latest futex wait that a wake ended (see `wake_chain`).
     pub last_wait: Option<LastWait>,
+    /// The call path of the lock wait the thread is blocked in, unwound before it blocked
+    /// (`sync_sample::capture_wait_path`), and its sample flags: `(depth, flags)` of
+    /// `wait_frames`.
+    pub wait_capture: Option<(usize, u8)>,
+    pub wait_frames: Box<[Frame; FRAMES_CAPACITY]>,
+    /// How long its latest lock wait (mutex, rwlock) lasted: whether the next one is worth
+    /// unwinding before it blocks.
+    pub last_lock_wait_ns: u64,
 }
 
 /// A running total of thinned samples not started yet (it starts at a random offset).
@@ -102,6 +110,9 @@ impl ThreadState {
                 stack_top: 0,
                 wait: None,
                 last_wait: None,
+                wait_capture: None,
+                wait_frames: frames(),
+                last_lock_wait_ns: 0,
             }),
             buffer: UnsafeCell::new(BufferPart::new()),
         }
@@ -216,6 +227,8 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
         let owner = &mut *state.owner.get();
         owner.wait = None;
         owner.last_wait = None;
+        owner.wait_capture = None;
+        owner.last_lock_wait_ns = 0;
     }
     state.lock_buffer();
     // SAFETY: we hold the buffer lock, and the state is not yet published to any handler.
