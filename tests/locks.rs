@@ -376,13 +376,14 @@ fn spin_blame_lands_on_the_long_critical_section() {
         n.enqueue as f64 / n.total_blame as f64 * 100.0,
         n.text
     );
-    // Spin idleness is CPU time sampled while spinning: close to what the program measured.
+    // Spin idleness is each spin's wall time, measured: close to the program's own measure
+    // of its waits (which also counts its few uncontended acquisitions).
     assert!(
-        within(n.total_idleness, n.t["spin_cpu_ns"], 0.2),
-        "spin idleness {} vs measured spinning CPU time {} ({:+.1}%)\n{}",
+        within(n.total_idleness, n.t["spin_wall_ns"], 0.1),
+        "spin idleness {} vs measured spinning time {} ({:+.1}%)\n{}",
         ms(n.total_idleness),
-        ms(n.t["spin_cpu_ns"]),
-        err_pct(n.total_idleness, n.t["spin_cpu_ns"]),
+        ms(n.t["spin_wall_ns"]),
+        err_pct(n.total_idleness, n.t["spin_wall_ns"]),
         n.text
     );
 }

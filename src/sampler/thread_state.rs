@@ -50,7 +50,7 @@ pub struct OwnerPart {
     pub last_lock_wait_ns: u64,
 }
 
-/// A running total of thinned samples not started yet (it starts at a random offset).
+/// Thinning not started yet (the first window's point is drawn at the first sample).
 pub const THIN_UNSTARTED: u64 = u64::MAX;
 
 pub struct ThreadState {
@@ -71,9 +71,9 @@ pub struct ThreadState {
     pub blocked: AtomicBool,
     /// The thread's count of futex wakes (their `WakerId::seq`).
     pub wake_seq: AtomicU64,
-    /// Running totals of the thread's short synchronous samples, blame (`[0]`) and
-    /// idleness (`[1]`), modulo the thinning period (`lock_glue::THIN_NS`), or
-    /// [`THIN_UNSTARTED`]. Owner only.
+    /// Where the thread's short synchronous samples, blame (`[0]`) and idleness (`[1]`),
+    /// have got to in their current thinning window (low 32 bits) and the window's picked
+    /// point (high 32 bits; see `lock_glue::THIN_NS`), or [`THIN_UNSTARTED`]. Owner only.
     pub thinned: [AtomicU64; 2],
     /// The call path of its latest blame-taking futex wake, for the threads it woke.
     pub wake_path: WakePath,

@@ -344,6 +344,27 @@ mod tests {
     }
 
     #[test]
+    fn owned_sections_are_copies_cut_at_the_terminator() {
+        let modules = loaded_modules();
+        let libc = modules
+            .iter()
+            .find(|m| m.path.contains("libc.so"))
+            .expect("libc");
+        assert!(libc.borrows(), "listed modules borrow their mappings");
+        let owned = libc.owned();
+        assert!(!owned.borrows());
+        let mapped = libc.eh_frame.as_ref().expect("libc has .eh_frame");
+        let copy = owned.eh_frame.as_ref().expect("and keeps it");
+        assert_eq!(copy.data.len(), eh_frame_len(&mapped.data));
+        assert!(copy.data.len() > 1000 && copy.data.len() <= mapped.data.len());
+        assert_eq!(&copy.data[..], &mapped.data[..copy.data.len()]);
+        assert_eq!(copy.svma.start, mapped.svma.start);
+        assert_eq!(copy.svma.end - copy.svma.start, copy.data.len() as u64);
+        let hdr = owned.eh_frame_hdr.as_ref().expect("and .eh_frame_hdr");
+        assert_eq!(&hdr.data[..], &libc.eh_frame_hdr.as_ref().unwrap().data[..]);
+    }
+
+    #[test]
     fn eh_frame_len_stops_at_terminator() {
         let mut region = vec![];
         region.extend_from_slice(&8u32.to_le_bytes());

@@ -10,14 +10,14 @@
  *   - every hold [pthread_spin_lock returned, pthread_spin_unlock called] (CLOCK_MONOTONIC),
  *     tagged with its holder: enqueue via future_a, enqueue via future_b, or dequeue;
  *   - every wait [pthread_spin_lock called, returned] (CLOCK_MONOTONIC), with the waiter's
- *     CPU time over it (CLOCK_THREAD_CPUTIME_ID): for a spin lock the idleness is CPU time
- *     spent spinning.
+ *     CPU time over it (CLOCK_THREAD_CPUTIME_ID): the idleness is the waits' wall time
+ *     (blameprof times each spin), their CPU time is printed too.
  * A holder is to blame for the waiting during its holds (as for mutexes): the sum, over its
  * holds, of their overlap with every wait is the blame truth per holder tag.
  * Prints
  *   truth blame_enqueue_a_ns=.. blame_enqueue_b_ns=.. blame_dequeue_ns=.. spin_cpu_ns=..
  *         spin_wall_ns=.. idle_enqueue_a_ns=.. idle_enqueue_b_ns=.. idle_dequeue_ns=.. ...
- * (idle_*: spinning CPU time per waiter)
+ * (idle_*: spinning CPU time per waiter; spin_wall_ns: all waits' wall time)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
