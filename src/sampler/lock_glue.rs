@@ -861,8 +861,14 @@ mod tests {
         for seed in [1, 2, 3, 99] {
             let kept = thin_sequence(&[2_000, 8_000], 10_000, seed);
             let (a, b) = (kept[0] as f64, kept[1] as f64);
-            assert!((a / 20e6 - 1.0).abs() < 0.05, "seed {seed}: 2 µs waits kept {a}");
-            assert!((b / 80e6 - 1.0).abs() < 0.02, "seed {seed}: 8 µs waits kept {b}");
+            assert!(
+                (a / 20e6 - 1.0).abs() < 0.05,
+                "seed {seed}: 2 µs waits kept {a}"
+            );
+            assert!(
+                (b / 80e6 - 1.0).abs() < 0.02,
+                "seed {seed}: 8 µs waits kept {b}"
+            );
         }
     }
 
