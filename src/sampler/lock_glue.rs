@@ -832,21 +832,21 @@ mod tests {
     /// Thins a repeating sequence of waits of `lengths` ns, `rounds` times, with a simple
     /// generator for the points: the kept total of each position in the sequence.
     fn thin_sequence(lengths: &[u64], rounds: usize, seed: u64) -> Vec<u64> {
+        fn draw(rng: &mut u64) -> u64 {
+            *rng ^= *rng << 13;
+            *rng ^= *rng >> 7;
+            *rng ^= *rng << 17;
+            *rng % THIN_NS
+        }
         let mut rng = seed | 1;
-        let mut draw = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % THIN_NS
-        };
         let mut window = Window {
             pos: 0,
-            point: draw(),
+            point: draw(&mut rng),
         };
         let mut kept = vec![0; lengths.len()];
         for _ in 0..rounds {
             for (i, &v) in lengths.iter().enumerate() {
-                let (n, next) = window.lay(v, &mut draw);
+                let (n, next) = window.lay(v, || draw(&mut rng));
                 kept[i] += n * THIN_NS;
                 window = next;
             }
