@@ -23,9 +23,9 @@ use super::clock::{gettid, thread_cpu_ns};
 use super::counters::{self, Counter};
 use super::lifecycle;
 use super::thread_state::{lookup, ThreadState};
-use crate::format::SAMPLE_TRUNCATED;
+use crate::format::{Frame, SAMPLE_TRUNCATED};
 use crate::unwind::module_set::Modules;
-use crate::unwind::walk::{walk, Regs};
+use crate::unwind::walk::{walk, Regs, UnwindCache, FRAMES_CAPACITY};
 use std::sync::atomic::{compiler_fence, Ordering};
 
 /// Metric indices in the process header (see `records::METRICS`).
@@ -149,33 +149,25 @@ pub(super) unsafe fn record_path(
     } = how;
     // SAFETY: guaranteed by the caller.
     let owner = unsafe { &mut *state.owner.get() };
-    let result = walk(
+    let (depth, flags) = walk_counted(
         modules,
         &mut owner.cache,
         regs,
         owner.stack_top,
         &mut owner.frames,
     );
-    if result.error {
-        counters::add(Counter::UnwindErrors, 1);
-    }
-    let mut flags = 0;
-    if result.truncated {
-        counters::add(Counter::TruncatedStacks, 1);
-        flags |= SAMPLE_TRUNCATED;
-    }
     let mut start = 0;
-    if let (Some(addr), true) = (leaf, result.depth > 0) {
+    if let (Some(addr), true) = (leaf, depth > 0) {
         // Replace the runtime's own frames (those in the module of frame 0) by `leaf`.
         let runtime = owner.frames[0].module;
-        let own = owner.frames[..result.depth]
+        let own = owner.frames[..depth]
             .iter()
             .take_while(|f| f.module == runtime)
             .count();
         start = own - 1;
         owner.frames[start] = modules.frame_for(addr);
     }
-    let path = &owner.frames[start..result.depth];
+    let path = &owner.frames[start..depth];
     if let Some(seq) = publish {
         state.wake_path.publish(seq, path);
     }
@@ -201,13 +193,25 @@ pub(super) unsafe fn record_path(
 pub(super) unsafe fn capture_path(state: &ThreadState, modules: &Modules, regs: Regs) {
     // SAFETY: guaranteed by the caller.
     let owner = unsafe { &mut *state.owner.get() };
-    let result = walk(
+    owner.wait_capture = Some(walk_counted(
         modules,
         &mut owner.cache,
         regs,
         owner.stack_top,
         &mut owner.wait_frames,
-    );
+    ));
+}
+
+/// Unwinds into `frames`, counting unwind errors and truncated stacks: the depth and the
+/// sample flags of the path.
+fn walk_counted(
+    modules: &Modules,
+    cache: &mut UnwindCache,
+    regs: Regs,
+    stack_top: u64,
+    frames: &mut [Frame; FRAMES_CAPACITY],
+) -> (usize, u8) {
+    let result = walk(modules, cache, regs, stack_top, frames);
     if result.error {
         counters::add(Counter::UnwindErrors, 1);
     }
@@ -216,7 +220,7 @@ pub(super) unsafe fn capture_path(state: &ThreadState, modules: &Modules, regs: 
         counters::add(Counter::TruncatedStacks, 1);
         flags |= SAMPLE_TRUNCATED;
     }
-    owner.wait_capture = Some((result.depth, flags));
+    (result.depth, flags)
 }
 
 /// Appends `samples` at the thread's captured wait path, which it consumes. False when

@@ -203,20 +203,12 @@ impl Kept {
 /// picked points it covers (0, 1 or 2, as it is shorter than a window).
 fn points(state: &ThreadState, s: &Sample) -> u64 {
     let cell = &state.thinned[usize::from(s.metric == METRIC_IDLENESS)];
-    let packed = cell.load(Ordering::Relaxed);
-    let window = if packed == THIN_UNSTARTED {
-        Window {
-            pos: 0,
-            point: random_offset(state),
-        }
-    } else {
-        Window {
-            pos: packed & 0xFFFF_FFFF,
-            point: packed >> 32,
-        }
-    };
+    let window = Window::unpack(cell.load(Ordering::Relaxed)).unwrap_or_else(|| Window {
+        pos: 0,
+        point: random_offset(state),
+    });
     let (covered, next) = window.lay(s.value, || random_offset(state));
-    cell.store(next.point << 32 | next.pos, Ordering::Relaxed);
+    cell.store(next.pack(), Ordering::Relaxed);
     covered
 }
 
@@ -228,6 +220,19 @@ struct Window {
 }
 
 impl Window {
+    /// The window a thread's `thinned` cell holds, `None` before the first sample.
+    fn unpack(packed: u64) -> Option<Window> {
+        (packed != THIN_UNSTARTED).then_some(Window {
+            pos: packed & 0xFFFF_FFFF,
+            point: packed >> 32,
+        })
+    }
+
+    /// The form a thread's `thinned` cell holds.
+    fn pack(self) -> u64 {
+        self.point << 32 | self.pos
+    }
+
     /// Lays `value` (under [`THIN_NS`]) from `pos`: the points it covers, and the window
     /// after it (`draw` picks the point of a new one).
     fn lay(self, value: u64, draw: impl FnOnce() -> u64) -> (u64, Window) {
@@ -268,7 +273,12 @@ const NO_SAMPLE: Sample = Sample {
 /// Records samples (thinned) at the caller's context, or counts what could not be recorded.
 fn record(samples: &[Sample]) {
     let kept = Kept::of(samples);
-    if !kept.record_here() {
+    count_unrecorded(&kept, kept.record_here());
+}
+
+/// Counts the idleness of kept samples that could not be recorded (`recorded` false).
+fn count_unrecorded(kept: &Kept, recorded: bool) {
+    if !recorded {
         for s in kept.get().iter().filter(|s| s.metric == METRIC_IDLENESS) {
             counters::add(Counter::IdlenessUnrecorded, s.value);
         }
@@ -451,14 +461,14 @@ impl Blocked {
 /// Whether to unwind before a lock wait blocks: when its sample will probably be kept, as
 /// the thread's last lock wait would be (see [`THIN_NS`]).
 fn worth_capturing(state: &ThreadState) -> bool {
-    let packed = state.thinned[1].load(Ordering::Relaxed);
     // SAFETY: reading the owner part on the owner thread, outside the handler.
     let last = unsafe { (*state.owner.get()).last_lock_wait_ns };
-    if packed == THIN_UNSTARTED || last >= THIN_NS {
-        return true;
+    match Window::unpack(state.thinned[1].load(Ordering::Relaxed)) {
+        Some(Window { pos, point }) if last < THIN_NS => {
+            (pos <= point && point < pos + last) || pos + last >= THIN_NS
+        }
+        _ => true,
     }
-    let (pos, point) = (packed & 0xFFFF_FFFF, packed >> 32);
-    (pos <= point && point < pos + last) || pos + last >= THIN_NS
 }
 
 /// Records a wait's samples (thinned) at the path captured before it blocked, or at the
@@ -466,16 +476,14 @@ fn worth_capturing(state: &ThreadState) -> bool {
 fn record_wait(state: &ThreadState, samples: &[Sample]) {
     // SAFETY: reading the owner part on the owner thread, outside the handler.
     let captured = unsafe { (*state.owner.get()).wait_capture.is_some() };
-    if !captured {
-        record(samples);
-        return;
-    }
     let kept = Kept::of(samples);
-    if !record_captured(kept.get()) && !kept.get().is_empty() {
-        for s in kept.get().iter().filter(|s| s.metric == METRIC_IDLENESS) {
-            counters::add(Counter::IdlenessUnrecorded, s.value);
-        }
-    }
+    let recorded = if captured {
+        // Called even with nothing kept: it forgets the captured path.
+        record_captured(kept.get()) || kept.get().is_empty()
+    } else {
+        kept.record_here()
+    };
+    count_unrecorded(&kept, recorded);
 }
 
 /// After a blamed futex wait and its record: for the wake chain, the wait lasted until the
@@ -571,16 +579,14 @@ pub fn release(
     still_held: bool,
     unlock: impl FnOnce() -> i32,
 ) -> i32 {
-    // The hold ends now, not after the bookkeeping that takes its blame (a hold of a few
-    // hundred ns would grow by a fifth).
-    let now = if may_be_pending(address, kind) {
-        monotonic_ns()
+    let settled = if may_be_pending(address, kind) {
+        // The hold ends now, not after the bookkeeping that takes its blame (a hold of a
+        // few hundred ns would grow by a fifth).
+        let now = monotonic_ns();
+        bookkeeping(|| table::settle(address, kind, || now, still_held)).flatten()
     } else {
-        0
+        None
     };
-    let settled = pending(address, kind, || {
-        table::settle(address, kind, || now, still_held)
-    });
     let rc = unlock();
     match settled {
         // The caller did not release it (e.g. EPERM): the owner's hold goes on.
