@@ -1,7 +1,12 @@
-//! No allocation in the signal handler: with a malloc-family interposer preloaded next to the
-//! runtime, zero heap calls happen while `blameprof_rt_in_signal_handler()` reports that the
-//! sampling handler is running, over thousands of samples. The probe must be found and the
-//! profile must hold many samples, so the test cannot pass vacuously.
+//! No allocation in the signal handler, over thousands of samples:
+//! - with a malloc-family interposer preloaded next to the runtime, zero `malloc` calls happen
+//!   while `blameprof_rt_in_signal_handler()` reports that the sampling handler is running;
+//! - the runtime's own Rust allocations, which never reach `malloc` (its heap,
+//!   `sampler::heap`), count those made inside the handler: the run's summary must report
+//!   the runtime heap in use and no `handler_allocations`.
+//!
+//! The probe must be found and the profile must hold many samples, so the test cannot pass
+//! vacuously (the heap's count itself is unit-tested in `sampler::heap`).
 
 mod common;
 
@@ -73,6 +78,26 @@ fn check(freq: u32) {
         field("in_handler_allocs"),
         0,
         "heap calls inside the sampling handler: {line}"
+    );
+
+    // The summary's "note:" line lists the non-zero counters of the run.
+    let note = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("blameprof: note:"))
+        .unwrap_or_else(|| panic!("no counters note in the summary\n{}", run.describe()));
+    let heap_peak: u64 = note
+        .split(", ")
+        .find_map(|c| c.rsplit_once("runtime_heap_peak_bytes "))
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no runtime heap gauge in {note}"));
+    assert!(
+        heap_peak > 0,
+        "the runtime heap was not used (is it the global allocator?): {note}"
+    );
+    assert!(
+        !note.contains("handler_allocations"),
+        "runtime heap allocations inside the sampling handler: {note}"
     );
 
     let flat = report_json(&out, &["--view", "flat"]);

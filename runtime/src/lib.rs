@@ -25,8 +25,13 @@ mod semaphore;
 mod threads;
 mod waits;
 
+use blameprof::sampler::heap::RuntimeAllocator;
 use blameprof::sampler::lifecycle;
 use libc::{c_char, c_int, c_void};
+
+/// The runtime's Rust allocations never use the program's `malloc` (see `sampler::heap`).
+#[global_allocator]
+static ALLOCATOR: RuntimeAllocator = RuntimeAllocator;
 
 /// Runs before `main` (and before the program's own constructors).
 extern "C" fn on_load() {

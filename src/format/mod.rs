@@ -185,6 +185,8 @@ pub mod counters {
     pub const DROPPED_FLUSH_FAILED: &str = "samples_dropped_flush_failed";
     /// Samples dropped because the thread had no runtime state (not yet set up / torn down).
     pub const DROPPED_NO_THREAD_STATE: &str = "samples_dropped_no_thread_state";
+    /// Samples dropped because every shared unwind cache was in use by other threads' unwinds.
+    pub const DROPPED_NO_UNWIND_CACHE: &str = "samples_dropped_no_unwind_cache";
     /// Samples whose call path was cut at the maximum depth (kept, marked truncated).
     pub const TRUNCATED_STACKS: &str = "stacks_truncated";
     /// Samples whose unwind stopped early with an error (kept, shorter path).
@@ -216,6 +218,11 @@ pub mod counters {
     /// Most waited-on objects (mutexes, condition variables, futexes...) with monitoring
     /// state at once (memory gauge).
     pub const MONITORED_WAIT_OBJECTS_PEAK: &str = "monitored_wait_objects_peak";
+    /// Allocations made inside the sampling signal handler: always 0 (a runtime bug
+    /// otherwise; the handler must not allocate).
+    pub const HANDLER_ALLOCATIONS: &str = "handler_allocations";
+    /// Most bytes the runtime had allocated from its own heap at once (memory gauge).
+    pub const RUNTIME_HEAP_PEAK: &str = "runtime_heap_peak_bytes";
 
     /// Counters that count lost samples (summed into "lost samples" by reports).
     pub const LOST_SAMPLE_COUNTERS: &[&str] = &[
@@ -223,5 +230,6 @@ pub mod counters {
         DROPPED_MODULES_UPDATING,
         DROPPED_FLUSH_FAILED,
         DROPPED_NO_THREAD_STATE,
+        DROPPED_NO_UNWIND_CACHE,
     ];
 }

@@ -20,8 +20,6 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 const CHUNK_SLOTS: usize = 4096;
 /// Chunks at most: 4096 x 4096 = 16M slots live at once.
 const MAX_CHUNKS: usize = 4096;
-/// "No next slot" in the free list.
-const NONE: u32 = u32::MAX;
 
 /// Implemented by slot types: the link field the free list threads through free slots.
 pub trait Linked {
@@ -32,7 +30,9 @@ pub struct Slab<T: Linked> {
     chunks: [AtomicPtr<T>; MAX_CHUNKS],
     /// Slots handed out by bumping (never freed ones come from here).
     bump: AtomicU32,
-    /// Free list head: generation << 32 | index (NONE when empty).
+    /// Free list head: generation << 32 | (index + 1), 0 in the low half when empty. Links
+    /// are stored the same way (0: the end), so a new slab is all zero bits: it lives in
+    /// `.bss`, and no page of it is resident until used.
     free: AtomicU64,
     _slots: PhantomData<T>,
 }
@@ -46,7 +46,7 @@ impl<T: Linked> Slab<T> {
         Slab {
             chunks: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_CHUNKS],
             bump: AtomicU32::new(0),
-            free: AtomicU64::new(NONE as u64),
+            free: AtomicU64::new(0),
             _slots: PhantomData,
         }
     }
@@ -69,11 +69,7 @@ impl<T: Linked> Slab<T> {
     /// it. `None` when 16M slots are live at once or memory cannot be mapped.
     pub fn alloc(&self) -> Option<u32> {
         let mut head = self.free.load(Ordering::Acquire);
-        loop {
-            let index = head as u32;
-            if index == NONE {
-                break;
-            }
+        while let Some(index) = (head as u32).checked_sub(1) {
             let next = self.get(index)?.next().load(Ordering::Acquire);
             let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(next);
             match self
@@ -99,7 +95,7 @@ impl<T: Linked> Slab<T> {
         let mut head = self.free.load(Ordering::Acquire);
         loop {
             slot.next().store(head as u32, Ordering::Release);
-            let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(index);
+            let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(index + 1);
             match self
                 .free
                 .compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire)

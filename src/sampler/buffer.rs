@@ -12,11 +12,13 @@ use super::counters::{self, Counter};
 use super::output;
 use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
 use crate::format::{Frame, RecordTag};
-use crate::unwind::walk::FRAMES_CAPACITY;
+use crate::unwind::walk::{frame_array, FRAMES_CAPACITY};
 
-/// Bytes of sample data buffered per thread before a chunk is written: a write about every
-/// second at 1 kHz, and little memory per thread (it counts in the program's RSS).
-pub const BUFFER_LEN: usize = 16 * 1024;
+/// Bytes of sample data buffered per thread before a chunk is written: a few writes a second
+/// at 1 kHz, and little memory per thread (it counts in the program's RSS; the runtime heap
+/// makes its pages resident only as they fill). Holds the deepest sample (512 frames of at
+/// most 11 bytes each).
+pub const BUFFER_LEN: usize = 8 * 1024;
 /// A chunk is also written once it holds samples this old, so a program that crashes or is
 /// killed loses at most about this much of its profile.
 pub const MAX_BUFFER_AGE_NS: u64 = 1_000_000_000;
@@ -41,7 +43,7 @@ impl BufferPart {
             bytes: vec![0u8; BUFFER_LEN].into_boxed_slice(),
             len: CHUNK_HEADER_LEN,
             samples: 0,
-            prev: Box::new([Frame::default(); FRAMES_CAPACITY]),
+            prev: frame_array(),
             prev_len: 0,
             flushed_at_ns: monotonic_ns(),
         }

@@ -15,6 +15,7 @@ pub enum Counter {
     DroppedModulesUpdating,
     DroppedFlushFailed,
     DroppedNoThreadState,
+    DroppedNoUnwindCache,
     TruncatedStacks,
     UnwindErrors,
     TimerFailures,
@@ -29,9 +30,11 @@ pub enum Counter {
     SharedSpinLocksUntracked,
     MonitoredSpinLocksPeak,
     MonitoredWaitObjectsPeak,
+    HandlerAllocations,
+    RuntimeHeapPeak,
 }
 
-const ALL: [(Counter, &str); 18] = [
+const ALL: [(Counter, &str); 21] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -41,6 +44,10 @@ const ALL: [(Counter, &str); 18] = [
     (
         Counter::DroppedNoThreadState,
         names::DROPPED_NO_THREAD_STATE,
+    ),
+    (
+        Counter::DroppedNoUnwindCache,
+        names::DROPPED_NO_UNWIND_CACHE,
     ),
     (Counter::TruncatedStacks, names::TRUNCATED_STACKS),
     (Counter::UnwindErrors, names::UNWIND_ERRORS),
@@ -65,6 +72,8 @@ const ALL: [(Counter, &str); 18] = [
         Counter::MonitoredWaitObjectsPeak,
         names::MONITORED_WAIT_OBJECTS_PEAK,
     ),
+    (Counter::HandlerAllocations, names::HANDLER_ALLOCATIONS),
+    (Counter::RuntimeHeapPeak, names::RUNTIME_HEAP_PEAK),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];
@@ -79,6 +88,12 @@ pub fn set(counter: Counter, value: u64) {
     VALUES[counter as usize].store(value, Ordering::Relaxed);
 }
 
+/// A counter's current value.
+#[cfg(test)]
+pub fn get(counter: Counter) -> u64 {
+    VALUES[counter as usize].load(Ordering::Relaxed)
+}
+
 /// Resets every counter (in a fork child, which starts its own part).
 pub fn reset() {
     for v in &VALUES {
@@ -88,6 +103,7 @@ pub fn reset() {
 
 /// Encodes the current totals as `Counter` records (cumulative; readers keep the largest).
 pub fn encode(w: &mut RecordWriter) -> Result<(), Full> {
+    set(Counter::RuntimeHeapPeak, super::heap::HEAP.peak_bytes());
     for (counter, name) in ALL {
         w.tag(RecordTag::Counter)?;
         w.bytes(name.as_bytes())?;

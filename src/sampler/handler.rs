@@ -13,7 +13,8 @@
 //!    measured the same way);
 //! 4. refresh a one-shot perf counter;
 //! 5. unwind with the published module set through a wait-free try-read (dropped if an update
-//!    is under way) and framehop's non-allocating cache; stack reads cannot fault;
+//!    is under way) and a framehop cache (non-allocating) lent by the process's pool with a
+//!    wait-free try-take (dropped if none is free); stack reads cannot fault;
 //! 6. try-lock the buffer (dropped if the exit path is flushing it), encode, maybe flush with
 //!    one `write`.
 //!
@@ -24,8 +25,9 @@ use super::counters::{self, Counter};
 use super::lifecycle;
 use super::thread_state::{lookup, ThreadState};
 use crate::format::{Frame, SAMPLE_TRUNCATED};
+use crate::unwind::cache_pool::POOL;
 use crate::unwind::module_set::Modules;
-use crate::unwind::walk::{walk, Regs, UnwindCache, FRAMES_CAPACITY};
+use crate::unwind::walk::{walk, Regs, FRAMES_CAPACITY};
 use std::sync::atomic::{compiler_fence, Ordering};
 
 /// Metric indices in the process header (see `records::METRICS`).
@@ -126,8 +128,10 @@ pub struct Sample {
 }
 
 /// Walks the stack from `regs` once and appends `samples` at that path to the thread's
-/// buffer, as `how` says; returns false only when `how.wait_for_buffer` is false and the
-/// buffer was busy.
+/// buffer, as `how` says. Returns false when nothing was recorded and the caller should
+/// account for it: in the handler (`how.wait_for_buffer` false) when the buffer was busy; for
+/// a synchronous sample when no unwind cache became free. A handler sample lost for want of
+/// a cache is counted here (`samples_dropped_no_unwind_cache`).
 /// Shared by the timer handler (which may not wait) and synchronous samples (which may).
 /// Async-signal-safe.
 ///
@@ -149,13 +153,20 @@ pub(super) unsafe fn record_path(
     } = how;
     // SAFETY: guaranteed by the caller.
     let owner = unsafe { &mut *state.owner.get() };
-    let (depth, flags) = walk_counted(
+    let Some((depth, flags)) = walk_counted(
         modules,
-        &mut owner.cache,
+        tid,
+        wait_for_buffer,
         regs,
         owner.stack_top,
         &mut owner.frames,
-    );
+    ) else {
+        if wait_for_buffer {
+            return false;
+        }
+        counters::add(Counter::DroppedNoUnwindCache, 1);
+        return true;
+    };
     let mut start = 0;
     if let (Some(addr), true) = (leaf, depth > 0) {
         // Replace the runtime's own frames (those in the module of frame 0) by `leaf`.
@@ -193,25 +204,42 @@ pub(super) unsafe fn record_path(
 pub(super) unsafe fn capture_path(state: &ThreadState, modules: &Modules, regs: Regs) {
     // SAFETY: guaranteed by the caller.
     let owner = unsafe { &mut *state.owner.get() };
-    owner.wait_capture = Some(walk_counted(
+    // Not worth waiting for a cache: without a captured path the wait is unwound after it.
+    owner.wait_capture = walk_counted(
         modules,
-        &mut owner.cache,
+        state.tid.load(Ordering::Relaxed),
+        false,
         regs,
         owner.stack_top,
         &mut owner.wait_frames,
-    ));
+    );
 }
 
-/// Unwinds into `frames`, counting unwind errors and truncated stacks: the depth and the
-/// sample flags of the path.
+/// How many times an unwind outside the handler yields the CPU waiting for a free cache
+/// (the holders are other threads' unwinds, which take microseconds).
+const CACHE_YIELDS: u32 = 1000;
+
+/// Unwinds into `frames` with a cache from the pool, counting unwind errors and truncated
+/// stacks: the depth and the sample flags of the path. `None` when no cache was free (after
+/// waiting a bounded time, if `wait`).
 fn walk_counted(
     modules: &Modules,
-    cache: &mut UnwindCache,
+    tid: u32,
+    wait: bool,
     regs: Regs,
     stack_top: u64,
     frames: &mut [Frame; FRAMES_CAPACITY],
-) -> (usize, u8) {
-    let result = walk(modules, cache, regs, stack_top, frames);
+) -> Option<(usize, u8)> {
+    let mut cache = POOL.try_take(tid);
+    let mut yields = 0;
+    while cache.is_none() && wait && yields < CACHE_YIELDS {
+        std::thread::yield_now();
+        yields += 1;
+        cache = POOL.try_take(tid);
+    }
+    let mut cache = cache?;
+    let result = walk(modules, &mut cache, regs, stack_top, frames);
+    drop(cache);
     if result.error {
         counters::add(Counter::UnwindErrors, 1);
     }
@@ -220,7 +248,7 @@ fn walk_counted(
         counters::add(Counter::TruncatedStacks, 1);
         flags |= SAMPLE_TRUNCATED;
     }
-    (result.depth, flags)
+    Some((result.depth, flags))
 }
 
 /// Appends `samples` at the thread's captured wait path, which it consumes. False when

@@ -8,9 +8,10 @@
 //!
 //! Not async-signal-safe, except [`sampling_enabled`] and [`modules`], which the handler uses.
 
-use super::clock::{gettid, other_thread_cpu_ns, thread_cpu_ns};
+use super::clock::{current_tid, gettid, other_thread_cpu_ns, thread_cpu_ns};
 use super::config::{Config, Source};
 use super::counters::{self, Counter};
+use super::heap::HEAP;
 use super::output;
 use super::records;
 use super::thread_state::{self, ThreadState};
@@ -180,23 +181,35 @@ fn start_thread_bookkeeping(state: &'static ThreadState, routine: Option<usize>,
     state.in_runtime.store(false, Ordering::Relaxed);
 }
 
+/// An upper bound of the calling thread's stack frames, for plain stack reads while
+/// unwinding (reads above it go through the fault-safe slow path); 0 if unknown.
+///
+/// Not `pthread_getattr_np`: for the main thread it parses `/proc/self/maps` with stdio
+/// and `sscanf`, and for every other thread it allocates a CPU set with the program's
+/// `malloc`. That makes glibc give the thread a malloc arena of its own, and it maps parts
+/// of libc the program may never use. Instead:
+/// - a thread created by `pthread_create` has its descriptor (`pthread_self()`) at the top
+///   of its stack block, whether glibc or the program allocated the stack: it lies above
+///   every frame, and the frames and it are one mapping. This holds in a fork child too;
+/// - the initial thread's descriptor is not on its stack (it lies below, in the loader's
+///   memory); its frames lie below `__libc_stack_end`, the stack pointer at process entry.
 fn current_stack_top() -> u64 {
-    // SAFETY: pthread_getattr_np fills `attr` for the calling thread; we destroy it after
-    // reading the stack bounds.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-            return 0;
-        }
-        let mut addr: *mut libc::c_void = std::ptr::null_mut();
-        let mut size: libc::size_t = 0;
-        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
-        libc::pthread_attr_destroy(&mut attr);
-        if ok {
-            addr as u64 + size as u64
-        } else {
-            0
-        }
+    extern "C" {
+        static __libc_stack_end: *const libc::c_void;
+    }
+    /// A thread's frames are within this distance below its descriptor.
+    const MAX_THREAD_STACK: u64 = 1 << 30;
+    let marker = 0u8;
+    let here = std::hint::black_box(&marker) as *const u8 as u64;
+    // SAFETY: pthread_self has no preconditions; `__libc_stack_end` is set by the dynamic
+    // loader before any constructor runs and never changes afterwards.
+    let (descriptor, entry_sp) = unsafe { (libc::pthread_self() as u64, __libc_stack_end as u64) };
+    if here < descriptor && descriptor - here <= MAX_THREAD_STACK {
+        descriptor
+    } else if here < entry_sp {
+        entry_sp
+    } else {
+        0
     }
 }
 
@@ -386,9 +399,12 @@ extern "C" fn fork_prepare() {
     NEXT_MODULE_ID.raw_lock();
     MODULES.fork_prepare();
     thread_state::fork_prepare();
+    // Last: the holders of the locks above may allocate.
+    HEAP.fork_prepare();
 }
 
 extern "C" fn fork_parent() {
+    HEAP.fork_release();
     thread_state::fork_release();
     MODULES.fork_release();
     NEXT_MODULE_ID.raw_unlock();
@@ -397,6 +413,8 @@ extern "C" fn fork_parent() {
 extern "C" fn fork_child() {
     super::clock::forget_current_tid();
     crate::locks::wait_table::reset_after_fork();
+    crate::unwind::cache_pool::POOL.release_all();
+    HEAP.fork_release();
     thread_state::fork_release();
     MODULES.fork_release();
     NEXT_MODULE_ID.raw_unlock();
@@ -434,8 +452,8 @@ extern "C" fn fork_child() {
     ENABLED.0.store(true, Ordering::Release);
 }
 
-/// Whether the calling thread is inside the sampling signal handler (for the allocation
-/// test). Async-signal-safe.
+/// Whether the calling thread is inside the sampling signal handler (for the runtime heap's
+/// count of handler allocations, and the allocation test's probe). Async-signal-safe.
 pub fn in_signal_handler() -> bool {
-    thread_state::lookup(gettid()).is_some_and(|s| s.in_handler.load(Ordering::Relaxed))
+    thread_state::lookup(current_tid()).is_some_and(|s| s.in_handler.load(Ordering::Relaxed))
 }

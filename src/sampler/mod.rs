@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod counters;
 pub mod handler;
+pub mod heap;
 pub mod lifecycle;
 pub mod lock_glue;
 pub mod output;

@@ -1,6 +1,6 @@
 //! Per-thread runtime state, and how the signal handler finds it.
 //!
-//! Job: give every sampled thread a [`ThreadState`] (sample buffer, unwind cache, timer) and
+//! Job: give every sampled thread a [`ThreadState`] (sample buffer, path buffers, timer) and
 //! map kernel thread ids to states through a flat table the handler can read without locks
 //! or thread-local storage (glibc's TLS access may allocate after a `dlopen`, so the handler
 //! never uses it).
@@ -22,7 +22,8 @@ use super::wake_chain::{LastWait, WakePath};
 use crate::format::Frame;
 use crate::locks::wait_table::Wait;
 use crate::spinlock::SpinLock;
-use crate::unwind::walk::{UnwindCache, FRAMES_CAPACITY};
+use crate::unwind::cache_pool::POOL;
+use crate::unwind::walk::{frame_array, FRAMES_CAPACITY};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
@@ -30,7 +31,6 @@ use std::sync::atomic::{
 
 /// Data only the owner thread (and its handler) uses.
 pub struct OwnerPart {
-    pub cache: UnwindCache,
     pub frames: Box<[Frame; FRAMES_CAPACITY]>,
     pub timer: Option<Timer>,
     /// One past the highest address of the thread's stack (0 if unknown).
@@ -87,7 +87,7 @@ unsafe impl Sync for ThreadState {}
 
 impl ThreadState {
     fn new() -> ThreadState {
-        let frames = || Box::new([Frame::default(); FRAMES_CAPACITY]);
+        let frames = frame_array;
         ThreadState {
             tid: AtomicU32::new(0),
             in_runtime: AtomicBool::new(false),
@@ -104,7 +104,6 @@ impl ThreadState {
             ],
             wake_path: WakePath::new(),
             owner: UnsafeCell::new(OwnerPart {
-                cache: UnwindCache::default(),
                 frames: frames(),
                 timer: None,
                 stack_top: 0,
@@ -213,6 +212,9 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
             s
         });
         state.live.store(true, Ordering::Release);
+        // The most threads alive at once so far: the pool lends one unwind cache to each, up
+        // to its limit.
+        POOL.grow_for(registry.len());
         state
     };
     state.tid.store(tid, Ordering::Release);

@@ -18,7 +18,7 @@
 
 use crate::format::Frame;
 use crate::locks::wait_table::WakerId;
-use crate::unwind::walk::FRAMES_CAPACITY;
+use crate::unwind::walk::{frame_array, FRAMES_CAPACITY};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 
@@ -96,7 +96,7 @@ impl WakePath {
             version: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             depth: AtomicUsize::new(0),
-            frames: UnsafeCell::new(Box::new([Frame::default(); FRAMES_CAPACITY])),
+            frames: UnsafeCell::new(frame_array()),
         }
     }
 
@@ -174,7 +174,7 @@ mod tests {
             },
         ];
         p.publish(7, &path);
-        let mut out = Box::new([Frame::default(); FRAMES_CAPACITY]);
+        let mut out = frame_array();
         assert_eq!(p.read(7, &mut out), Some(2));
         assert_eq!(out[..2], path);
         assert_eq!(p.read(6, &mut out), None, "an older wake's path is gone");

@@ -2,7 +2,8 @@
 //!
 //! Job: know which modules are loaded ([`modules`]), keep their unwind information in a form
 //! the signal handler can use without allocating or locking ([`module_set`]), and walk a
-//! thread's stack from an interrupted register state into module-relative frames ([`walk`]).
+//! thread's stack from an interrupted register state into module-relative frames ([`walk`]),
+//! with framehop caches lent by a process-wide pool ([`cache_pool`]).
 //!
 //! Invariants: the signal handler only ever *reads* the published module set, through a
 //! try-acquire that fails (and the sample is dropped and counted) while an update is under
@@ -10,6 +11,7 @@
 //! library can never make the handler fault; stack memory is read only through
 //! [`stack::StackReader`], which never faults.
 
+pub mod cache_pool;
 pub mod module_set;
 pub mod modules;
 pub mod stack;

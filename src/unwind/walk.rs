@@ -17,6 +17,23 @@ pub type UnwindCache = CacheX86_64<MustNotAllocateDuringUnwind>;
 /// Room needed in the output buffer: the deepest path plus the truncation marker.
 pub const FRAMES_CAPACITY: usize = MAX_STACK_DEPTH + 1;
 
+/// A zeroed path buffer, allocated in place: no stack temporary (a thread starting up would
+/// otherwise touch 8 KiB of its stack for each), and from the runtime heap no page is made
+/// resident until a path is that deep (see `sampler::heap`). Not async-signal-safe.
+pub fn frame_array() -> Box<[Frame; FRAMES_CAPACITY]> {
+    let layout = std::alloc::Layout::new::<[Frame; FRAMES_CAPACITY]>();
+    // SAFETY: the layout has a non-zero size; the block is zeroed, and `Frame` is two
+    // integers, for which all-zero bits are valid (`Frame::default`); Box takes ownership of
+    // a block allocated by the global allocator with the layout of its contents.
+    unsafe {
+        let block = std::alloc::alloc_zeroed(layout);
+        if block.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Box::from_raw(block.cast())
+    }
+}
+
 /// The outcome of one walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Walk {
