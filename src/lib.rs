@@ -9,5 +9,6 @@ pub mod format;
 pub mod locks;
 pub mod sampler;
 pub mod spinlock;
+pub mod sys;
 pub mod unwind;
 pub mod viewer;

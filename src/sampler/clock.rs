@@ -37,10 +37,9 @@ fn read_clock(clock: libc::clockid_t) -> u64 {
 }
 
 /// The calling thread's kernel thread id. Async-signal-safe (a system call without side
-/// effects). Not through `syscall(3)`, which the runtime interposes for futexes.
+/// effects; see `sys`).
 pub fn gettid() -> u32 {
-    // SAFETY: gettid takes no arguments and cannot fail.
-    unsafe { libc::gettid() as u32 }
+    crate::sys::gettid()
 }
 
 std::thread_local! {

@@ -18,6 +18,7 @@ use super::thread_state::{self, ThreadState};
 use super::timer::Timer;
 use crate::format::Frame;
 use crate::spinlock::SpinLock;
+use crate::sys;
 use crate::unwind::module_set::{ModuleChanges, ModuleSet};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -62,7 +63,7 @@ pub fn init() {
     if let Err(e) = try_init(cfg) {
         eprintln!(
             "blameprof: warning: profiling disabled in pid {}: {e}",
-            std::process::id()
+            sys::getpid()
         );
     }
 }
@@ -85,8 +86,7 @@ fn try_init(cfg: Config) -> std::io::Result<()> {
             ),
         )
     })?;
-    // SAFETY: getpid has no preconditions.
-    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    PID.store(sys::getpid(), Ordering::Relaxed);
     let cfg = CONFIG.get_or_init(|| cfg);
     let changes = refresh_modules();
     let main = thread_state::attach(gettid()).ok_or_else(|| std::io::Error::other("tid table"))?;
@@ -303,8 +303,7 @@ fn write_module_changes(changes: &ModuleChanges) {
 /// Ends this image's part: stop sampling, flush every thread, write counters and the end
 /// marker. `reason`: 0 exit, 1 exec. Returns whether it did anything.
 fn finish(reason: u8) -> bool {
-    // SAFETY: getpid has no preconditions.
-    if PID.load(Ordering::Relaxed) != unsafe { libc::getpid() } {
+    if PID.load(Ordering::Relaxed) != sys::getpid() {
         return false; // a vfork child: the state belongs to the parent
     }
     if !ENABLED.0.swap(false, Ordering::AcqRel) {
@@ -436,8 +435,7 @@ extern "C" fn fork_child() {
     let Ok(generation) = output::open_part(&cfg.output_dir) else {
         return;
     };
-    // SAFETY: getpid has no preconditions.
-    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    PID.store(sys::getpid(), Ordering::Relaxed);
     let Some(state) = thread_state::attach(gettid()) else {
         return;
     };

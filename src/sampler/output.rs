@@ -27,8 +27,7 @@ pub const MIN_FD: libc::c_int = 500;
 /// generation (0 for the first image of this pid). Any previous part is closed.
 pub fn open_part(dir: &Path) -> std::io::Result<u32> {
     close();
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() };
+    let pid = crate::sys::getpid();
     for generation in 0u32..10_000 {
         let name = if generation == 0 {
             format!("{pid}{PART_SUFFIX}")

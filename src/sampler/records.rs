@@ -53,8 +53,7 @@ pub fn process(
     generation: u32,
     source: Source,
 ) -> Result<(), Full> {
-    // SAFETY: getpid/getppid have no preconditions.
-    let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
+    let (pid, ppid) = (crate::sys::getpid(), crate::sys::getppid());
     let argv: Vec<Vec<u8>> = std::fs::read("/proc/self/cmdline")
         .unwrap_or_default()
         .split(|&b| b == 0)

@@ -70,7 +70,7 @@ impl CachePool {
         }
         let mut limit = self.grow.lock();
         if *limit == 0 {
-            *limit = (2 * usable_cpus() + 2).min(MAX_CACHES);
+            *limit = (2 * crate::sys::usable_cpus() + 2).min(MAX_CACHES);
         }
         let wanted = threads.min(*limit);
         while self.size() < wanted {
@@ -106,20 +106,6 @@ impl CachePool {
         for busy in &self.busy {
             busy.store(false, Ordering::Release);
         }
-    }
-}
-
-/// CPUs the process may run on (its affinity mask), at least 1. Not `sysconf`, whose CPU
-/// count parses sysfs files with code the program may never otherwise run (resident libc
-/// pages).
-fn usable_cpus() -> usize {
-    // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity fills it for this thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return 1;
-        }
-        (libc::CPU_COUNT(&set) as usize).max(1)
     }
 }
 

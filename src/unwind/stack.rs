@@ -68,7 +68,7 @@ impl StackReader {
         // - `process_vm_readv` is a plain system call (async-signal-safe); on our own pid it
         //   copies memory and returns -1/EFAULT for unmapped addresses instead of faulting;
         // - `local` points at `value`, 8 writable bytes living for the whole call.
-        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        let n = unsafe { libc::process_vm_readv(crate::sys::getpid(), &local, 1, &remote, 1, 0) };
         if n == 8 {
             Ok(value)
         } else {

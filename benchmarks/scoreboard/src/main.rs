@@ -170,7 +170,7 @@ fn real_main(args: Args) -> Result<bool> {
     if !args.quick {
         let peers = Peers::detect();
         let mut notes = peer_notes(&peers);
-        notes.push(memory_note(&tools)?);
+        notes.push(memory_note(&tools, args.runs as usize)?);
         let mut rows = Vec::new();
         for w in &truth_wl {
             note(&format!("overhead {}", w.name));
@@ -255,16 +255,24 @@ fn peer_notes(peers: &Peers) -> Vec<String> {
     notes
 }
 
-/// How peak RSS is measured, with the runtime's fixed cost: `true` unprofiled and profiled.
-fn memory_note(tools: &Tools) -> Result<String> {
+/// How peak RSS is measured, with the runtime's fixed cost: `true` unprofiled and profiled,
+/// medians of `rounds` alternating runs.
+fn memory_note(tools: &Tools, rounds: usize) -> Result<String> {
     let empty = Workload {
         name: "true".into(),
         source: PathBuf::new(),
         binary: PathBuf::from("true"),
     };
-    let plain = overhead::peak_rss(tools, &empty, "1", false)?;
-    let profiled = overhead::peak_rss(tools, &empty, "1", true)?;
+    let (mut plain, mut profiled) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.max(1) {
+        plain.push(overhead::peak_rss(tools, &empty, "1", false)? as f64);
+        profiled.push(overhead::peak_rss(tools, &empty, "1", true)? as f64);
+    }
+    let median = |v: &[f64]| scoreboard::stats::median(v).unwrap_or(f64::NAN);
     Ok(format!(
-        "peak RSS: the program's own (`wait4` of a small wrapper process that forks and execs it, under `blameprof run` too, so the CLI is left out), one run each; `true` measures {plain} KiB unprofiled and {profiled} KiB profiled (the runtime's fixed cost)"
+        "peak RSS: the program's own (`wait4` of a small wrapper process that forks and execs it, under `blameprof run` too, so the CLI is left out), median of {} alternating runs each; `true` measures {:.0} KiB unprofiled and {:.0} KiB profiled (the runtime's fixed cost)",
+        rounds.max(1),
+        median(&plain),
+        median(&profiled)
     ))
 }

@@ -2,7 +2,10 @@
 //! -F 200` and `-F 1000` and the peers (`perf record -g`, `perf record --call-graph dwarf`),
 //! runs alternating round by round, medians of N; `valgrind --tool=drd` once, with a time
 //! limit; the profile's size and `blameprof report`'s wall time at 200 Hz; the program's peak
-//! RSS unprofiled and at 200 Hz, from one more run of each through the wrapper.
+//! RSS unprofiled and at 200 Hz, medians of N more runs of each through the wrapper,
+//! alternating (a small program's peak varies by some 100 KiB from run to run: the kernel
+//! maps shared-library pages around each fault in windows that depend on where each
+//! library was loaded).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -228,6 +231,11 @@ pub fn measure(
             remove(&out)?;
         }
     }
+    let (mut plain_kib, mut blameprof_kib) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        plain_kib.push(peak_rss(tools, w, &scale, false)? as f64);
+        blameprof_kib.push(peak_rss(tools, w, &scale, true)? as f64);
+    }
     let plain_s = median(&samples[&Config::Plain].wall);
     let ratios = configs[1..]
         .iter()
@@ -255,8 +263,8 @@ pub fn measure(
         plain_s,
         ratios,
         drd,
-        plain_kib: peak_rss(tools, w, &scale, false)? as f64,
-        blameprof_kib: peak_rss(tools, w, &scale, true)? as f64,
+        plain_kib: median(&plain_kib),
+        blameprof_kib: median(&blameprof_kib),
         profile_kib: median(&profile_kib),
         report_s: median(&report_s),
     })
