@@ -95,7 +95,10 @@ fn split_c_shares_match_measured_truth() {
 fn split_c_shares_match_measured_truth_at_200hz() {
     let prog = split_c();
     let out = scratch_dir("split-200").join("prof");
-    let run = profile_ok(&out, 200, &prog, &["4", "1.5"]);
+    // Twice the CPU time of the 1 kHz run: the CPU-time timer delivers 125-160 samples/s
+    // here, and the share must stand several standard errors inside its 5-point bound
+    // (about 1.3 points with ~1700 samples; with 1.5 s it failed once under a loaded suite).
+    let run = profile_ok(&out, 200, &prog, &["4", "3"]);
     check_shares(&out, &run.stdout, "split.c at 200 Hz", Field::Exclusive);
 }
 

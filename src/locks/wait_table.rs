@@ -41,7 +41,13 @@ use crate::format::WaitKind;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-const BUCKETS: usize = 1 << 16;
+/// Buckets: 2^12. An entry lives only while its object has waiting in progress, so the
+/// table holds about one entry per blocked thread, not one per lock. A larger table would
+/// not shorten chains, but it would spread the locks a program contends over more pages of
+/// it, each resident from its first use: with 64K buckets, a program contending a thousand
+/// locks kept the whole 768 KiB table resident.
+const BUCKET_BITS: u32 = 12;
+const BUCKETS: usize = 1 << BUCKET_BITS;
 const NONE: u32 = u32::MAX;
 
 /// The monitoring state of one object. Every field is guarded by its bucket's lock.
@@ -140,7 +146,7 @@ struct TableDirty([AtomicU32; 2]);
 static ANY_DIRTY: TableDirty = TableDirty([AtomicU32::new(0), AtomicU32::new(0)]);
 
 /// One bit per bucket, set while its dirty count is not zero: the fast path reads this
-/// (8 KiB, which stays in cache) rather than the bucket itself (the table is 768 KiB).
+/// (512 bytes, which stay in cache) rather than the bucket itself.
 static DIRTY_BITS: [AtomicU64; BUCKETS / 64] = [const { AtomicU64::new(0) }; BUCKETS / 64];
 
 /// Marks bucket `index` dirty or clean in [`DIRTY_BITS`]; called with its lock held, as its
@@ -170,8 +176,7 @@ static TABLE: [Bucket; BUCKETS] = [const {
 
 fn bucket_index(address: usize) -> usize {
     // Fibonacci hashing of the address (the objects are at least 4-byte aligned).
-    let h = (address as u64 >> 2).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48;
-    h as usize % BUCKETS
+    ((address as u64 >> 2).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BUCKET_BITS)) as usize
 }
 
 /// A bucket with its lock held; released on drop.

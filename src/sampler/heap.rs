@@ -100,6 +100,28 @@ impl RuntimeHeap {
         self.small.raw_unlock();
     }
 
+    /// A new block of `layout`, cleared if `zeroed`.
+    ///
+    /// # Safety
+    /// `layout` has a non-zero size (GlobalAlloc's contract for `alloc`).
+    unsafe fn allocate(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+        self.note_alloc(layout.size());
+        if is_mapped(layout) {
+            // Fresh anonymous pages read as zero: nothing to clear, nothing made resident.
+            return map(layout.size());
+        }
+        let mut small = self.small.lock();
+        // SAFETY: dlmalloc's contract is GlobalAlloc's (a non-zero size, per ours); the lock
+        // makes the call exclusive.
+        unsafe {
+            if zeroed {
+                small.calloc(layout.size(), layout.align())
+            } else {
+                small.malloc(layout.size(), layout.align())
+            }
+        }
+    }
+
     fn note_alloc(&self, size: usize) {
         let now = self.in_use.fetch_add(size as u64, Ordering::Relaxed) + size as u64;
         self.peak.fetch_max(now, Ordering::Relaxed);
@@ -149,23 +171,14 @@ fn map(size: usize) -> *mut u8 {
 unsafe impl GlobalAlloc for RuntimeHeap {
     #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        self.note_alloc(layout.size());
-        if is_mapped(layout) {
-            return map(layout.size());
-        }
-        // SAFETY: dlmalloc's contract is GlobalAlloc's; the lock makes the call exclusive.
-        unsafe { self.small.lock().malloc(layout.size(), layout.align()) }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.allocate(layout, false) }
     }
 
     #[inline(never)]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        self.note_alloc(layout.size());
-        if is_mapped(layout) {
-            // Fresh anonymous pages read as zero: nothing to clear, nothing made resident.
-            return map(layout.size());
-        }
-        // SAFETY: as in `alloc`.
-        unsafe { self.small.lock().calloc(layout.size(), layout.align()) }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.allocate(layout, true) }
     }
 
     #[inline(never)]
@@ -206,7 +219,8 @@ unsafe impl GlobalAlloc for RuntimeHeap {
             (false, false) => {
                 self.note_free(layout.size());
                 self.note_alloc(new_size);
-                // SAFETY: `ptr` came from this dlmalloc with `layout`.
+                // SAFETY: `ptr` came from this dlmalloc with `layout`; the lock makes the call
+                // exclusive.
                 unsafe {
                     self.small
                         .lock()
