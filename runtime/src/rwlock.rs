@@ -9,6 +9,7 @@
 
 use crate::real;
 use blameprof::format::WaitKind;
+use blameprof::sampler::clock::current_tid;
 use blameprof::sampler::lifecycle::sampling_enabled;
 use blameprof::sampler::lock_glue;
 use libc::{c_int, pthread_rwlock_t, timespec};
@@ -157,8 +158,7 @@ unsafe fn others_hold(rw: *mut pthread_rwlock_t) -> bool {
             std::ptr::read_volatile(base.add(24) as *const i32),
         )
     };
-    // SAFETY: gettid has no preconditions.
-    let me = unsafe { libc::gettid() };
+    let me = current_tid() as i32;
     writer != me && (readers >> 3) > 1
 }
 

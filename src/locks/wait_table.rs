@@ -152,12 +152,18 @@ static DIRTY_BITS: [AtomicU64; BUCKETS / 64] = [const { AtomicU64::new(0) }; BUC
 /// Marks bucket `index` dirty or clean in [`DIRTY_BITS`]; called with its lock held, as its
 /// count goes from 0 to 1 (`dirty`) or from 1 to 0.
 fn mark_bucket(index: usize, dirty: bool) {
-    let bit = 1u64 << (index % 64);
+    let (word, bit) = dirty_bit(index);
     if dirty {
-        DIRTY_BITS[index / 64].fetch_or(bit, Ordering::AcqRel);
+        word.fetch_or(bit, Ordering::AcqRel);
     } else {
-        DIRTY_BITS[index / 64].fetch_and(!bit, Ordering::AcqRel);
+        word.fetch_and(!bit, Ordering::AcqRel);
     }
+}
+
+/// Bucket `index`'s word in [`DIRTY_BITS`] and its bit there.
+#[inline(always)]
+fn dirty_bit(index: usize) -> (&'static AtomicU64, u64) {
+    (&DIRTY_BITS[index / 64], 1u64 << (index % 64))
 }
 
 /// The [`ANY_DIRTY`] counter of objects of `kind`'s class.
@@ -469,8 +475,8 @@ fn dirty_bucket(address: usize, kind: WaitKind) -> Option<usize> {
         return None;
     }
     let index = bucket_index(address);
-    let bit = 1u64 << (index % 64);
-    (DIRTY_BITS[index / 64].load(Ordering::Acquire) & bit != 0).then_some(index)
+    let (word, bit) = dirty_bit(index);
+    (word.load(Ordering::Acquire) & bit != 0).then_some(index)
 }
 
 /// Whether anything might be pending on the object of `kind` at `address`: false (one or

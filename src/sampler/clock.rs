@@ -1,5 +1,6 @@
-//! Clocks and thread ids. Async-signal-safe (`clock_gettime` is on the POSIX list), except
-//! [`current_tid`], which the signal handler does not use.
+//! Clocks, and the calling thread's id cached. Async-signal-safe (`clock_gettime` is on the
+//! POSIX list), except [`current_tid`], which the signal handler does not use (it asks
+//! `sys::gettid`).
 
 /// CPU time consumed so far by the calling thread, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
@@ -36,12 +37,6 @@ fn read_clock(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The calling thread's kernel thread id. Async-signal-safe (a system call without side
-/// effects; see `sys`).
-pub fn gettid() -> u32 {
-    crate::sys::gettid()
-}
-
 std::thread_local! {
     /// The calling thread's kernel thread id once asked for (0: not yet). Constant-initialised
     /// in the preloaded library's static TLS block: no allocation, no destructor.
@@ -50,11 +45,11 @@ std::thread_local! {
 
 /// The calling thread's kernel thread id, cached: the lock wrappers need it on every
 /// contended operation, and `gettid` is a system call. Not for the signal handler (it uses
-/// [`gettid`]); a fork child must call [`forget_current_tid`].
+/// `sys::gettid`); a fork child must call [`forget_current_tid`].
 pub fn current_tid() -> u32 {
     TID.with(|t| match t.get() {
         0 => {
-            let tid = gettid();
+            let tid = crate::sys::gettid();
             t.set(tid);
             tid
         }

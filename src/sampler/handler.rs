@@ -20,11 +20,12 @@
 //!
 //! Nothing here allocates, takes a lock another context may hold, or loops without a bound.
 
-use super::clock::{gettid, thread_cpu_ns};
+use super::clock::thread_cpu_ns;
 use super::counters::{self, Counter};
 use super::lifecycle;
 use super::thread_state::{lookup, ThreadState};
 use crate::format::{Frame, SAMPLE_TRUNCATED};
+use crate::sys::gettid;
 use crate::unwind::cache_pool::POOL;
 use crate::unwind::module_set::Modules;
 use crate::unwind::walk::{walk, Regs, FRAMES_CAPACITY};

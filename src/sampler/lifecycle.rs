@@ -8,7 +8,7 @@
 //!
 //! Not async-signal-safe, except [`sampling_enabled`] and [`modules`], which the handler uses.
 
-use super::clock::{current_tid, gettid, other_thread_cpu_ns, thread_cpu_ns};
+use super::clock::{current_tid, other_thread_cpu_ns, thread_cpu_ns};
 use super::config::{Config, Source};
 use super::counters::{self, Counter};
 use super::heap::HEAP;
@@ -18,7 +18,7 @@ use super::thread_state::{self, ThreadState};
 use super::timer::Timer;
 use crate::format::Frame;
 use crate::spinlock::SpinLock;
-use crate::sys;
+use crate::sys::{self, gettid};
 use crate::unwind::module_set::{ModuleChanges, ModuleSet};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 use std::sync::OnceLock;

@@ -66,8 +66,8 @@ pub struct ThreadState {
     pub last_cpu_ns: AtomicU64,
     /// The perf counter to refresh after each signal, or -1 (POSIX timer).
     pub perf_fd: AtomicI32,
-    /// The thread is blocked in (or spinning on) a contended lock whose wait is measured: samples taken
-    /// meanwhile are covered by that measurement and record nothing.
+    /// The thread is blocked in (or spinning on) a contended lock whose wait is measured:
+    /// samples taken meanwhile are covered by that measurement and record nothing.
     pub blocked: AtomicBool,
     /// The thread's count of futex wakes (their `WakerId::seq`).
     pub wake_seq: AtomicU64,
@@ -87,7 +87,6 @@ unsafe impl Sync for ThreadState {}
 
 impl ThreadState {
     fn new() -> ThreadState {
-        let frames = frame_array;
         ThreadState {
             tid: AtomicU32::new(0),
             in_runtime: AtomicBool::new(false),
@@ -104,13 +103,13 @@ impl ThreadState {
             ],
             wake_path: WakePath::new(),
             owner: UnsafeCell::new(OwnerPart {
-                frames: frames(),
+                frames: frame_array(),
                 timer: None,
                 stack_top: 0,
                 wait: None,
                 last_wait: None,
                 wait_capture: None,
-                wait_frames: frames(),
+                wait_frames: frame_array(),
                 last_lock_wait_ns: 0,
             }),
             buffer: UnsafeCell::new(BufferPart::new()),

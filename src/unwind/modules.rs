@@ -85,15 +85,16 @@ impl LoadedModule {
             svma: s.svma.clone(),
             data: s.data.owned(),
         });
-        let frame = self.eh_frame.as_ref().map(|s| {
-            let len = match s.data {
-                SharedBytes::Mapped(bytes) => eh_frame_len(bytes),
-                SharedBytes::Owned(_) => s.data.len(),
-            };
-            Section {
-                svma: s.svma.start..s.svma.start + len as u64,
-                data: SharedBytes::Owned(Arc::from(&s.data[..len])),
+        let frame = self.eh_frame.as_ref().map(|s| match s.data {
+            SharedBytes::Mapped(bytes) => {
+                let len = eh_frame_len(bytes);
+                Section {
+                    svma: s.svma.start..s.svma.start + len as u64,
+                    data: SharedBytes::Owned(Arc::from(&bytes[..len])),
+                }
             }
+            // Already a copy (cut when it was made): shared, not copied again.
+            SharedBytes::Owned(_) => s.clone(),
         });
         LoadedModule {
             eh_frame_hdr: hdr,
@@ -362,6 +363,13 @@ mod tests {
         assert_eq!(copy.svma.end - copy.svma.start, copy.data.len() as u64);
         let hdr = owned.eh_frame_hdr.as_ref().expect("and .eh_frame_hdr");
         assert_eq!(&hdr.data[..], &libc.eh_frame_hdr.as_ref().unwrap().data[..]);
+        let again = owned.owned();
+        let shared = again.eh_frame.as_ref().expect("still .eh_frame");
+        assert_eq!(
+            shared.data.as_ptr(),
+            copy.data.as_ptr(),
+            "a copy is shared, not copied again"
+        );
     }
 
     #[test]

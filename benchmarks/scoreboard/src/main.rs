@@ -263,16 +263,9 @@ fn memory_note(tools: &Tools, rounds: usize) -> Result<String> {
         source: PathBuf::new(),
         binary: PathBuf::from("true"),
     };
-    let (mut plain, mut profiled) = (Vec::new(), Vec::new());
-    for _ in 0..rounds.max(1) {
-        plain.push(overhead::peak_rss(tools, &empty, "1", false)? as f64);
-        profiled.push(overhead::peak_rss(tools, &empty, "1", true)? as f64);
-    }
-    let median = |v: &[f64]| scoreboard::stats::median(v).unwrap_or(f64::NAN);
+    let (plain, profiled) = overhead::median_peak_rss(tools, &empty, "1", rounds)?;
     Ok(format!(
-        "peak RSS: the program's own (`wait4` of a small wrapper process that forks and execs it, under `blameprof run` too, so the CLI is left out), median of {} alternating runs each; `true` measures {:.0} KiB unprofiled and {:.0} KiB profiled (the runtime's fixed cost)",
-        rounds.max(1),
-        median(&plain),
-        median(&profiled)
+        "peak RSS: the program's own (`wait4` of a small wrapper process that forks and execs it, under `blameprof run` too, so the CLI is left out), median of {} alternating runs each; `true` measures {plain:.0} KiB unprofiled and {profiled:.0} KiB profiled (the runtime's fixed cost)",
+        rounds.max(1)
     ))
 }

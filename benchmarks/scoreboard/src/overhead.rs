@@ -231,11 +231,7 @@ pub fn measure(
             remove(&out)?;
         }
     }
-    let (mut plain_kib, mut blameprof_kib) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        plain_kib.push(peak_rss(tools, w, &scale, false)? as f64);
-        blameprof_kib.push(peak_rss(tools, w, &scale, true)? as f64);
-    }
+    let (plain_kib, blameprof_kib) = median_peak_rss(tools, w, &scale, rounds)?;
     let plain_s = median(&samples[&Config::Plain].wall);
     let ratios = configs[1..]
         .iter()
@@ -263,16 +259,32 @@ pub fn measure(
         plain_s,
         ratios,
         drd,
-        plain_kib: median(&plain_kib),
-        blameprof_kib: median(&blameprof_kib),
+        plain_kib,
+        blameprof_kib,
         profile_kib: median(&profile_kib),
         report_s: median(&report_s),
     })
 }
 
+/// The program's own peak RSS (KiB), unprofiled and under `blameprof run -q -F 200`: medians
+/// of `rounds` alternating runs (at least one) of each.
+pub fn median_peak_rss(
+    tools: &Tools,
+    w: &Workload,
+    scale: &str,
+    rounds: usize,
+) -> Result<(f64, f64)> {
+    let (mut plain, mut profiled) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.max(1) {
+        plain.push(peak_rss(tools, w, scale, false)? as f64);
+        profiled.push(peak_rss(tools, w, scale, true)? as f64);
+    }
+    Ok((median(&plain), median(&profiled)))
+}
+
 /// The program's own peak RSS (KiB), unprofiled or under `blameprof run -q -F 200`, from one
 /// run through the wrapper ([`proc::wrapper_main`]).
-pub fn peak_rss(tools: &Tools, w: &Workload, scale: &str, profiled: bool) -> Result<u64> {
+fn peak_rss(tools: &Tools, w: &Workload, scale: &str, profiled: bool) -> Result<u64> {
     let file = tools.scratch.join(format!("{}.rss", w.name));
     let dir = tools.profile_dir(&format!("{}-rss", w.name))?;
     let mut inner = proc::wrapped(&file, &w.binary)?;
