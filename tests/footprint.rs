@@ -90,3 +90,113 @@ fn code_the_program_never_runs_is_linked_apart() {
         cold.size()
     );
 }
+
+/// `*`-only glob match, as the linker matches section names against runtime/hot.ld.
+fn glob(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, tail)) => {
+            name.starts_with(head)
+                && (0..=name.len() - head.len()).any(|i| glob(tail, &name[head.len() + i..]))
+        }
+    }
+}
+
+/// The code that runs is packed at the start of the runtime's code (runtime/hot.ld): the
+/// signal handler, the unwinder and the interposed lock functions lie in `.text.hot`, and the
+/// generated list still names the runtime's functions (most of its patterns match a function
+/// there; if not, the code changed under it: regenerate it with `scoreboard --hot-layout`).
+#[test]
+fn code_that_runs_is_packed_together() {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let path = runtime_library();
+    let data =
+        std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let file = object::File::parse(&*data).expect("the runtime library is ELF");
+    let hot = file
+        .section_by_name(".text.hot")
+        .expect("no .text.hot section: was the library linked with runtime/hot.ld?");
+    let in_hot: Vec<&str> = file
+        .symbols()
+        .filter(|s| s.size() > 0 && s.address() >= hot.address())
+        .filter(|s| s.address() < hot.address() + hot.size())
+        .filter_map(|s| s.name().ok())
+        .collect();
+    for wanted in [
+        "on_sample_signal",
+        "pthread_mutex_lock",
+        "pthread_mutex_unlock",
+        "unwind_frame",
+        "Dlmalloc",
+    ] {
+        assert!(
+            in_hot.iter().any(|n| n.contains(wanted)),
+            "no function named like {wanted} in .text.hot"
+        );
+    }
+    let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/runtime/hot.ld"))
+        .expect("runtime/hot.ld");
+    let patterns: Vec<&str> = script
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("*(.text."))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let matched = patterns
+        .iter()
+        .filter(|p| in_hot.iter().any(|n| glob(p, n)))
+        .count();
+    assert!(
+        patterns.len() > 50 && matched * 10 >= patterns.len() * 8,
+        "only {matched} of the {} function patterns of runtime/hot.ld match a function in \
+         .text.hot: regenerate it (`scoreboard --hot-layout runtime/hot.ld`)",
+        patterns.len()
+    );
+}
+
+/// The runtime does not load libgcc_s (about 100 KiB resident in a C program that would not
+/// load it otherwise): libgcc's unwinder is linked in, so no `_Unwind_*` symbol is imported.
+#[test]
+fn runtime_does_not_need_libgcc_s() {
+    use object::{Object, ObjectSymbol};
+    let path = runtime_library();
+    let data =
+        std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let file = object::File::parse(&*data).expect("the runtime library is ELF");
+    let imported: Vec<&str> = file
+        .dynamic_symbols()
+        .filter(|s| s.is_undefined())
+        .filter_map(|s| s.name().ok())
+        .filter(|n| n.starts_with("_Unwind_"))
+        .collect();
+    assert!(imported.is_empty(), "imports {imported:?}");
+    let needed = needed_libraries(&data);
+    assert!(
+        needed.iter().any(|n| n.starts_with("libc.so")),
+        "{needed:?}"
+    );
+    assert!(
+        !needed.iter().any(|n| n.starts_with("libgcc_s")),
+        "the runtime needs {needed:?}"
+    );
+}
+
+/// The DT_NEEDED entries of an ELF shared library.
+fn needed_libraries(data: &[u8]) -> Vec<String> {
+    use object::read::elf::{Dyn, ElfFile64, FileHeader};
+    let elf = ElfFile64::<object::Endianness>::parse(data).expect("ELF64");
+    let endian = elf.endian();
+    let sections = elf.elf_header().sections(endian, data).expect("sections");
+    let (dynamic, link) = sections
+        .dynamic(endian, data)
+        .expect("dynamic section")
+        .expect("a dynamic section");
+    let strings = sections
+        .strings(endian, data, link)
+        .expect("dynamic strings");
+    dynamic
+        .iter()
+        .filter(|d| d.tag32(endian) == Some(object::elf::DT_NEEDED))
+        .filter_map(|d| d.string(endian, strings).ok())
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect()
+}

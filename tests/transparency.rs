@@ -133,3 +133,27 @@ fn profile_of_a_failing_program_is_still_written_and_readable() {
         "churn (the program's CPU loop) missing from the flat view"
     );
 }
+
+/// C++ exceptions thrown and caught on several threads, through frames that hold a mutex, run
+/// as without profiling. The runtime links its own copy of libgcc's unwinder (for the
+/// standard library's panics; see runtime/build.rs): the program's exceptions must still be
+/// unwound by the program's libgcc_s, every one caught where it should be.
+#[test]
+fn cxx_exceptions_are_transparent() {
+    let prog = compile_c(
+        "cxx_exceptions.cc",
+        "cxx_exceptions",
+        &["-O1", "-g", "-pthread", "-lstdc++"],
+    );
+    let args = ["3", "4000"];
+    let plain = run_with_timeout(Command::new(&prog).args(args), RUN_TIMEOUT);
+    assert_eq!(plain.code(), 0, "unprofiled run\n{}", plain.describe());
+    assert!(
+        plain.stdout.contains("thread 2 caught 4000"),
+        "unprofiled run\n{}",
+        plain.describe()
+    );
+    let out = scratch_dir("cxx_exceptions").join("prof");
+    let run = profile_ok(&out, 1000, &prog, &args);
+    assert_eq!(run.stdout, plain.stdout, "stdout differs under profiling");
+}

@@ -8,6 +8,7 @@
 //! malformed one).
 
 mod accuracy;
+mod hot_layout;
 mod overhead;
 mod proc;
 mod render;
@@ -56,6 +57,10 @@ struct Args {
     /// The blameprof binary [default: target/release/blameprof of the repository].
     #[arg(long, value_name = "PATH")]
     blameprof: Option<PathBuf>,
+    /// Instead of measuring: run the workloads under callgrind and write the runtime's hot
+    /// layout (a linker script, `runtime/hot.ld`) to FILE. Needs valgrind.
+    #[arg(long, value_name = "FILE")]
+    hot_layout: Option<PathBuf>,
 }
 
 /// The repository root (this crate lives in `benchmarks/scoreboard`).
@@ -146,6 +151,15 @@ fn real_main(args: Args) -> Result<bool> {
     }
     let (scale_wl, truth_wl): (Vec<Workload>, Vec<Workload>) =
         built.into_iter().partition(Workload::is_scale);
+    if let Some(out) = &args.hot_layout {
+        let runtime = tools.blameprof.with_file_name("libblameprof_rt.so");
+        hot_layout::generate(&runtime, &truth_wl, &tools.scratch, out)?;
+        note(&format!("wrote {}", out.display()));
+        for e in &errors {
+            note(&format!("error: {e}"));
+        }
+        return Ok(errors.is_empty());
+    }
     let scale = if args.quick { 0.2 } else { 1.0 };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
 
