@@ -5,6 +5,9 @@
 //! `malloc`, and the runtime must not be what makes a thread call it. The workload's threads
 //! never allocate; after they are sampled, unwound and have their lock waits measured, glibc
 //! itself reports how many arenas exist, and that count must be the unprofiled one.
+//!
+//! Also proves the layout that keeps the runtime's resident code small: what never runs linked
+//! apart (runtime/cold.ld), what runs packed together (runtime/hot.ld), and no libgcc_s.
 
 mod common;
 
@@ -45,9 +48,11 @@ fn profiled_threads_get_no_malloc_arena() {
     );
 }
 
-/// The runtime library, built next to the blameprof binary (where `blameprof run` finds it).
-fn runtime_library() -> std::path::PathBuf {
-    std::path::Path::new(blameprof()).with_file_name(blameprof::format::RUNTIME_LIBRARY)
+/// The bytes of the runtime library, built next to the blameprof binary (where `blameprof run`
+/// finds it).
+fn runtime_library_data() -> Vec<u8> {
+    let path = std::path::Path::new(blameprof()).with_file_name(blameprof::format::RUNTIME_LIBRARY);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
 /// Code the profiled program never runs (the standard library's backtrace printer) is linked
@@ -56,9 +61,7 @@ fn runtime_library() -> std::path::PathBuf {
 #[test]
 fn code_the_program_never_runs_is_linked_apart() {
     use object::{Object, ObjectSection, ObjectSymbol};
-    let path = runtime_library();
-    let data =
-        std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let data = runtime_library_data();
     let file = object::File::parse(&*data).expect("the runtime library is ELF");
     let cold = file
         .section_by_name(".text.cold")
@@ -109,9 +112,7 @@ fn glob(pattern: &str, name: &str) -> bool {
 #[test]
 fn code_that_runs_is_packed_together() {
     use object::{Object, ObjectSection, ObjectSymbol};
-    let path = runtime_library();
-    let data =
-        std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let data = runtime_library_data();
     let file = object::File::parse(&*data).expect("the runtime library is ELF");
     let hot = file
         .section_by_name(".text.hot")
@@ -158,9 +159,7 @@ fn code_that_runs_is_packed_together() {
 #[test]
 fn runtime_does_not_need_libgcc_s() {
     use object::{Object, ObjectSymbol};
-    let path = runtime_library();
-    let data =
-        std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let data = runtime_library_data();
     let file = object::File::parse(&*data).expect("the runtime library is ELF");
     let imported: Vec<&str> = file
         .dynamic_symbols()
