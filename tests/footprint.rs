@@ -55,6 +55,12 @@ fn runtime_library_data() -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
+/// Whether `addr` lies in section `s`.
+fn within(s: &object::Section, addr: u64) -> bool {
+    use object::ObjectSection;
+    addr >= s.address() && addr < s.address() + s.size()
+}
+
 /// Code the profiled program never runs (the standard library's backtrace printer) is linked
 /// apart from the code it does (runtime/cold.ld): otherwise the kernel's fault-around maps
 /// it into every profiled process along with its neighbours.
@@ -67,8 +73,6 @@ fn code_the_program_never_runs_is_linked_apart() {
         .section_by_name(".text.cold")
         .expect("no .text.cold section: was the library linked with runtime/cold.ld?");
     let text = file.section_by_name(".text").expect("no .text section");
-    let within =
-        |s: &object::Section, addr: u64| addr >= s.address() && addr < s.address() + s.size();
     let mut cold_backtrace = 0;
     for sym in file.symbols() {
         let Ok(name) = sym.name() else { continue };
@@ -111,7 +115,7 @@ fn glob(pattern: &str, name: &str) -> bool {
 /// there; if not, the code changed under it: regenerate it with `scoreboard --hot-layout`).
 #[test]
 fn code_that_runs_is_packed_together() {
-    use object::{Object, ObjectSection, ObjectSymbol};
+    use object::{Object, ObjectSymbol};
     let data = runtime_library_data();
     let file = object::File::parse(&*data).expect("the runtime library is ELF");
     let hot = file
@@ -119,8 +123,7 @@ fn code_that_runs_is_packed_together() {
         .expect("no .text.hot section: was the library linked with runtime/hot.ld?");
     let in_hot: Vec<&str> = file
         .symbols()
-        .filter(|s| s.size() > 0 && s.address() >= hot.address())
-        .filter(|s| s.address() < hot.address() + hot.size())
+        .filter(|s| s.size() > 0 && within(&hot, s.address()))
         .filter_map(|s| s.name().ok())
         .collect();
     for wanted in [

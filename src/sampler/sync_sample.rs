@@ -37,24 +37,20 @@ pub fn record_wake(samples: &[Sample], seq: u64) -> bool {
 
 /// Unwinds the calling context now, for the samples of the lock wait the thread is about to
 /// block in ([`record_captured`]): the unwind then costs the thread's waiting rather than
-/// the hold that follows it, which every other waiter of the lock would wait for too. False
-/// when it cannot (as for [`record_here`], or while a `dlopen` updates the module set).
+/// the hold that follows it, which every other waiter of the lock would wait for too. Does
+/// nothing when it cannot (as for [`record_here`], or while a `dlopen` updates the module
+/// set): the wait is then unwound after it, where it is recorded.
 #[inline(never)]
-pub fn capture_wait_path() -> bool {
+pub fn capture_wait_path() {
     let Some((state, _)) = enter() else {
-        return false;
+        return;
     };
     let regs = current_registers();
-    let captured = match lifecycle::modules().try_read() {
-        Some(modules) => {
-            // SAFETY: on the owner thread with `in_runtime` raised.
-            unsafe { capture_path(state, &modules, regs) };
-            true
-        }
-        None => false,
-    };
+    if let Some(modules) = lifecycle::modules().try_read() {
+        // SAFETY: on the owner thread with `in_runtime` raised.
+        unsafe { capture_path(state, &modules, regs) };
+    }
     state.in_runtime.store(false, Ordering::Release);
-    captured
 }
 
 /// Records `samples` at the path [`capture_wait_path`] captured, and forgets it; with
