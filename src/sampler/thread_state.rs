@@ -53,6 +53,15 @@ pub struct OwnerPart {
 /// Thinning not started yet (the first window's point is drawn at the first sample).
 pub const THIN_UNSTARTED: u64 = u64::MAX;
 
+/// Size classes of short synchronous samples, each thinned on its own line (see
+/// `lock_glue::thin_class`).
+pub const THIN_CLASSES: usize = 8;
+
+#[allow(clippy::declare_interior_mutable_const)] // only ever copied into a new array
+const THIN_CELL: AtomicU64 = AtomicU64::new(THIN_UNSTARTED);
+#[allow(clippy::declare_interior_mutable_const)]
+const THIN_CELLS: [AtomicU64; THIN_CLASSES] = [THIN_CELL; THIN_CLASSES];
+
 pub struct ThreadState {
     pub tid: AtomicU32,
     /// The owner thread is inside runtime code that uses this state.
@@ -72,9 +81,10 @@ pub struct ThreadState {
     /// The thread's count of futex wakes (their `WakerId::seq`).
     pub wake_seq: AtomicU64,
     /// Where the thread's short synchronous samples, blame (`[0]`) and idleness (`[1]`),
-    /// have got to in their current thinning window (low 32 bits) and the window's picked
-    /// point (high 32 bits; see `lock_glue::THIN_NS`), or [`THIN_UNSTARTED`]. Owner only.
-    pub thinned: [AtomicU64; 2],
+    /// per size class (`lock_glue::thin_class`), have got to in their current thinning
+    /// window (low 32 bits) and the window's picked point (high 32 bits; see
+    /// `lock_glue::THIN_NS`), or [`THIN_UNSTARTED`]. Owner only.
+    pub thinned: [[AtomicU64; THIN_CLASSES]; 2],
     /// The call path of its latest blame-taking futex wake, for the threads it woke.
     pub wake_path: WakePath,
     pub owner: UnsafeCell<OwnerPart>,
@@ -97,10 +107,7 @@ impl ThreadState {
             perf_fd: AtomicI32::new(-1),
             blocked: AtomicBool::new(false),
             wake_seq: AtomicU64::new(0),
-            thinned: [
-                AtomicU64::new(THIN_UNSTARTED),
-                AtomicU64::new(THIN_UNSTARTED),
-            ],
+            thinned: [THIN_CELLS, THIN_CELLS],
             wake_path: WakePath::new(),
             owner: UnsafeCell::new(OwnerPart {
                 frames: frame_array(),
@@ -220,8 +227,8 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     state.in_runtime.store(false, Ordering::Release);
     state.in_handler.store(false, Ordering::Release);
     state.blocked.store(false, Ordering::Release);
-    for total in &state.thinned {
-        total.store(THIN_UNSTARTED, Ordering::Relaxed);
+    for cell in state.thinned.iter().flatten() {
+        cell.store(THIN_UNSTARTED, Ordering::Relaxed);
     }
     // SAFETY: the state is not yet published, so nothing else can reach its owner part.
     unsafe {
