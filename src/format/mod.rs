@@ -223,6 +223,9 @@ pub mod counters {
     pub const HANDLER_ALLOCATIONS: &str = "handler_allocations";
     /// Most bytes the runtime had allocated from its own heap at once (memory gauge).
     pub const RUNTIME_HEAP_PEAK: &str = "runtime_heap_peak_bytes";
+    /// The longest thinning window of short synchronous samples a thread went up to, when
+    /// a thread kept more of them than the runtime's budget (a rate gauge; 0 otherwise).
+    pub const THINNING_WINDOW_PEAK: &str = "thinning_window_peak_ns";
 
     /// Counters that count lost samples (summed into "lost samples" by reports).
     pub const LOST_SAMPLE_COUNTERS: &[&str] = &[

@@ -32,9 +32,10 @@ pub enum Counter {
     MonitoredWaitObjectsPeak,
     HandlerAllocations,
     RuntimeHeapPeak,
+    ThinningWindowPeak,
 }
 
-const ALL: [(Counter, &str); 21] = [
+const ALL: [(Counter, &str); 22] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -74,6 +75,7 @@ const ALL: [(Counter, &str); 21] = [
     ),
     (Counter::HandlerAllocations, names::HANDLER_ALLOCATIONS),
     (Counter::RuntimeHeapPeak, names::RUNTIME_HEAP_PEAK),
+    (Counter::ThinningWindowPeak, names::THINNING_WINDOW_PEAK),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];
@@ -86,6 +88,11 @@ pub fn add(counter: Counter, n: u64) {
 /// Sets a gauge (a counter whose latest value is its meaning). Async-signal-safe.
 pub fn set(counter: Counter, value: u64) {
     VALUES[counter as usize].store(value, Ordering::Relaxed);
+}
+
+/// Raises a gauge to `value` if it is below. Async-signal-safe.
+pub fn raise(counter: Counter, value: u64) {
+    VALUES[counter as usize].fetch_max(value, Ordering::Relaxed);
 }
 
 /// A counter's current value.

@@ -23,7 +23,7 @@ use super::sync_sample::{
     capture_wait_path, record_at_function, record_at_wake, record_captured, record_here,
     record_wake,
 };
-use super::thread_state::{lookup, ThreadState, THIN_CLASSES, THIN_UNSTARTED};
+use super::thread_state::{lookup, ThinRate, ThreadState, THIN_CLASSES, THIN_UNSTARTED};
 use super::wake_chain::LastWait;
 use crate::format::{WaitKind, SAMPLE_UNBLAMED};
 use crate::locks::spin;
@@ -147,18 +147,33 @@ fn bookkeeping<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// Synchronous samples (each one an unwind, 1–2 µs) of less waiting than this are thinned
 /// by stratified sampling: each thread lays the values of its short samples end to end,
 /// per metric and size class ([`thin_class`]), cuts each line into windows of `THIN_NS`,
-/// and picks one point at random in each window; a sample is kept, carrying `THIN_NS` per
-/// point it covers. Every nanosecond of waiting has the same chance of being picked, so
-/// every calling context's total is unbiased, as with Go's mutex profile, which keeps each
-/// event with probability value / rate; but a context's count varies less (one point per
-/// window exactly rather than on average: a millisecond of 300 ns holds showed ±20% with
-/// independent coin flips), and, unlike a fixed period, the random point in each window
-/// cannot fall into step with a program that repeats the same sequence of waits. The size
-/// classes keep the short holds of one function off the line of another's longer ones, so
-/// that the first's total is not decided by where the points fall among the second's
-/// samples: it is off by at most a window per class and thread. The unwinds stay bounded
-/// at about one per `THIN_NS` of waiting however many short waits a hot lock has.
+/// and picks one point at random in each window; a sample is kept, carrying the window's
+/// length per point it covers. Every nanosecond of waiting has the same chance of being
+/// picked, so every calling context's total is unbiased, as with Go's mutex profile, which
+/// keeps each event with probability value / rate; but a context's count varies less (one
+/// point per window exactly rather than on average: a millisecond of 300 ns holds showed
+/// ±20% with independent coin flips), and, unlike a fixed period, the random point in each
+/// window cannot fall into step with a program that repeats the same sequence of waits.
+/// The size classes keep the short holds of one function off the line of another's longer
+/// ones, so that the first's total is not decided by where the points fall among the
+/// second's samples: it is off by at most a window per class and thread. The unwinds stay
+/// bounded at about one per `THIN_NS` of waiting however many short waits a hot lock has,
+/// and by [`THIN_BUDGET_PER_MS`] however many threads wait.
 pub const THIN_NS: u64 = 10_000;
+
+/// The most short samples a thread keeps per millisecond, on average, before its windows
+/// grow. A lock that several threads queue on has (threads − 1) seconds of waiting a
+/// second to blame, and one unwind per 10 µs of it was most of the cost of such a program
+/// (8 threads on one lock: 14× slower, 31 MiB of profile). Past this rate a thread's
+/// windows double, and halve again once it keeps under a quarter of it; the length of a
+/// window is chosen before any of its samples is laid, so totals stay unbiased.
+pub const THIN_BUDGET_PER_MS: u64 = 16;
+
+/// Kept samples between two checks of a thread's rate.
+const THIN_RATE_EPOCH: u32 = 64;
+
+/// The longest window: `THIN_NS << THIN_MAX_SCALE`, 41 ms.
+const THIN_MAX_SCALE: u32 = 12;
 
 /// The samples to record of some samples after thinning (see [`THIN_NS`]).
 struct Kept {
@@ -179,9 +194,9 @@ impl Kept {
             .take(kept.samples.len())
         {
             let value = match state {
-                Some(state) if s.value < THIN_NS => match points(state, s) {
+                Some(state) if s.value < THIN_NS => match thinned_value(state, s) {
                     0 => continue,
-                    n => n * THIN_NS,
+                    v => v,
                 },
                 _ => s.value,
             };
@@ -202,17 +217,17 @@ impl Kept {
     }
 }
 
-/// Lays a short sample on the thread's line of its metric (see [`THIN_NS`]): how many
-/// picked points it covers (0, 1 or 2, as it is shorter than a window).
-fn points(state: &ThreadState, s: &Sample) -> u64 {
+/// Lays a short sample on the thread's line of its metric and size class (see
+/// [`THIN_NS`]): the value it is kept with, 0 when it is not.
+fn thinned_value(state: &ThreadState, s: &Sample) -> u64 {
     let cell = &state.thinned[usize::from(s.metric == METRIC_IDLENESS)][thin_class(s.value)];
-    let window = Window::unpack(cell.load(Ordering::Relaxed)).unwrap_or_else(|| Window {
-        pos: 0,
-        point: random_offset(state),
-    });
-    let (covered, next) = window.lay(s.value, || random_offset(state));
+    let window = Window::unpack(cell.load(Ordering::Relaxed)).unwrap_or_else(|| new_window(state));
+    let (kept, next) = window.lay(s.value, || new_window(state));
     cell.store(next.pack(), Ordering::Relaxed);
-    covered
+    if kept > 0 {
+        count_kept(state);
+    }
+    kept
 }
 
 /// The size class of a short sample of `value` ns: its octave from 128 ns up, with all
@@ -224,11 +239,61 @@ fn thin_class(value: u64) -> usize {
     octave.saturating_sub(7).min(THIN_CLASSES - 1)
 }
 
-/// A thinning window: how far into it the samples have got, and its picked point.
-#[derive(Debug, Clone, Copy)]
+/// A new window of the thread's current length, with its point drawn.
+fn new_window(state: &ThreadState) -> Window {
+    // SAFETY: the owner part, on the owner thread, outside the handler.
+    let scale = unsafe { (*state.owner.get()).thin_rate.scale };
+    let len = THIN_NS << scale;
+    Window {
+        pos: 0,
+        point: random_below(state, len),
+        len,
+    }
+}
+
+/// Counts a kept sample against the thread's budget ([`THIN_BUDGET_PER_MS`]), and every
+/// [`THIN_RATE_EPOCH`] of them adjusts the length of its next windows.
+fn count_kept(state: &ThreadState) {
+    // SAFETY: the owner part, on the owner thread, outside the handler; no other reference
+    // to it is live here.
+    let rate = unsafe { &mut (*state.owner.get()).thin_rate };
+    rate.kept += 1;
+    if rate.kept < THIN_RATE_EPOCH {
+        return;
+    }
+    let now = monotonic_ns();
+    let scale = rescale(rate.scale, now.saturating_sub(rate.since));
+    if scale > rate.scale {
+        counters::raise(Counter::ThinningWindowPeak, THIN_NS << scale);
+    }
+    *rate = ThinRate {
+        scale,
+        kept: 0,
+        since: now,
+    };
+}
+
+/// The window scale after [`THIN_RATE_EPOCH`] samples were kept in `elapsed` ns at `scale`:
+/// one up when that is faster than [`THIN_BUDGET_PER_MS`], one down when it is under a
+/// quarter of it (so that the doubled rate stays under budget).
+fn rescale(scale: u32, elapsed: u64) -> u32 {
+    let at_budget = u64::from(THIN_RATE_EPOCH) * 1_000_000 / THIN_BUDGET_PER_MS;
+    if elapsed < at_budget {
+        (scale + 1).min(THIN_MAX_SCALE)
+    } else if elapsed > 4 * at_budget {
+        scale.saturating_sub(1)
+    } else {
+        scale
+    }
+}
+
+/// A thinning window: its length, how far into it the samples have got, and its picked
+/// point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Window {
     pos: u64,
     point: u64,
+    len: u64,
 }
 
 impl Window {
@@ -236,44 +301,47 @@ impl Window {
     fn unpack(packed: u64) -> Option<Window> {
         (packed != THIN_UNSTARTED).then_some(Window {
             pos: packed & 0xFFFF_FFFF,
-            point: packed >> 32,
+            point: packed >> 32 & 0x0FFF_FFFF,
+            len: THIN_NS << (packed >> 60),
         })
     }
 
-    /// The form a thread's `thinned` cell holds.
+    /// The form a thread's `thinned` cell holds: the length's scale in the top 4 bits, the
+    /// point (under 2^28: the longest window is 41 ms) and the position.
     fn pack(self) -> u64 {
-        self.point << 32 | self.pos
+        let scale = u64::from((self.len / THIN_NS).trailing_zeros());
+        scale << 60 | self.point << 32 | self.pos
     }
 
-    /// Lays `value` (under [`THIN_NS`]) from `pos`: the points it covers, and the window
-    /// after it (`draw` picks the point of a new one).
-    fn lay(self, value: u64, draw: impl FnOnce() -> u64) -> (u64, Window) {
+    /// Lays `value` (under [`THIN_NS`], so under any window) from `pos`: the value kept for
+    /// the points it covers, and the window after it (`next` gives a new one).
+    fn lay(self, value: u64, next: impl FnOnce() -> Window) -> (u64, Window) {
         let end = self.pos + value;
-        let mut covered = u64::from(self.pos <= self.point && self.point < end.min(THIN_NS));
-        if end < THIN_NS {
-            return (
-                covered,
-                Window {
-                    pos: end,
-                    point: self.point,
-                },
-            );
+        let mut kept = if self.pos <= self.point && self.point < end.min(self.len) {
+            self.len
+        } else {
+            0
+        };
+        if end < self.len {
+            return (kept, Window { pos: end, ..self });
         }
-        let point = draw();
-        let pos = end - THIN_NS;
-        covered += u64::from(point < pos);
-        (covered, Window { pos, point })
+        let next = next();
+        let pos = end - self.len;
+        if next.point < pos {
+            kept += next.len;
+        }
+        (kept, Window { pos, ..next })
     }
 }
 
-/// A uniformly random offset in `0..THIN_NS`.
-fn random_offset(state: &ThreadState) -> u64 {
+/// A uniformly random offset in `0..len`.
+fn random_below(state: &ThreadState, len: u64) -> u64 {
     let seed = u64::from(state.tid.load(Ordering::Relaxed)) << 32 ^ monotonic_ns();
     // splitmix64's finaliser: consecutive seeds give unrelated offsets.
     let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) % THIN_NS
+    (z ^ (z >> 31)) % len
 }
 
 const NO_SAMPLE: Sample = Sample {
@@ -477,8 +545,8 @@ fn worth_capturing(state: &ThreadState) -> bool {
     let last = unsafe { (*state.owner.get()).last_lock_wait_ns };
     let cell = &state.thinned[1][thin_class(last)];
     match Window::unpack(cell.load(Ordering::Relaxed)) {
-        Some(Window { pos, point }) if last < THIN_NS => {
-            (pos <= point && point < pos + last) || pos + last >= THIN_NS
+        Some(Window { pos, point, len }) if last < THIN_NS => {
+            (pos <= point && point < pos + last) || pos + last >= len
         }
         _ => true,
     }
@@ -850,29 +918,45 @@ mod tests {
 
     /// Thins a repeating sequence of waits of `lengths` ns, `rounds` times, with a simple
     /// generator for the points: the kept total of each position in the sequence.
-    /// A window's point, from a test's own xorshift generator.
-    fn draw(rng: &mut u64) -> u64 {
+    /// A new window of `THIN_NS << scale`, its point from a test's own xorshift generator.
+    fn window(rng: &mut u64, scale: u32) -> Window {
         *rng ^= *rng << 13;
         *rng ^= *rng >> 7;
         *rng ^= *rng << 17;
-        *rng % THIN_NS
+        let len = THIN_NS << scale;
+        Window {
+            pos: 0,
+            point: *rng % len,
+            len,
+        }
     }
 
-    fn thin_sequence(lengths: &[u64], rounds: usize, seed: u64) -> Vec<u64> {
+    /// Thins rounds of `lengths` on one line, its n-th window `THIN_NS << scales(n)` long.
+    fn thin_scaled(
+        lengths: &[u64],
+        rounds: usize,
+        seed: u64,
+        mut scales: impl FnMut(usize) -> u32,
+    ) -> Vec<u64> {
         let mut rng = seed | 1;
-        let mut window = Window {
-            pos: 0,
-            point: draw(&mut rng),
-        };
+        let mut windows = 0;
+        let mut current = window(&mut rng, scales(0));
         let mut kept = vec![0; lengths.len()];
         for _ in 0..rounds {
             for (i, &v) in lengths.iter().enumerate() {
-                let (n, next) = window.lay(v, || draw(&mut rng));
-                kept[i] += n * THIN_NS;
-                window = next;
+                let (value, next) = current.lay(v, || {
+                    windows += 1;
+                    window(&mut rng, scales(windows))
+                });
+                kept[i] += value;
+                current = next;
             }
         }
         kept
+    }
+
+    fn thin_sequence(lengths: &[u64], rounds: usize, seed: u64) -> Vec<u64> {
+        thin_scaled(lengths, rounds, seed, |_| 0)
     }
 
     #[test]
@@ -901,16 +985,54 @@ mod tests {
         for _ in 0..rounds {
             for (i, &v) in lengths.iter().enumerate() {
                 let line = &mut lines[thin_class(v)];
-                let window = line.unwrap_or_else(|| Window {
-                    pos: 0,
-                    point: draw(&mut rng),
-                });
-                let (n, next) = window.lay(v, || draw(&mut rng));
-                kept[i] += n * THIN_NS;
+                let current = line.unwrap_or_else(|| window(&mut rng, 0));
+                let (value, next) = current.lay(v, || window(&mut rng, 0));
+                kept[i] += value;
                 *line = Some(next);
             }
         }
         kept
+    }
+
+    #[test]
+    fn windows_of_varying_length_keep_totals_unbiased() {
+        // Lengths from 10 to 320 µs, changing from window to window (as the rate budget
+        // does, before any sample of the window is laid).
+        for seed in [5, 6, 7] {
+            let kept = thin_scaled(&[2_000, 8_000, 500], 1_000_000, seed, |n| {
+                [0, 3, 1, 5][n % 4]
+            });
+            let truth = [2e9, 8e9, 0.5e9];
+            for (k, t) in kept.iter().zip(truth) {
+                let err = *k as f64 / t - 1.0;
+                assert!(err.abs() < 0.06, "seed {seed}: kept {k} of {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn windows_grow_past_the_budget_and_shrink_well_under_it() {
+        let at_budget = u64::from(THIN_RATE_EPOCH) * 1_000_000 / THIN_BUDGET_PER_MS;
+        assert_eq!(rescale(0, at_budget / 10), 1);
+        assert_eq!(rescale(THIN_MAX_SCALE, 0), THIN_MAX_SCALE);
+        assert_eq!(rescale(3, at_budget), 3);
+        assert_eq!(rescale(3, 3 * at_budget), 3);
+        assert_eq!(rescale(3, 5 * at_budget), 2);
+        assert_eq!(rescale(0, u64::MAX), 0);
+    }
+
+    #[test]
+    fn a_window_packs_with_its_length() {
+        for scale in [0, 1, 7, THIN_MAX_SCALE] {
+            let len = THIN_NS << scale;
+            let w = Window {
+                pos: len - 1,
+                point: len - 1,
+                len,
+            };
+            assert_eq!(Window::unpack(w.pack()), Some(w));
+            assert_ne!(w.pack(), THIN_UNSTARTED);
+        }
     }
 
     #[test]

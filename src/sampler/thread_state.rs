@@ -48,6 +48,20 @@ pub struct OwnerPart {
     /// How long its latest lock wait (mutex, rwlock) lasted: whether the next one is worth
     /// unwinding before it blocks.
     pub last_lock_wait_ns: u64,
+    /// The rate of the thread's kept short samples, which sets its thinning windows'
+    /// length (`lock_glue::ThinRate`).
+    pub thin_rate: ThinRate,
+}
+
+/// How fast a thread keeps short synchronous samples, and so how long its thinning windows
+/// are (see `lock_glue::THIN_BUDGET_PER_MS`). Owner only.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ThinRate {
+    /// Windows are `THIN_NS << scale` long.
+    pub scale: u32,
+    /// Samples kept since `since` (CLOCK_MONOTONIC, ns).
+    pub kept: u32,
+    pub since: u64,
 }
 
 /// Thinning not started yet (the first window's point is drawn at the first sample).
@@ -118,6 +132,7 @@ impl ThreadState {
                 wait_capture: None,
                 wait_frames: frame_array(),
                 last_lock_wait_ns: 0,
+                thin_rate: ThinRate::default(),
             }),
             buffer: UnsafeCell::new(BufferPart::new()),
         }
@@ -237,6 +252,7 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
         owner.last_wait = None;
         owner.wait_capture = None;
         owner.last_lock_wait_ns = 0;
+        owner.thin_rate = ThinRate::default();
     }
     state.lock_buffer();
     // SAFETY: we hold the buffer lock, and the state is not yet published to any handler.
