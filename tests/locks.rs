@@ -205,6 +205,53 @@ fn lookup_insert_short_holds_take_their_own_share() {
     );
 }
 
+/// Lookups of 2 µs queued on one lock: every unlock has microseconds of waiting to blame,
+/// far more short samples than a thread may keep (`lock_glue::THIN_BUDGET_PER_MS`), so
+/// the thinning windows grow; the totals must still be the program's own measurements, and
+/// the summary must say the windows grew.
+#[test]
+fn queued_short_holds_stay_accurate_past_the_sample_budget() {
+    let prog = lock_prog("lookup_insert");
+    let dir = scratch_dir("lookup_insert_queued").join("prof");
+    let run = {
+        let _one_at_a_time = machine();
+        profile_ok(&dir, 1000, &prog, &["0.6", "3", "2", "0"])
+    };
+    let t = truth(&run.stdout);
+    let note = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("blameprof: note:"))
+        .unwrap_or_default();
+    assert!(
+        note.contains("thinning_window_peak_ns"),
+        "the sample budget was not reached (no thinning_window_peak_ns): {note:?}\n{}",
+        run.describe()
+    );
+    let blame = report_json_metric(&dir, "blame.mutex", &["--view", "flat"]);
+    let idle = report_json_metric(&dir, "idleness.mutex", &["--view", "flat"]);
+    let lookup_blame = flat_metric(&blame, "lookup", "blame.mutex").0;
+    let lookup_idle = flat_metric(&idle, "lookup", "idleness.mutex").0;
+    let summary = format!(
+        "lookup blame {} (truth {}), idleness {} (truth {}); {note}",
+        ms(lookup_blame),
+        ms(t["blame_lookup_ns"]),
+        ms(lookup_idle),
+        ms(t["idle_lookup_ns"])
+    );
+    eprintln!("queued short holds: {summary}");
+    assert!(
+        within(lookup_blame, t["blame_lookup_ns"], 0.15),
+        "blame of the queued lookups off by {:+.1}%: {summary}",
+        err_pct(lookup_blame, t["blame_lookup_ns"])
+    );
+    assert!(
+        within(lookup_idle, t["idle_lookup_ns"], 0.15),
+        "idleness of the queued lookups off by {:+.1}%: {summary}",
+        err_pct(lookup_idle, t["idle_lookup_ns"])
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. three holders in turn
 

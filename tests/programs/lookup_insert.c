@@ -2,7 +2,9 @@
  * (about 20 us under the lock) in a loop; one thread calls a rare, long `insert` (5 ms under
  * the lock every 20 ms). The lookups are the victims (they wait), insert is the perpetrator.
  *
- * Usage: lookup_insert [seconds=1.5] [lookups=3]
+ * Usage: lookup_insert [seconds=1.5] [lookups=3] [lookup_hold_us=20] [lookup_gap_us=40]
+ * (holds of a few µs with no gap: the lookups queue on the lock, and every unlock has
+ * microseconds of waiting to blame)
  *
  * Ground truth, measured by the program itself with CLOCK_MONOTONIC into preallocated
  * per-thread arrays (no locks taken for logging):
@@ -26,8 +28,7 @@
 enum { F_LOOKUP, F_INSERT, NFUNC };
 static const char *const FNAME[NFUNC] = {"lookup", "insert"};
 
-#define LOOKUP_HOLD_NS 20000ull
-#define LOOKUP_GAP_NS 40000ull
+static uint64_t lookup_hold_ns = 20000, lookup_gap_ns = 40000;
 #define INSERT_HOLD_NS 5000000ull
 #define INSERT_PERIOD_NS 20000000ull
 
@@ -38,7 +39,7 @@ NOINL void lookup(tlog_t *l, unsigned key) {
     uint64_t w0 = now_ns();
     pthread_mutex_lock(&table_lock);
     uint64_t h0 = now_ns();
-    busy_for(LOOKUP_HOLD_NS, key); /* search the table */
+    busy_for(lookup_hold_ns, key); /* search the table */
     uint64_t h1 = now_ns();
     pthread_mutex_unlock(&table_lock);
     log_iv(l, F_LOOKUP, w0, h0, h1);
@@ -59,7 +60,8 @@ static void *lookup_thread(void *arg) {
     unsigned key = (unsigned)(uintptr_t)l;
     while (now_ns() < deadline) {
         lookup(l, key++);
-        busy_for(LOOKUP_GAP_NS, key); /* use the result */
+        if (lookup_gap_ns)
+            busy_for(lookup_gap_ns, key); /* use the result */
     }
     return NULL;
 }
@@ -80,12 +82,17 @@ static void *insert_thread(void *arg) {
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 1.5;
     int nlookup = argc > 2 ? atoi(argv[2]) : 3;
-    if (secs <= 0 || nlookup < 1 || nlookup > 64) {
-        fprintf(stderr, "usage: lookup_insert [seconds] [lookup-threads]\n");
+    if (argc > 3)
+        lookup_hold_ns = (uint64_t)(atof(argv[3]) * 1000);
+    if (argc > 4)
+        lookup_gap_ns = (uint64_t)(atof(argv[4]) * 1000);
+    if (secs <= 0 || nlookup < 1 || nlookup > 64 || lookup_hold_ns == 0) {
+        fprintf(stderr, "usage: lookup_insert [seconds] [lookup-threads] [hold-us] [gap-us]\n");
         return 2;
     }
     int nthreads = nlookup + 1;
-    size_t cap = (size_t)(secs * 60000) + 1000;
+    /* One log entry per lookup: at most one per hold + gap of wall time. */
+    size_t cap = (size_t)(secs * 1e9 / (double)(lookup_hold_ns + lookup_gap_ns)) + 1000;
     tlog_t *logs = truth_alloc_logs(nthreads, cap);
     if (!logs)
         return 2;
