@@ -218,11 +218,7 @@ fn queued_short_holds_stay_accurate_past_the_sample_budget() {
         profile_ok(&dir, 1000, &prog, &["0.6", "3", "2", "0"])
     };
     let t = truth(&run.stdout);
-    let note = run
-        .stderr
-        .lines()
-        .find(|l| l.starts_with("blameprof: note:"))
-        .unwrap_or_default();
+    let note = run.counters_note().unwrap_or_default();
     assert!(
         note.contains("thinning_window_peak_ns"),
         "the sample budget was not reached (no thinning_window_peak_ns): {note:?}\n{}",

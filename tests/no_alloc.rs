@@ -82,9 +82,7 @@ fn check(freq: u32) {
 
     // The summary's "note:" line lists the non-zero counters of the run.
     let note = run
-        .stderr
-        .lines()
-        .find(|l| l.starts_with("blameprof: note:"))
+        .counters_note()
         .unwrap_or_else(|| panic!("no counters note in the summary\n{}", run.describe()));
     let heap_peak: u64 = note
         .split(", ")

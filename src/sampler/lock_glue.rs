@@ -313,11 +313,23 @@ impl Window {
         scale << 60 | self.point << 32 | self.pos
     }
 
+    /// Whether this window's point lies in `pos..end` (`end` at most its length).
+    fn covers(self, end: u64) -> bool {
+        self.pos <= self.point && self.point < end
+    }
+
+    /// Whether a sample of `value` laid now may be kept: it covers this window's point or
+    /// reaches the next window, whose point is not drawn yet.
+    fn may_keep(self, value: u64) -> bool {
+        let end = self.pos + value;
+        end >= self.len || self.covers(end)
+    }
+
     /// Lays `value` (under [`THIN_NS`], so under any window) from `pos`: the value kept for
     /// the points it covers, and the window after it (`next` gives a new one).
     fn lay(self, value: u64, next: impl FnOnce() -> Window) -> (u64, Window) {
         let end = self.pos + value;
-        let mut kept = if self.pos <= self.point && self.point < end.min(self.len) {
+        let mut kept = if self.covers(end.min(self.len)) {
             self.len
         } else {
             0
@@ -545,9 +557,7 @@ fn worth_capturing(state: &ThreadState) -> bool {
     let last = unsafe { (*state.owner.get()).last_lock_wait_ns };
     let cell = &state.thinned[1][thin_class(last)];
     match Window::unpack(cell.load(Ordering::Relaxed)) {
-        Some(Window { pos, point, len }) if last < THIN_NS => {
-            (pos <= point && point < pos + last) || pos + last >= len
-        }
+        Some(window) if last < THIN_NS => window.may_keep(last),
         _ => true,
     }
 }
@@ -916,8 +926,6 @@ pub fn forget(address: usize) {
 mod tests {
     use super::*;
 
-    /// Thins a repeating sequence of waits of `lengths` ns, `rounds` times, with a simple
-    /// generator for the points: the kept total of each position in the sequence.
     /// A new window of `THIN_NS << scale`, its point from a test's own xorshift generator.
     fn window(rng: &mut u64, scale: u32) -> Window {
         *rng ^= *rng << 13;
@@ -931,32 +939,40 @@ mod tests {
         }
     }
 
-    /// Thins rounds of `lengths` on one line, its n-th window `THIN_NS << scales(n)` long.
-    fn thin_scaled(
+    /// Thins a repeating sequence of waits of `lengths` ns, `rounds` times, as a thread
+    /// does: on the line `line_of` gives each length, the n-th new window of all
+    /// `THIN_NS << scales(n)` long. The kept total of each position in the sequence.
+    fn thin(
         lengths: &[u64],
         rounds: usize,
         seed: u64,
+        line_of: fn(u64) -> usize,
         mut scales: impl FnMut(usize) -> u32,
     ) -> Vec<u64> {
         let mut rng = seed | 1;
         let mut windows = 0;
-        let mut current = window(&mut rng, scales(0));
+        let mut new_window = |rng: &mut u64| {
+            let w = window(rng, scales(windows));
+            windows += 1;
+            w
+        };
+        let mut lines: [Option<Window>; THIN_CLASSES] = [None; THIN_CLASSES];
         let mut kept = vec![0; lengths.len()];
         for _ in 0..rounds {
             for (i, &v) in lengths.iter().enumerate() {
-                let (value, next) = current.lay(v, || {
-                    windows += 1;
-                    window(&mut rng, scales(windows))
-                });
+                let line = &mut lines[line_of(v)];
+                let current = line.unwrap_or_else(|| new_window(&mut rng));
+                let (value, next) = current.lay(v, || new_window(&mut rng));
                 kept[i] += value;
-                current = next;
+                *line = Some(next);
             }
         }
         kept
     }
 
+    /// [`thin`] on one line of 10 µs windows.
     fn thin_sequence(lengths: &[u64], rounds: usize, seed: u64) -> Vec<u64> {
-        thin_scaled(lengths, rounds, seed, |_| 0)
+        thin(lengths, rounds, seed, |_| 0, |_| 0)
     }
 
     #[test]
@@ -977,31 +993,13 @@ mod tests {
         }
     }
 
-    /// Thins rounds of `lengths` as a thread does, one line per size class.
-    fn thin_by_class(lengths: &[u64], rounds: usize, seed: u64) -> Vec<u64> {
-        let mut rng = seed | 1;
-        let mut lines: [Option<Window>; THIN_CLASSES] = [None; THIN_CLASSES];
-        let mut kept = vec![0; lengths.len()];
-        for _ in 0..rounds {
-            for (i, &v) in lengths.iter().enumerate() {
-                let line = &mut lines[thin_class(v)];
-                let current = line.unwrap_or_else(|| window(&mut rng, 0));
-                let (value, next) = current.lay(v, || window(&mut rng, 0));
-                kept[i] += value;
-                *line = Some(next);
-            }
-        }
-        kept
-    }
-
     #[test]
     fn windows_of_varying_length_keep_totals_unbiased() {
         // Lengths from 10 to 320 µs, changing from window to window (as the rate budget
         // does, before any sample of the window is laid).
         for seed in [5, 6, 7] {
-            let kept = thin_scaled(&[2_000, 8_000, 500], 1_000_000, seed, |n| {
-                [0, 3, 1, 5][n % 4]
-            });
+            let scales = |n: usize| [0, 3, 1, 5][n % 4];
+            let kept = thin(&[2_000, 8_000, 500], 1_000_000, seed, |_| 0, scales);
             let truth = [2e9, 8e9, 0.5e9];
             for (k, t) in kept.iter().zip(truth) {
                 let err = *k as f64 / t - 1.0;
@@ -1053,7 +1051,7 @@ mod tests {
         // 300 ns function's count (a standard error of ~8% here); on a line of its own its
         // count is exact to one window.
         for seed in 1..40 {
-            let kept = thin_by_class(&[300, 5_000, 300, 300], 1_111, seed);
+            let kept = thin(&[300, 5_000, 300, 300], 1_111, seed, thin_class, |_| 0);
             let short = kept[0] + kept[2] + kept[3];
             assert!(
                 short.abs_diff(3 * 300 * 1_111) <= THIN_NS,

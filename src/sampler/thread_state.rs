@@ -49,7 +49,7 @@ pub struct OwnerPart {
     /// unwinding before it blocks.
     pub last_lock_wait_ns: u64,
     /// The rate of the thread's kept short samples, which sets its thinning windows'
-    /// length (`lock_glue::ThinRate`).
+    /// length.
     pub thin_rate: ThinRate,
 }
 
@@ -94,10 +94,10 @@ pub struct ThreadState {
     pub blocked: AtomicBool,
     /// The thread's count of futex wakes (their `WakerId::seq`).
     pub wake_seq: AtomicU64,
-    /// Where the thread's short synchronous samples, blame (`[0]`) and idleness (`[1]`),
-    /// per size class (`lock_glue::thin_class`), have got to in their current thinning
-    /// window (low 32 bits) and the window's picked point (high 32 bits; see
-    /// `lock_glue::THIN_NS`), or [`THIN_UNSTARTED`]. Owner only.
+    /// The current thinning window of the thread's short synchronous samples, blame
+    /// (`[0]`) and idleness (`[1]`), per size class (`lock_glue::thin_class`): its length,
+    /// how far the samples have got into it and its picked point, packed by
+    /// `lock_glue::Window::pack`; or [`THIN_UNSTARTED`]. Owner only.
     pub thinned: [[AtomicU64; THIN_CLASSES]; 2],
     /// The call path of its latest blame-taking futex wake, for the threads it woke.
     pub wake_path: WakePath,

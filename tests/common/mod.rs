@@ -195,6 +195,13 @@ impl Run {
         )
     }
 
+    /// The summary's `blameprof: note:` line, which lists the run's non-zero counters.
+    pub fn counters_note(&self) -> Option<&str> {
+        self.stderr
+            .lines()
+            .find(|l| l.starts_with("blameprof: note:"))
+    }
+
     /// stderr without blameprof's own `blameprof:` lines.
     pub fn stderr_without_blameprof(&self) -> String {
         self.stderr
