@@ -110,17 +110,23 @@ fn glob(pattern: &str, name: &str) -> bool {
 }
 
 /// The code that runs is packed at the start of the runtime's code (runtime/hot.ld): the
-/// signal handler, the unwinder and the interposed lock functions lie in `.text.hot`, and the
+/// PLT comes first, the signal handler, the unwinder and the interposed lock functions lie in
+/// `.text.hot` right after it, and the
 /// generated list still names the runtime's functions (most of its patterns match a function
 /// there; if not, the code changed under it: regenerate it with `scoreboard --hot-layout`).
 #[test]
 fn code_that_runs_is_packed_together() {
-    use object::{Object, ObjectSymbol};
+    use object::{Object, ObjectSection, ObjectSymbol};
     let data = runtime_library_data();
     let file = object::File::parse(&*data).expect("the runtime library is ELF");
     let hot = file
         .section_by_name(".text.hot")
         .expect("no .text.hot section: was the library linked with runtime/hot.ld?");
+    let plt = file.section_by_name(".plt").expect("the runtime has a PLT");
+    assert!(
+        plt.address() < hot.address(),
+        "the PLT is not before .text.hot: runtime/hot.ld places it"
+    );
     let in_hot: Vec<&str> = file
         .symbols()
         .filter(|s| s.size() > 0 && within(&hot, s.address()))
