@@ -212,12 +212,10 @@ fn deep_call_paths_are_complete_without_frame_pointers() {
     let worker_paths = find_paths(&td, &["worker_main", "w_level1", "w_level2", "hot_leaf"]);
     let worker_sum: u64 = worker_paths.iter().map(|p| p.inclusive).sum();
     for p in &worker_paths {
-        let thread_root = p.names[..p.names.len() - 4].iter().any(|n| {
-            ["start_thread", "clone3", "clone", "__clone", "__clone3"].contains(&n.as_str())
-        }) || (p.names.len() > 4 && p.modules[0].contains("libc"));
+        // Unwinds end at the caller of the runtime's thread trampoline (StackBounds::root).
         assert!(
-            thread_root,
-            "worker_main must sit below the thread root (start_thread/clone3 in libc), got {:?} in {:?}",
+            p.names[0] == "start_thread" && p.modules[0].contains("libc"),
+            "worker_main's path must start at the thread root, libc's start_thread, got {:?} in {:?}",
             p.names,
             p.modules
         );

@@ -22,11 +22,16 @@ extern "C" fn thread_trampoline(start: *mut c_void) -> *mut c_void {
     // SAFETY: `start` is the Box<Start> leaked by `pthread_create` below, handed to exactly
     // one new thread.
     let Start { routine, arg } = *unsafe { Box::from_raw(start as *mut Start) };
-    lifecycle::thread_started(routine as usize);
+    // Its address lies in this frame, which stays below `start_thread`'s while the routine
+    // runs: the thread's unwinds end there (`StackBounds::root`).
+    let in_this_frame = 0u8;
+    let root = std::hint::black_box(&in_this_frame) as *const u8 as u64;
+    lifecycle::thread_started(routine as usize, root);
     let result = routine(arg);
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() };
     lock_glue::thread_exiting(me as usize, Some(routine as usize));
+    lifecycle::thread_routine_returned();
     result
 }
 

@@ -3,7 +3,7 @@
 //! Job: a [`Tree`] holds nodes keyed, under their parent, by (function, inlined); each node
 //! has inclusive and exclusive cost per merged metric and the cost of each source line it
 //! was seen at, from which its hottest line is taken. [`top_down`] inserts every weighted
-//! path root first: the roots are the outermost frames (`_start`, `clone3`, ...), threads and
+//! path root first: the roots are the outermost frames (`_start`, `start_thread`, ...), threads and
 //! processes merge wherever their paths read the same.
 //!
 //! Invariants:

@@ -28,7 +28,7 @@ use crate::format::{Frame, SAMPLE_TRUNCATED};
 use crate::sys::gettid;
 use crate::unwind::cache_pool::POOL;
 use crate::unwind::module_set::Modules;
-use crate::unwind::walk::{walk, Regs, FRAMES_CAPACITY};
+use crate::unwind::walk::{walk, Regs, StackBounds, FRAMES_CAPACITY};
 use std::sync::atomic::{compiler_fence, Ordering};
 
 /// Metric indices in the process header (see `records::METRICS`).
@@ -159,7 +159,7 @@ pub(super) unsafe fn record_path(
         tid,
         wait_for_buffer,
         regs,
-        owner.stack_top,
+        owner.stack,
         &mut owner.frames,
     ) else {
         if wait_for_buffer {
@@ -211,7 +211,7 @@ pub(super) unsafe fn capture_path(state: &ThreadState, modules: &Modules, regs: 
         state.tid.load(Ordering::Relaxed),
         false,
         regs,
-        owner.stack_top,
+        owner.stack,
         &mut owner.wait_frames,
     );
 }
@@ -228,7 +228,7 @@ fn walk_counted(
     tid: u32,
     wait: bool,
     regs: Regs,
-    stack_top: u64,
+    stack: StackBounds,
     frames: &mut [Frame; FRAMES_CAPACITY],
 ) -> Option<(usize, u8)> {
     let mut cache = POOL.try_take(tid);
@@ -239,7 +239,7 @@ fn walk_counted(
         cache = POOL.try_take(tid);
     }
     let mut cache = cache?;
-    let result = walk(modules, &mut cache, regs, stack_top, frames);
+    let result = walk(modules, &mut cache, regs, stack, frames);
     drop(cache);
     if result.error {
         counters::add(Counter::UnwindErrors, 1);

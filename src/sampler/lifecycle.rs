@@ -20,6 +20,7 @@ use crate::format::Frame;
 use crate::spinlock::SpinLock;
 use crate::sys::{self, gettid};
 use crate::unwind::module_set::{ModuleChanges, ModuleSet};
+use crate::unwind::walk::StackBounds;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
@@ -94,7 +95,7 @@ fn try_init(cfg: Config) -> std::io::Result<()> {
     SOURCE.store(u8::from(chosen == Source::PerfTaskClock), Ordering::Relaxed);
     records::write(gettid(), |w| records::process(w, cfg, generation, chosen));
     write_module_changes(&changes);
-    start_thread_bookkeeping(main, None, true);
+    start_thread_bookkeeping(main, None, 0, true);
     // SAFETY: registering plain extern "C" functions with no arguments.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
     ENABLED.0.store(true, Ordering::Release);
@@ -153,13 +154,22 @@ fn start_timer(state: &ThreadState, cfg: &Config, wanted: Source) -> Source {
     chosen
 }
 
-/// Records the thread's start, its stack bounds and arms its thread-exit hook.
-fn start_thread_bookkeeping(state: &'static ThreadState, routine: Option<usize>, is_main: bool) {
+/// Records the thread's start, its stack bounds (`root`: see [`StackBounds::root`]) and arms
+/// its thread-exit hook.
+fn start_thread_bookkeeping(
+    state: &'static ThreadState,
+    routine: Option<usize>,
+    root: u64,
+    is_main: bool,
+) {
     let tid = gettid();
     state.in_runtime.store(true, Ordering::Relaxed);
     // SAFETY: `in_runtime` is raised on the owner thread.
     let owner = unsafe { &mut *state.owner.get() };
-    owner.stack_top = current_stack_top();
+    owner.stack = StackBounds {
+        top: current_stack_top(),
+        root,
+    };
     state.last_cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
     if let Some(&key) = KEY.get() {
         // SAFETY: `key` was created by pthread_key_create; the value is a 'static state.
@@ -213,8 +223,10 @@ fn current_stack_top() -> u64 {
     }
 }
 
-/// Called first thing in every thread created through `pthread_create`.
-pub fn thread_started(routine: usize) {
+/// Called first thing in every thread created through `pthread_create`, by the runtime's
+/// trampoline: `root` is an address inside the trampoline's frame (see
+/// [`StackBounds::root`]).
+pub fn thread_started(routine: usize, root: u64) {
     if !sampling_enabled() {
         return;
     }
@@ -222,8 +234,21 @@ pub fn thread_started(routine: usize) {
     let Some(state) = thread_state::attach(gettid()) else {
         return;
     };
-    start_thread_bookkeeping(state, Some(routine), false);
+    start_thread_bookkeeping(state, Some(routine), root, false);
     start_timer(state, cfg, source());
+}
+
+/// Called by the runtime's trampoline once the thread's start routine has returned and its
+/// end has been charged: the trampoline's frame is about to go, so unwinds go to the stack's
+/// end again (thread-exit handlers run below `start_thread` in the frame's place).
+pub fn thread_routine_returned() {
+    let Some(state) = thread_state::lookup(gettid()) else {
+        return;
+    };
+    state.in_runtime.store(true, Ordering::Relaxed);
+    // SAFETY: `in_runtime` is raised on the owner thread.
+    unsafe { (*state.owner.get()).stack.root = 0 };
+    state.in_runtime.store(false, Ordering::Relaxed);
 }
 
 /// The thread-exit hook (pthread key destructor): stop the timer, flush, record the end.
@@ -445,7 +470,7 @@ extern "C" fn fork_child() {
         added,
         removed: Vec::new(),
     });
-    start_thread_bookkeeping(state, None, true);
+    start_thread_bookkeeping(state, None, 0, true);
     start_timer(state, cfg, source());
     ENABLED.0.store(true, Ordering::Release);
 }

@@ -23,7 +23,7 @@ use crate::format::Frame;
 use crate::locks::wait_table::Wait;
 use crate::spinlock::SpinLock;
 use crate::unwind::cache_pool::POOL;
-use crate::unwind::walk::{frame_array, FRAMES_CAPACITY};
+use crate::unwind::walk::{frame_array, StackBounds, FRAMES_CAPACITY};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
@@ -33,8 +33,9 @@ use std::sync::atomic::{
 pub struct OwnerPart {
     pub frames: Box<[Frame; FRAMES_CAPACITY]>,
     pub timer: Option<Timer>,
-    /// One past the highest address of the thread's stack (0 if unknown).
-    pub stack_top: u64,
+    /// Where the thread's frames lie: its stack's top and, while its start routine runs,
+    /// the runtime's trampoline frame, where its unwinds end.
+    pub stack: StackBounds,
     /// The measured wait the thread is blocked in, if any: withdrawn at thread exit when
     /// the thread was cancelled inside it.
     pub wait: Option<Wait>,
@@ -126,7 +127,7 @@ impl ThreadState {
             owner: UnsafeCell::new(OwnerPart {
                 frames: frame_array(),
                 timer: None,
-                stack_top: 0,
+                stack: StackBounds::default(),
                 wait: None,
                 last_wait: None,
                 wait_capture: None,

@@ -1,10 +1,11 @@
 //! Unwind caches shared by the threads of the process.
 //!
-//! Job: lend a framehop cache (about 33 KiB, some 20 KiB of it resident once used) to each
-//! unwind while it runs. An unwind needs one only for its own duration, and few run at
-//! once: one per CPU in signal handlers, plus the odd one preempted or in a thread's own
-//! context. So the pool holds at most `2 x CPUs + 2` caches, however many threads the
-//! program runs, instead of one per thread. A 64-thread program on 8 CPUs keeps 18.
+//! Job: lend a framehop cache (about 17 KiB: its rule cache and a compact CFI context, see
+//! `walk::NoAllocation`) to each unwind while it runs. An unwind needs one only for its own
+//! duration, and few run at once: one per CPU in signal handlers, plus the odd one
+//! preempted or in a thread's own context. So the pool holds at most `2 x CPUs + 2` caches,
+//! however many threads the program runs, instead of one per thread. A 64-thread program
+//! on 8 CPUs keeps 18.
 //!
 //! Invariants:
 //! - a cache is published (its pointer stored, then `len` raised) before anyone may take

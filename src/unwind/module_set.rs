@@ -15,15 +15,16 @@
 //! [`ModuleSet::refresh`] is not.
 
 use super::modules::{loaded_modules, LoadedModule, SharedBytes};
+use super::walk::NoAllocation;
 use crate::format::Frame;
 use crate::spinlock::SpinLock;
 use framehop::x86_64::UnwinderX86_64;
-use framehop::{ExplicitModuleSectionInfo, MustNotAllocateDuringUnwind, Unwinder};
+use framehop::{ExplicitModuleSectionInfo, Unwinder};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// framehop's unwinder over runtime-owned section bytes, never allocating while unwinding.
-pub type FrameUnwinder = UnwinderX86_64<SharedBytes, MustNotAllocateDuringUnwind>;
+pub type FrameUnwinder = UnwinderX86_64<SharedBytes, NoAllocation>;
 
 /// What the handler needs: the unwinder and the address-range table.
 pub struct Modules {

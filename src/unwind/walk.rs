@@ -4,15 +4,53 @@
 //! from the module set and frame pointers where no CFI covers an address (framehop's
 //! fallback). The output buffer is fixed: a path deeper than [`MAX_STACK_DEPTH`] is cut and
 //! ends with the [`Frame::TRUNCATED`] marker, never overflowing.
+//!
+//! A thread started through the runtime's trampoline is unwound up to the trampoline's
+//! caller (glibc's `start_thread`) and no further ([`StackBounds::root`]): the frames above
+//! it (`clone3`) are the same in every sample, and reading libc's unwind tables for them
+//! made two 64 KiB windows of libc resident in every threaded program, and cost two table
+//! lookups per sample.
 
 use super::module_set::Modules;
 use super::stack::StackReader;
 use crate::format::{Frame, MAX_STACK_DEPTH};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64};
-use framehop::{MustNotAllocateDuringUnwind, Unwinder};
+use framehop::{AllocationPolicy, FrameAddress, Unwinder};
 
-/// Per-thread unwind cache (must not be shared between threads).
-pub type UnwindCache = CacheX86_64<MustNotAllocateDuringUnwind>;
+/// An unwind cache: used by one unwind at a time (see `cache_pool`).
+pub type UnwindCache = CacheX86_64<NoAllocation>;
+
+/// framehop's allocation-free unwinding, with CFI rows sized for x86-64.
+///
+/// framehop's own `MustNotAllocateDuringUnwind` gives each row of the CFI state machine
+/// room for 192 register rules, which makes every cache's gimli context 25 KiB; x86-64 has
+/// 17 registers that CFI describes (16 general-purpose and the return address), and even
+/// glibc's signal trampoline, which describes them all, stays under 32. A row with more
+/// rules fails to unwind (counted as an unwind error), as one with more than 192 does with
+/// framehop. The context is 4.3 KiB.
+pub struct NoAllocation;
+
+/// Fixed-size storage of gimli's CFI evaluation (see [`NoAllocation`]).
+pub struct CompactCfiStorage;
+
+impl<O: framehop_gimli::ReaderOffset> framehop_gimli::UnwindContextStorage<O>
+    for CompactCfiStorage
+{
+    type Rules = [(framehop_gimli::Register, framehop_gimli::RegisterRule<O>); 32];
+    /// `DW_CFA_remember_state` nesting, as in framehop.
+    type Stack = [framehop_gimli::UnwindTableRow<O, Self>; 4];
+}
+
+impl<R: framehop_gimli::Reader> framehop_gimli::EvaluationStorage<R> for CompactCfiStorage {
+    type Stack = [framehop_gimli::Value; 64];
+    type ExpressionStack = [(R, R); 4];
+    type Result = [framehop_gimli::Piece<R>; 1];
+}
+
+impl AllocationPolicy for NoAllocation {
+    type GimliUnwindContextStorage<O: framehop_gimli::ReaderOffset> = CompactCfiStorage;
+    type GimliEvaluationStorage<R: framehop_gimli::Reader> = CompactCfiStorage;
+}
 
 /// Room needed in the output buffer: the deepest path plus the truncation marker.
 pub const FRAMES_CAPACITY: usize = MAX_STACK_DEPTH + 1;
@@ -53,43 +91,95 @@ pub struct Regs {
     pub bp: u64,
 }
 
-/// Unwinds from `regs` into `out`, leaf first. Async-signal-safe: no allocation (framehop in
-/// `MustNotAllocateDuringUnwind` mode), no locks, bounded by the size of `out`.
+/// Where a thread's frames lie, as far as the unwinder needs to know.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StackBounds {
+    /// One past the highest address of the thread's frames (0: unknown). Reads below it take
+    /// the fast path of [`StackReader`].
+    pub top: u64,
+    /// An address inside the frame of the runtime's thread-start trampoline, while the
+    /// program's start routine runs (0: none, as in the initial thread). A frame whose stack
+    /// pointer lies in `(root, top]` is the trampoline's caller: the thread's root, where the
+    /// walk ends. Only that caller's frame lies there, so a stack the program switched to (a
+    /// coroutine's, a signal stack) cannot end a walk early.
+    pub root: u64,
+}
+
+impl StackBounds {
+    /// Whether a frame whose stack pointer is `sp` is the thread's root frame.
+    fn is_root(&self, sp: u64) -> bool {
+        self.root != 0 && sp > self.root && sp <= self.top
+    }
+}
+
+/// Unwinds from `regs` into `out`, leaf first, up to the stack's root frame (see
+/// [`StackBounds::root`]) or the end of the unwind information. Async-signal-safe: no
+/// allocation ([`NoAllocation`]), no locks, bounded by the
+/// size of `out`.
 pub fn walk(
     modules: &Modules,
     cache: &mut UnwindCache,
     regs: Regs,
-    stack_top: u64,
+    stack: StackBounds,
     out: &mut [Frame; FRAMES_CAPACITY],
 ) -> Walk {
-    let mut reader = StackReader::new(regs.sp, stack_top);
+    let mut reader = StackReader::new(regs.sp, stack.top);
     let mut read = |addr: u64| reader.read(addr);
-    let unwind_regs = UnwindRegsX86_64::new(regs.pc, regs.sp, regs.bp);
-    let mut frames = modules
-        .unwinder
-        .iter_frames(regs.pc, unwind_regs, cache, &mut read);
+    let mut unwind_regs = UnwindRegsX86_64::new(regs.pc, regs.sp, regs.bp);
+    let mut address = FrameAddress::from_instruction_pointer(regs.pc);
     let mut walk = Walk {
         depth: 0,
         truncated: false,
         error: false,
     };
     loop {
-        match frames.next() {
-            Ok(Some(address)) => {
-                if walk.depth == MAX_STACK_DEPTH {
-                    out[walk.depth] = Frame::TRUNCATED;
-                    walk.depth += 1;
-                    walk.truncated = true;
-                    return walk;
-                }
-                out[walk.depth] = modules.frame_for(address.address());
-                walk.depth += 1;
-            }
+        if walk.depth == MAX_STACK_DEPTH {
+            out[walk.depth] = Frame::TRUNCATED;
+            walk.depth += 1;
+            walk.truncated = true;
+            return walk;
+        }
+        out[walk.depth] = modules.frame_for(address.address());
+        walk.depth += 1;
+        if stack.is_root(unwind_regs.sp()) {
+            return walk;
+        }
+        let next = modules
+            .unwinder
+            .unwind_frame(address, &mut unwind_regs, cache, &mut read);
+        match next.map(|ra| ra.map(FrameAddress::from_return_address)) {
+            Ok(Some(Some(caller))) => address = caller,
             Ok(None) => return walk,
-            Err(_) => {
+            Ok(Some(None)) | Err(_) => {
                 walk.error = true;
                 return walk;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_frame_between_the_trampoline_and_the_stack_top_is_the_root() {
+        let stack = StackBounds {
+            top: 0x10_000,
+            root: 0xf_f00,
+        };
+        assert!(!stack.is_root(0xe_000), "a frame the trampoline called");
+        assert!(!stack.is_root(0xf_f00), "the trampoline's own frame");
+        assert!(stack.is_root(0xf_f40), "its caller");
+        assert!(stack.is_root(0x10_000));
+        assert!(!stack.is_root(0x20_000), "a stack the program switched to");
+        let no_root = StackBounds {
+            top: 0x10_000,
+            root: 0,
+        };
+        assert!(
+            !no_root.is_root(0xf_f40),
+            "the initial thread has no trampoline"
+        );
     }
 }
