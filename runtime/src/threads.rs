@@ -66,6 +66,8 @@ pub unsafe extern "C" fn pthread_exit(value: *mut c_void) -> ! {
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() };
     lock_glue::thread_exiting(me as usize, None);
+    // The trampoline's frame goes with the routine's, and glibc's exit handlers run where it was.
+    lifecycle::thread_routine_returned();
     // SAFETY: forwarding the caller's value unchanged.
     unsafe { real::pthread_exit()(value) }
 }

@@ -238,9 +238,10 @@ pub fn thread_started(routine: usize, root: u64) {
     start_timer(state, cfg, source());
 }
 
-/// Called by the runtime's trampoline once the thread's start routine has returned and its
-/// end has been charged: the trampoline's frame is about to go, so unwinds go to the stack's
-/// end again (thread-exit handlers run below `start_thread` in the frame's place).
+/// Called once the thread's start routine has returned (by the runtime's trampoline) or is
+/// leaving through `pthread_exit`, and its end has been charged: the trampoline's frame is
+/// about to go, so unwinds go to the stack's end again (thread-exit handlers run below
+/// `start_thread` in the frame's place).
 pub fn thread_routine_returned() {
     let Some(state) = thread_state::lookup(gettid()) else {
         return;
