@@ -109,11 +109,11 @@ fn glob(pattern: &str, name: &str) -> bool {
     }
 }
 
-/// The code that runs is packed at the start of the runtime's code (runtime/hot.ld): the
-/// PLT comes first, the signal handler, the unwinder and the interposed lock functions lie in
-/// `.text.hot` right after it, and the
-/// generated list still names the runtime's functions (most of its patterns match a function
-/// there; if not, the code changed under it: regenerate it with `scoreboard --hot-layout`).
+/// The code that runs is packed at the start of the runtime's code (runtime/hot.ld): the PLT
+/// comes first, the signal handler, the unwinder and the interposed lock functions lie in
+/// `.text.hot` right after it, and the generated list still names the runtime's functions
+/// (most of its patterns match a function there; if not, the code changed under it:
+/// regenerate it with `scoreboard --hot-layout`).
 #[test]
 fn code_that_runs_is_packed_together() {
     use object::{Object, ObjectSection, ObjectSymbol};
