@@ -2,7 +2,8 @@
 //! stdout (byte for byte, including more than a pipe buffer), stderr (apart from blameprof's
 //! own `blameprof:` lines) and the exit status are unchanged, for exit codes 0 and 3 and for
 //! death by SIGTERM (reported as 128+15), at 200 Hz and 1000 Hz, while the program runs its own
-//! SIGPROF itimer, keeps a sentinel in errno, uses threads and blocks in read/nanosleep/usleep.
+//! SIGPROF itimer, keeps a sentinel in errno, uses threads and blocks in read/nanosleep/usleep;
+//! that its mutexes look the same to it; and that C++ exceptions still unwind.
 
 mod common;
 
@@ -132,6 +133,49 @@ fn profile_of_a_failing_program_is_still_written_and_readable() {
         flat_values(&flat, "churn").1 > 0,
         "churn (the program's CPU loop) missing from the flat view"
     );
+}
+
+/// A program sees its mutexes as glibc leaves them, profiled or not: the runtime takes
+/// glibc's fast path for plain mutexes itself (owner, users and lock word while held and
+/// after, trylock's EBUSY, destroy's result, 4 threads contending with a condition variable
+/// mixed in, a fork child's hold), and errorcheck and recursive mutexes keep their errors.
+/// The runtime must say its fast path is on, so the comparison is not vacuous; with lock
+/// elision requested it must be off, and the program still sees the same.
+#[test]
+fn mutexes_look_the_same_to_the_program() {
+    let prog = compile_c("mutex_fields.c", "mutex_fields", &["-O2", "-g", "-pthread"]);
+    let plain = run_with_timeout(&mut Command::new(&prog), RUN_TIMEOUT);
+    assert_eq!(plain.code(), 0, "unprofiled run\n{}", plain.describe());
+    for must in [
+        "contended: counter=808000 owner_ok=1",
+        "plain held: lock=1 owner=me users=1",
+    ] {
+        assert!(
+            plain.stdout.contains(must),
+            "unprofiled run lacks {must:?}\n{}",
+            plain.describe()
+        );
+    }
+    for (tunables, inline) in [("", "inline: 1"), ("glibc.elision.enable=1", "inline: 0")] {
+        let out = scratch_dir(&format!("mutex_fields{}", tunables.len())).join("prof");
+        let env = [("GLIBC_TUNABLES", std::ffi::OsStr::new(tunables))];
+        let run = profile_run(&out, 1000, &prog, &[], &env);
+        assert_eq!(
+            run.code(),
+            0,
+            "profiled run ({tunables:?})\n{}",
+            run.describe()
+        );
+        assert!(
+            run.stderr.contains(inline),
+            "GLIBC_TUNABLES={tunables:?}: the runtime should say {inline:?}\n{}",
+            run.describe()
+        );
+        assert_eq!(
+            run.stdout, plain.stdout,
+            "GLIBC_TUNABLES={tunables:?}: stdout differs"
+        );
+    }
 }
 
 /// C++ exceptions thrown and caught on several threads, through frames that hold a mutex, run

@@ -19,6 +19,7 @@ mod condvar;
 mod exec_variadic;
 mod futex;
 mod locks;
+mod plain_mutex;
 mod real;
 mod rwlock;
 mod semaphore;
@@ -36,6 +37,7 @@ static ALLOCATOR: RuntimeAllocator = RuntimeAllocator;
 /// Runs before `main` (and before the program's own constructors).
 extern "C" fn on_load() {
     real::resolve_all();
+    plain_mutex::init();
     lifecycle::init();
 }
 
@@ -197,4 +199,12 @@ pub unsafe extern "C" fn signal(signum: c_int, handler: libc::sighandler_t) -> l
 #[no_mangle]
 pub extern "C" fn blameprof_rt_in_signal_handler() -> c_int {
     c_int::from(lifecycle::in_signal_handler())
+}
+
+/// Whether the runtime takes glibc's fast path for plain mutexes itself (1) or calls glibc
+/// for every mutex operation (0). Exported for the test that proves a program sees the
+/// same mutexes either way.
+#[no_mangle]
+pub extern "C" fn blameprof_rt_plain_mutex_inline() -> c_int {
+    c_int::from(plain_mutex::enabled())
 }

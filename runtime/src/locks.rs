@@ -4,9 +4,11 @@
 //! Spin locks are implemented here entirely (dual representation; glibc's are never called).
 //! Mutexes keep glibc's implementation, so every type (normal, recursive, errorcheck, robust,
 //! priority-inheritance) keeps its exact semantics and return codes: an acquisition first
-//! tries the real trylock, and only when that says EBUSY does the wait get measured around
-//! the real blocking call.
+//! tries (glibc's own fast path for plain mutexes, [`plain_mutex`], else the real trylock),
+//! and only when that says EBUSY does the wait get measured around the real blocking call.
+//! An uncontended release of a plain mutex is [`plain_mutex`]'s too.
 
+use crate::plain_mutex;
 use crate::real;
 use blameprof::format::WaitKind;
 use blameprof::locks::spin;
@@ -93,13 +95,23 @@ unsafe fn lock_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) 
     if !sampling_enabled() {
         return block();
     }
-    // SAFETY: forwarding the caller's mutex to glibc unchanged.
-    let rc = unsafe { real::pthread_mutex_trylock()(m) };
+    // SAFETY: `m` is the caller's valid mutex.
+    let rc = unsafe { try_lock(m) };
     if rc != libc::EBUSY {
         acquired(m, rc);
         return rc;
     }
     wait_measured(m, block)
+}
+
+/// A try: glibc's own fast path inline for a plain mutex, else glibc's trylock.
+///
+/// # Safety
+/// `m` must be a valid mutex pointer for glibc's trylock.
+#[inline(always)]
+unsafe fn try_lock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: `m` is valid (this function's contract); forwarded to glibc unchanged.
+    unsafe { plain_mutex::try_lock(m).unwrap_or_else(|| real::pthread_mutex_trylock()(m)) }
 }
 
 /// The contended half of [`lock_measured`].
@@ -115,8 +127,8 @@ fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_in
 /// Same contract as `pthread_mutex_trylock(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: forwarding the caller's mutex to glibc unchanged.
-    let rc = unsafe { real::pthread_mutex_trylock()(m) };
+    // SAFETY: `m` is the caller's mutex (this function's contract).
+    let rc = unsafe { try_lock(m) };
     acquired(m, rc);
     rc
 }
@@ -176,9 +188,13 @@ unsafe fn unlock_releases(m: *mut pthread_mutex_t) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
     // An inner unlock of a recursive mutex (the hold goes on), or nobody waits for any
-    // mutex: straight to glibc.
+    // mutex: no accounting (a plain mutex is released inline, anything else by glibc).
     // SAFETY: per this function's contract, `m` is a valid mutex held by the caller.
     if !unsafe { unlock_releases(m) } || !lock_glue::may_be_pending(m as usize, WaitKind::Mutex) {
+        // SAFETY: `m` is a valid mutex held by the caller (this function's contract).
+        if unsafe { plain_mutex::unlock(m) } {
+            return 0;
+        }
         // SAFETY: forwarding the caller's mutex to glibc unchanged.
         return unsafe { real::pthread_mutex_unlock()(m) };
     }

@@ -1,0 +1,175 @@
+//! glibc's own fast path for plain mutexes, taken inside the interposed functions instead of
+//! calling glibc's trylock and unlock.
+//!
+//! Job: the uncontended acquisition and release of a mutex of the default type
+//! (`PTHREAD_MUTEX_TIMED_NP`, process-private: `__kind == 0`), done exactly as glibc does
+//! them, so a profiled program does not pay two more calls into glibc per lock operation
+//! (with tens of millions of operations a second, that was most of the profiler's cost).
+//!
+//! Invariants:
+//! - Only `__kind == 0` mutexes, and only the uncontended cases: the lock word goes 0 → 1 by
+//!   CAS (glibc's `lll_trylock`), and 1 → 0 by CAS. Every other case (a held mutex at unlock
+//!   with waiters, word 2; any other type, robust, shared, PI, PP, elided) is glibc's call.
+//! - The fields glibc keeps for this type are kept as glibc keeps them: `__owner` is the
+//!   holder's thread id while held and 0 after, `__nusers` counts holds (what
+//!   `pthread_mutex_destroy` checks), both written only by the holder.
+//! - The thread id is glibc's own copy in its thread descriptor, at the offset glibc
+//!   publishes for debuggers (`_thread_db_pthread_tid`, what libthread_db reads), checked
+//!   at start-up against `gettid`; fork children see their new id there. Without that
+//!   symbol, with a layout that fails the check, or with lock elision requested
+//!   (`GLIBC_TUNABLES` `glibc.elision.enable=1`: glibc then marks mutexes at their first
+//!   lock and keeps no owner for them), this path is off and every call goes to glibc.
+//!
+//! Not async-signal-safe (`pthread_mutex_*` are not either); [`init`] runs in the library
+//! constructor.
+
+use libc::{c_int, pthread_mutex_t};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+
+/// Offset of glibc's `struct pthread.tid` from the thread pointer; 0: this path is off.
+static TID_OFFSET: AtomicUsize = AtomicUsize::new(0);
+
+/// glibc's x86-64 `pthread_mutex_t` layout (fixed by the ABI of its static initialisers):
+/// the lock word, the recursion count, the owner, the users and the kind.
+const OWNER: usize = 8;
+const NUSERS: usize = 12;
+const KIND: usize = 16;
+
+/// Turns this path on when glibc publishes where a thread's id lives and it checks out.
+pub fn init() {
+    if elision_requested() {
+        return;
+    }
+    if let Some(offset) = published_tid_offset().filter(|&o| thread_id_at(o) == gettid()) {
+        TID_OFFSET.store(offset, Ordering::Relaxed);
+    }
+}
+
+/// Whether this path is on.
+pub fn enabled() -> bool {
+    TID_OFFSET.load(Ordering::Relaxed) != 0
+}
+
+fn elision_requested() -> bool {
+    std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.elision.enable=1"))
+}
+
+fn gettid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// The offset of `tid` in glibc's thread descriptor, from the descriptor glibc exports for
+/// libthread_db: `{ size in bits, elements, offset }`.
+fn published_tid_offset() -> Option<usize> {
+    // SAFETY: a NUL-terminated name; RTLD_DEFAULT searches the loaded objects.
+    let field = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_thread_db_pthread_tid".as_ptr()) };
+    if field.is_null() {
+        return None;
+    }
+    // SAFETY: glibc defines the symbol as three 32-bit words (nptl_db's `db_field`).
+    let [bits, elements, offset] = unsafe { std::ptr::read_unaligned(field as *const [u32; 3]) };
+    // SAFETY: pthread_self has no preconditions.
+    let descriptor = unsafe { libc::pthread_self() } as usize;
+    let plausible = bits == 32 && elements <= 1 && offset >= 16 && offset % 4 == 0;
+    (plausible && offset < 4096 && descriptor == thread_pointer()).then_some(offset as usize)
+}
+
+/// The thread pointer: on x86-64 glibc, the address of the thread's descriptor, whose first
+/// word (`tcbhead_t.tcb`) points at itself.
+fn thread_pointer() -> usize {
+    let tp: usize;
+    // SAFETY: %fs:0 is the TCB's self-pointer on x86-64 Linux; reading it has no effects.
+    unsafe {
+        std::arch::asm!("mov {tp}, qword ptr fs:[0]", tp = out(reg) tp,
+            options(nostack, readonly, preserves_flags));
+    }
+    tp
+}
+
+/// The calling thread's id in glibc's descriptor, `offset` bytes from the thread pointer.
+#[inline(always)]
+fn thread_id_at(offset: usize) -> i32 {
+    let tid: i32;
+    // SAFETY: `offset` is below 4096 and inside glibc's thread descriptor (checked by
+    // `published_tid_offset` and `init`); the read has no effects.
+    unsafe {
+        std::arch::asm!("mov {tid:e}, dword ptr fs:[{off}]", off = in(reg) offset,
+            tid = lateout(reg) tid, options(nostack, readonly, preserves_flags));
+    }
+    tid
+}
+
+/// # Safety
+/// `m` must point at a valid, initialised glibc mutex.
+#[inline(always)]
+unsafe fn field<'a>(m: *mut pthread_mutex_t, at: usize) -> &'a AtomicI32 {
+    // SAFETY: the field lies within the 40-byte, 8-aligned mutex (caller's contract); glibc
+    // accesses `__lock` atomically and `__kind` with relaxed atomic loads; `__owner` and
+    // `__nusers` are written only by the holder.
+    unsafe { &*((m as *mut u8).add(at) as *const AtomicI32) }
+}
+
+/// glibc's trylock of a plain mutex: `Some(0)` acquired, `Some(EBUSY)` held by someone;
+/// `None`: not a plain mutex, or this path is off (ask glibc).
+///
+/// # Safety
+/// `m` must point at a valid, initialised glibc mutex.
+#[inline(always)]
+pub unsafe fn try_lock(m: *mut pthread_mutex_t) -> Option<c_int> {
+    let offset = TID_OFFSET.load(Ordering::Relaxed);
+    // SAFETY: `m` is valid (caller's contract).
+    let (lock, kind) = unsafe { (field(m, 0), field(m, KIND)) };
+    if offset == 0 || kind.load(Ordering::Relaxed) != 0 {
+        return None;
+    }
+    if lock
+        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return Some(libc::EBUSY);
+    }
+    // SAFETY: as above; the caller now holds `m`.
+    let (owner, nusers) = unsafe { (field(m, OWNER), field(m, NUSERS)) };
+    owner.store(thread_id_at(offset), Ordering::Relaxed);
+    nusers.store(
+        nusers.load(Ordering::Relaxed).wrapping_add(1),
+        Ordering::Relaxed,
+    );
+    Some(0)
+}
+
+/// glibc's unlock of a plain mutex that nobody waits for; false: not such a mutex, or this
+/// path is off (ask glibc, which also wakes a waiter).
+///
+/// # Safety
+/// `m` must point at a valid, initialised glibc mutex, held by the caller if plain.
+#[inline(always)]
+pub unsafe fn unlock(m: *mut pthread_mutex_t) -> bool {
+    // SAFETY: `m` is valid (caller's contract).
+    let (lock, kind) = unsafe { (field(m, 0), field(m, KIND)) };
+    if TID_OFFSET.load(Ordering::Relaxed) == 0
+        || kind.load(Ordering::Relaxed) != 0
+        || lock.load(Ordering::Relaxed) != 1
+    {
+        return false;
+    }
+    // SAFETY: as above.
+    let (owner, nusers) = unsafe { (field(m, OWNER), field(m, NUSERS)) };
+    // As glibc: the fields are reset before the release, while the caller still holds it.
+    let held_by = owner.load(Ordering::Relaxed);
+    owner.store(0, Ordering::Relaxed);
+    let users = nusers.load(Ordering::Relaxed);
+    nusers.store(users.wrapping_sub(1), Ordering::Relaxed);
+    if lock
+        .compare_exchange(1, 0, Ordering::Release, Ordering::Relaxed)
+        .is_ok()
+    {
+        return true;
+    }
+    // A waiter marked it contended meanwhile: the caller still holds it; glibc releases it
+    // and wakes the waiter.
+    owner.store(held_by, Ordering::Relaxed);
+    nusers.store(users, Ordering::Relaxed);
+    false
+}
