@@ -24,6 +24,8 @@ pub const REPORT_LIMIT: Duration = Duration::from_secs(120);
 /// Where the programs are and where scratch files go.
 pub struct Tools {
     pub blameprof: PathBuf,
+    /// The peak-RSS wrapper (`benchmarks/scoreboard/peak_rss.c`, built with the workloads).
+    pub peak_rss: PathBuf,
     /// Scratch directory for profiles (emptied per run).
     pub scratch: PathBuf,
 }

@@ -89,16 +89,6 @@ fn line_of(program: &str, args: &[&str]) -> String {
 }
 
 fn main() -> ExitCode {
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if argv.get(1).is_some_and(|a| a == proc::WRAPPER_FLAG) {
-        return match proc::wrapper_main(&argv[2..]) {
-            Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(255)),
-            Err(e) => {
-                eprintln!("scoreboard: error: {e:#}");
-                ExitCode::from(255)
-            }
-        };
-    }
     match real_main(Args::parse()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
@@ -127,8 +117,15 @@ fn real_main(args: Args) -> Result<bool> {
         .clone()
         .unwrap_or_else(|| root.join("benchmarks/workloads"));
     let target = root.join("target/scoreboard");
+    let wrapper = Workload {
+        name: "peak_rss".into(),
+        source: root.join("benchmarks/scoreboard/peak_rss.c"),
+        binary: target.join("peak_rss"),
+    };
+    workloads::build(&wrapper, &root)?;
     let tools = Tools {
         blameprof,
+        peak_rss: wrapper.binary,
         scratch: target.join("runs"),
     };
     fs::create_dir_all(&tools.scratch)
@@ -269,17 +266,18 @@ fn peer_notes(peers: &Peers) -> Vec<String> {
     notes
 }
 
-/// How peak RSS is measured, with the runtime's fixed cost: `true` unprofiled and profiled,
-/// medians of `rounds` alternating runs.
+/// How peak RSS is measured, with the runtime's fixed cost: `true` (without arguments: with
+/// one, coreutils' `true` sets up its locale in case it is `--help`, 500 KiB more)
+/// unprofiled and profiled, medians of `rounds` alternating runs.
 fn memory_note(tools: &Tools, rounds: usize) -> Result<String> {
     let empty = Workload {
         name: "true".into(),
         source: PathBuf::new(),
         binary: PathBuf::from("true"),
     };
-    let (plain, profiled) = overhead::median_peak_rss(tools, &empty, "1", rounds)?;
+    let (plain, profiled) = overhead::median_peak_rss(tools, &empty, &[], rounds)?;
     Ok(format!(
-        "peak RSS: the program's own (`wait4` of a small wrapper process that forks and execs it, under `blameprof run` too, so the CLI is left out), median of {} alternating runs each; `true` measures {plain:.0} KiB unprofiled and {profiled:.0} KiB profiled (the runtime's fixed cost)",
+        "peak RSS: the program's own (`wait4` of a small C wrapper, `benchmarks/scoreboard/peak_rss.c`, that forks and execs it, under `blameprof run` too, so the CLI is left out), median of {} alternating runs each; `true` measures {plain:.0} KiB unprofiled and {profiled:.0} KiB profiled (the runtime's fixed cost)",
         rounds.max(1)
     ))
 }

@@ -231,7 +231,7 @@ pub fn measure(
             remove(&out)?;
         }
     }
-    let (plain_kib, blameprof_kib) = median_peak_rss(tools, w, &scale, rounds)?;
+    let (plain_kib, blameprof_kib) = median_peak_rss(tools, w, &[&scale], rounds)?;
     let plain_s = median(&samples[&Config::Plain].wall);
     let ratios = configs[1..]
         .iter()
@@ -266,29 +266,29 @@ pub fn measure(
     })
 }
 
-/// The program's own peak RSS (KiB), unprofiled and under `blameprof run -q -F 200`: medians
-/// of `rounds` alternating runs (at least one) of each.
+/// The program's own peak RSS (KiB), unprofiled and under `blameprof run -q -F 200`, run
+/// with `args`: medians of `rounds` alternating runs (at least one) of each.
 pub fn median_peak_rss(
     tools: &Tools,
     w: &Workload,
-    scale: &str,
+    args: &[&str],
     rounds: usize,
 ) -> Result<(f64, f64)> {
     let (mut plain, mut profiled) = (Vec::new(), Vec::new());
     for _ in 0..rounds.max(1) {
-        plain.push(peak_rss(tools, w, scale, false)? as f64);
-        profiled.push(peak_rss(tools, w, scale, true)? as f64);
+        plain.push(peak_rss(tools, w, args, false)? as f64);
+        profiled.push(peak_rss(tools, w, args, true)? as f64);
     }
     Ok((median(&plain), median(&profiled)))
 }
 
 /// The program's own peak RSS (KiB), unprofiled or under `blameprof run -q -F 200`, from one
-/// run through the wrapper ([`proc::wrapper_main`]).
-fn peak_rss(tools: &Tools, w: &Workload, scale: &str, profiled: bool) -> Result<u64> {
+/// run through the wrapper ([`proc::wrapped`]).
+fn peak_rss(tools: &Tools, w: &Workload, args: &[&str], profiled: bool) -> Result<u64> {
     let file = tools.scratch.join(format!("{}.rss", w.name));
     let dir = tools.profile_dir(&format!("{}-rss", w.name))?;
-    let mut inner = proc::wrapped(&file, &w.binary)?;
-    inner.arg(scale);
+    let mut inner = proc::wrapped(&tools.peak_rss, &file, &w.binary);
+    inner.args(args);
     let mut cmd = maybe_profiled(tools, &dir, inner, profiled);
     proc::run(&mut cmd, false, Some(RUN_LIMIT))?.check(&format!("{} (peak RSS run)", w.name))?;
     remove(&dir)?;

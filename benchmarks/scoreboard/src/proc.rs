@@ -1,18 +1,16 @@
 //! Running one program: wall time, exit status, an optional time limit (the whole process
-//! group is killed), and optionally its stdout; and the peak-RSS wrapper.
+//! group is killed), and optionally its stdout; and the peak-RSS wrapper's command line.
 //!
 //! Peak RSS: `wait4` reports the maximum of the child's own `ru_maxrss` and that of the
 //! descendants it waited for. For `blameprof run` (the CLI waits for the profiled program),
 //! that is max(CLI, profiled program); and a child's peak starts from its parent's memory at
-//! the fork or spawn (the scoreboard's several MiB). The memory figures therefore come from
-//! the wrapper ([`wrapper_main`]): the scoreboard binary re-run as a small process that forks
-//! and execs the program and reports the program's own peak, placed between `blameprof run --`
-//! and the program.
+//! the fork (the scoreboard's several MiB). The memory figures therefore come from the
+//! wrapper (`benchmarks/scoreboard/peak_rss.c`, see [`wrapped`]): a small C program that
+//! forks and execs the program and reports the program's own peak, placed between
+//! `blameprof run --` and the program.
 
-use std::ffi::{CString, OsString};
 use std::fs;
 use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -139,15 +137,13 @@ fn wait4(pid: libc::pid_t) -> Result<(libc::c_int, libc::rusage)> {
     }
 }
 
-/// The first argument that makes `scoreboard` the peak-RSS wrapper (see [`wrapper_main`]).
-pub const WRAPPER_FLAG: &str = "--peak-rss-of";
-
-/// The wrapper command for `program args...`: `scoreboard --peak-rss-of FILE -- program
-/// args...`, for use as a (profiled) command line whose peak RSS ends up in `file`.
-pub fn wrapped(file: &Path, program: &Path) -> Result<Command> {
-    let mut cmd = Command::new(std::env::current_exe().context("cannot locate scoreboard")?);
-    cmd.arg(WRAPPER_FLAG).arg(file).arg("--").arg(program);
-    Ok(cmd)
+/// The wrapper command for `program args...`: `peak_rss FILE -- program args...`
+/// (`benchmarks/scoreboard/peak_rss.c`), for use as a (profiled) command line whose peak RSS
+/// ends up in `file`.
+pub fn wrapped(peak_rss: &Path, file: &Path, program: &Path) -> Command {
+    let mut cmd = Command::new(peak_rss);
+    cmd.arg(file).arg("--").arg(program);
+    cmd
 }
 
 /// Reads the peak RSS (KiB) the wrapper wrote to `file`.
@@ -157,48 +153,4 @@ pub fn read_peak(file: &Path) -> Result<u64> {
     text.trim()
         .parse()
         .with_context(|| format!("bad peak RSS in {}", file.display()))
-}
-
-/// `scoreboard --peak-rss-of FILE -- program args...`: runs the program as a child of this
-/// small, fresh process and writes the child's own peak RSS (KiB, `wait4`) to FILE; exits with
-/// the child's status. Measured from here, the peak is the program's: a child's `ru_maxrss`
-/// starts from the memory of the process that forked it (the scoreboard's several MiB when it
-/// spawns directly), and under `blameprof run` the CLI's own is left out.
-pub fn wrapper_main(args: &[OsString]) -> Result<i32> {
-    let [file, dashes, program, rest @ ..] = args else {
-        bail!("usage: scoreboard {WRAPPER_FLAG} FILE -- program args...");
-    };
-    if dashes != "--" {
-        bail!("usage: scoreboard {WRAPPER_FLAG} FILE -- program args...");
-    }
-    // fork + exec rather than a spawn: a vfork-style spawn would hand this process's whole
-    // peak to the child, a fork only the few pages it copies.
-    let argv: Vec<CString> = std::iter::once(program)
-        .chain(rest)
-        .map(|a| CString::new(a.as_bytes()))
-        .collect::<Result<_, _>>()
-        .context("argument with a NUL byte")?;
-    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-    ptrs.push(std::ptr::null());
-    // SAFETY: this process is single-threaded here (the wrapper runs before anything else),
-    // and the child only calls the async-signal-safe execvp and _exit.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(std::io::Error::last_os_error()).context("fork");
-    }
-    if pid == 0 {
-        // SAFETY: `ptrs` is a NUL-terminated array of valid C strings that outlive the call.
-        unsafe {
-            libc::execvp(ptrs[0], ptrs.as_ptr());
-            libc::_exit(127);
-        }
-    }
-    let (status, usage) = wait4(pid)?;
-    fs::write(file, usage.ru_maxrss.to_string())
-        .with_context(|| format!("cannot write {}", Path::new(file).display()))?;
-    Ok(if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
-    })
 }

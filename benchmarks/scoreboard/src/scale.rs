@@ -1,7 +1,7 @@
 //! The scale section: `benchmarks/workloads/scale_locks.c` unprofiled vs `blameprof run -q
 //! -F 200` as threads (1 to 4x the CPUs, doubling) and distinct locks (1, 1K, 1M, 65M; at
 //! most `LIVE_LOCKS` exist at once) grow: wall time and peak RSS, medians of N alternating
-//! runs, every run through the peak-RSS wrapper (`proc::wrapper_main`).
+//! runs, every run through the peak-RSS wrapper (`proc::wrapped`).
 
 use anyhow::{bail, Result};
 use scoreboard::stats;
@@ -75,7 +75,7 @@ pub fn run(tools: &Tools, w: &Workload, cases: &[Case], rounds: usize) -> Result
             for profiled in [false, true] {
                 let dir = tools.profile_dir("scale_locks")?;
                 let file = tools.scratch.join("scale_locks.rss");
-                let mut inner = proc::wrapped(&file, &w.binary)?;
+                let mut inner = proc::wrapped(&tools.peak_rss, &file, &w.binary);
                 inner.args(&args);
                 let mut cmd = maybe_profiled(tools, &dir, inner, profiled);
                 let o = proc::run(&mut cmd, false, Some(RUN_LIMIT))?;
