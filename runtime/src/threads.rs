@@ -49,6 +49,7 @@ pub unsafe extern "C" fn pthread_create(
         // SAFETY: forwarding the caller's arguments unchanged.
         return unsafe { real(thread, attr, routine, arg) };
     }
+    lifecycle::before_thread_create();
     let start = Box::into_raw(Box::new(Start { routine, arg }));
     // SAFETY: forwarding the caller's arguments; the trampoline takes ownership of `start`.
     let rc = unsafe { real(thread, attr, thread_trampoline, start.cast()) };

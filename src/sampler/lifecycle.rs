@@ -223,6 +223,14 @@ fn current_stack_top() -> u64 {
     }
 }
 
+/// Called by `pthread_create` before it creates a thread: sets up, on the creating thread,
+/// what the new thread's [`thread_started`] would otherwise build on its own stack.
+pub fn before_thread_create() {
+    if sampling_enabled() {
+        thread_state::prepare_attach();
+    }
+}
+
 /// Called first thing in every thread created through `pthread_create`, by the runtime's
 /// trampoline: `root` is an address inside the trampoline's frame (see
 /// [`StackBounds::root`]).

@@ -219,6 +219,20 @@ pub fn lookup(tid: u32) -> Option<&'static ThreadState> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
+/// Prepares what [`attach`] would need for one more thread, on the calling thread: grows the
+/// unwind-cache pool as [`attach`] will (one cache per thread alive at once, up to its limit).
+/// Called by the creating thread before `pthread_create`, so that building a cache (8 KiB of
+/// stack, see `CachePool::grow_for`) does not touch the new thread's stack pages. Not
+/// async-signal-safe.
+pub fn prepare_attach() {
+    let states = {
+        let registry = REGISTRY.lock();
+        let recycled = registry.iter().any(|s| !s.live.load(Ordering::Acquire));
+        registry.len() + usize::from(!recycled)
+    };
+    POOL.grow_for(states);
+}
+
 /// Gives thread `tid` a state (recycled if possible) and publishes it in the table.
 pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     let slot = slot(tid)?;

@@ -69,6 +69,18 @@ impl CachePool {
         if threads <= self.size() {
             return;
         }
+        self.grow_to(threads);
+    }
+
+    /// The growing part of [`CachePool::grow_for`], kept out of line: framehop builds a
+    /// cache's 8 KiB rule table on the stack before boxing it, and that frame, inlined into
+    /// a caller, would be allocated (its pages touched by the stack probe) on every call,
+    /// grown or not. At thread start that made every thread's stack a page larger (the
+    /// probe reaches 8 KiB down; the signal handler's frames reach about half as far); the
+    /// pool grows on the creating thread instead (`thread_state::prepare_attach`).
+    #[cold]
+    #[inline(never)]
+    fn grow_to(&self, threads: usize) {
         let mut limit = self.grow.lock();
         if *limit == 0 {
             *limit = (2 * crate::sys::usable_cpus() + 2).min(MAX_CACHES);
