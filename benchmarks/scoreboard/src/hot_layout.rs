@@ -35,13 +35,13 @@ const ENV_OUTPUT: &str = "BLAMEPROF_OUTPUT";
 const ENV_FREQUENCY: &str = "BLAMEPROF_FREQUENCY";
 
 /// Input sections placed in the hot section whatever the runs show: start-up and exit code
-/// linked in from the C toolchain, every CPU-feature variant of the checksum (the runs see
-/// valgrind's CPU, not the user's), and every exported function (the interposed entry points:
-/// a program calls those the workloads do not).
+/// linked in from the C toolchain, and every exported function (the interposed entry points:
+/// a program calls those the workloads do not). Code with CPU-feature variants would need
+/// them all here too (the runs see valgrind's CPU, not the user's); the runtime has none
+/// since its checksum is byte-wise (`format::wire::crc32`).
 const BY_RULE: &[&str] = &[
     "*crtbeginS.o(.text .text.*)",
     "*libc_nonshared.a:*(.text .text.*)",
-    "*(.text.*9crc32fast* .text.unlikely.*9crc32fast*)",
 ];
 
 /// How hot a function is: in how many runs it ran, and how many instructions in all.
