@@ -14,13 +14,14 @@
  * on 2 CPUs)
  *
  * Ground truth (the blameprof definition for spin locks, docs/lock-blame.md): idleness is
- * CPU time spent spinning, at the spinner; the holder is blamed for the waiting during its
- * hold (spinners x duration, as for mutexes). Measured by the program into preallocated per-thread logs (tests/programs/
- * truth_log.h): every wait [pthread_spin_lock called, returned] (CLOCK_MONOTONIC) with the
- * spinner's CPU time over it (CLOCK_THREAD_CPUTIME_ID), tagged with the waiting function and
- * path; every hold [lock returned, unlock called], tagged with the holder. A holder's blame
- * is the overlap of its holds with every wait, as tests/programs/task_queue.c does. Prints (benchmarks/
- * README.md contract):
+ * the wall time spent spinning, at the spinner (a spinner descheduled while it waits is
+ * still waiting: its CPU time would miss that on a loaded machine); the holder is blamed
+ * for the waiting during its hold (spinners x duration, as for mutexes). Measured by the
+ * program into preallocated per-thread logs (tests/programs/truth_log.h): every wait
+ * [pthread_spin_lock called, returned] (CLOCK_MONOTONIC), tagged with the waiting function
+ * and path; every hold [lock returned, unlock called], tagged with the holder. A holder's
+ * blame is the overlap of its holds with every wait, as tests/programs/task_queue.c does.
+ * Prints (benchmarks/README.md contract):
  *   truth blame.spin enqueue|dequeue|future_a|future_b <ns>
  *   truth idleness.spin enqueue|dequeue|future_a|future_b <ns>
  *   truth culprit enqueue
@@ -70,11 +71,11 @@ static uint64_t busy_for(uint64_t ns, uint64_t x) {
 }
 
 static inline __attribute__((always_inline)) uint64_t qlock_acquire(tlog_t *l, int tag) {
-    uint64_t c0 = cpu_ns(), w0 = now_ns();
+    uint64_t w0 = now_ns();
     pthread_spin_lock(&qlock);
-    uint64_t h0 = now_ns(), c1 = cpu_ns();
+    uint64_t h0 = now_ns();
     if (l->nwaits < l->cap)
-        l->waits[l->nwaits++] = (ival_t){w0, h0, c1 - c0, tag};
+        l->waits[l->nwaits++] = (ival_t){w0, h0, 0, tag};
     else
         l->overflow = 1;
     return h0;
@@ -167,9 +168,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < THREADS; i++)
         for (size_t j = 0; j < logs[i].nwaits; j++) {
             ival_t w = logs[i].waits[j];
-            idle[w.fn] += w.cpu;
             if (w.b <= w.a)
                 continue;
+            idle[w.fn] += w.b - w.a;
             for (size_t h = truth_first_hold(holds, nh, w.a); h < nh && holds[h].a < w.b; h++)
                 blame[holds[h].fn] += (double)truth_overlap(&holds[h], &w);
         }
