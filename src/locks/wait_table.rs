@@ -6,7 +6,11 @@
 //! - *hold* kinds (mutex, rwlock): the object accrues waiter-time only while it is *held*;
 //!   each holder takes, at its release ([`settle`]), the integral over its hold of the number
 //!   of blocked waiters. Time a waiter spends blocked while the object is free (woken, not yet
-//!   scheduled) is nobody's fault and accrues to nobody.
+//!   scheduled) is nobody's fault and accrues to nobody. A waiter registers ([`arrive`]) only
+//!   after its try failed, so it can register after the release of the hold it failed
+//!   against looked for waiters (it was descheduled in between): that hold has been settled
+//!   without it, and the object is free. A mutex's next hold therefore starts accruing when
+//!   it is reported ([`acquired`], or the waiter's own departure), never earlier.
 //! - *event* kinds (condition variable, semaphore, barrier, join, futex): waiters wait for an
 //!   event; whoever provides it ([`wake`]: a signal, post, last barrier arrival, thread exit,
 //!   `FUTEX_WAKE`) takes the waiting accumulated since the previous event on that object,
@@ -487,13 +491,27 @@ pub fn maybe_dirty(address: usize, kind: WaitKind) -> bool {
     dirty_bucket(address, kind).is_some()
 }
 
-/// After an acquisition that did not wait (a successful try): if others wait for the object,
-/// it is held again from `now`. One counter read when nobody waits.
+/// After an acquisition that did not wait (a successful try, or a mutex retaken inside a
+/// condition-variable wait): if others wait for the object, it is held again from `now`. One
+/// counter read when nobody waits.
+///
+/// For a mutex, callers report only acquisitions that start a hold (not a recursive mutex's
+/// inner ones), and the hold starts at `now`: nothing that accrued before it is the new
+/// holder's. A try that succeeds proves the mutex was free, yet its gate can be open: a
+/// waiter whose try failed against the previous hold registered only after that hold's
+/// release had looked for waiters (it was descheduled in between, or it registered between
+/// the release's settlement and the real unlock), or registered after this acquisition but
+/// before this call. The time since is nobody's hold: the previous holder has settled, and
+/// the program sees this hold begin when its call returns. Rwlocks keep their gate: a
+/// reader's acquisition may join other readers' hold.
 pub fn acquired(address: usize, kind: WaitKind, now: impl FnOnce() -> u64) {
     let Some(index) = dirty_bucket(address, kind) else {
         return;
     };
     Locked::new(index).update(address, None, |s| {
+        if kind == WaitKind::Mutex {
+            s.gate = false;
+        }
         s.advance(now());
         s.gate = true;
     });
@@ -762,6 +780,58 @@ mod tests {
         );
         depart(w, 50, Outcome::Success);
         assert_eq!(settle(mutex, WaitKind::Mutex, || 60, false), None);
+    }
+
+    #[test]
+    fn a_waiter_registered_after_the_release_is_not_the_next_holders() {
+        let mutex = 0x7b00_0000usize;
+        // W's try fails at 0 while A holds; A's release looks for waiters before W registers
+        // (W is descheduled in between), so it settles nothing. B's try succeeds at 40 and
+        // B holds to 45; W, scheduled again, waits for B and gets the mutex at 50.
+        let w = arrive(mutex, WaitKind::Mutex, 0).unwrap();
+        acquired(mutex, WaitKind::Mutex, || 40);
+        assert_eq!(
+            settle(mutex, WaitKind::Mutex, || 45, false),
+            Some(5),
+            "B pays for its own 5 ns, not for the free mutex's 40"
+        );
+        depart(w, 50, Outcome::Success);
+        assert_eq!(settle(mutex, WaitKind::Mutex, || 60, false), None);
+        assert_eq!(dirty_count(mutex), 0);
+    }
+
+    #[test]
+    fn a_waiter_registered_between_the_settlement_and_the_unlock_is_not_the_next_holders() {
+        let mutex = 0x7c00_0000usize;
+        // W1 waits from 0; A's release settles at 10 (W1's 10 ns) and unlocks at 13. W2's
+        // try failed against A's hold, but it registers at 12, after the settlement. B's try
+        // succeeds at 30, before the woken W1 runs, and B holds to 35.
+        let w1 = arrive(mutex, WaitKind::Mutex, 0).unwrap();
+        assert_eq!(settle(mutex, WaitKind::Mutex, || 10, false), Some(10));
+        let w2 = arrive(mutex, WaitKind::Mutex, 12).unwrap();
+        acquired(mutex, WaitKind::Mutex, || 30);
+        assert_eq!(
+            settle(mutex, WaitKind::Mutex, || 35, false),
+            Some(2 * 5),
+            "B pays for its hold's 5 ns of two waiters, not for the 18 ns before it"
+        );
+        depart(w1, 36, Outcome::Success);
+        assert_eq!(settle(mutex, WaitKind::Mutex, || 40, false), Some(40 - 36));
+        depart(w2, 41, Outcome::Success);
+        assert_eq!(dirty_count(mutex), 0);
+    }
+
+    #[test]
+    fn a_reader_joining_a_held_rwlock_does_not_end_the_others_hold() {
+        let rw = 0x7d00_0000usize;
+        // R1 reads; writer W blocks at 0; R2's try-read succeeds at 10, joining R1's hold.
+        // R1 leaves at 20 (R2 still reads), R2 at 30; W gets it at 31.
+        let w = arrive(rw, WaitKind::RwLock, 0).unwrap();
+        acquired(rw, WaitKind::RwLock, || 10);
+        assert_eq!(settle(rw, WaitKind::RwLock, || 20, true), Some(20));
+        assert_eq!(settle(rw, WaitKind::RwLock, || 30, false), Some(10));
+        depart(w, 31, Outcome::Success);
+        assert_eq!(dirty_count(rw), 0);
     }
 
     #[test]
