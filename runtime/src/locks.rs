@@ -90,9 +90,9 @@ fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
     }
 }
 
-/// A blocking acquisition (`block`: glibc's lock, timedlock or clocklock on `m`): glibc's
-/// trylock first; only when that says EBUSY is the wait measured around `block`. The fast
-/// path (a free mutex) is a trylock and one counter read, inlined into the interposed
+/// A blocking acquisition (`block`: glibc's lock, timedlock or clocklock on `m`): a try
+/// first ([`try_lock`]); only when that says EBUSY is the wait measured around `block`. The
+/// fast path (a free mutex) is a try and one counter read, inlined into the interposed
 /// function; the measured wait is out of line.
 ///
 /// # Safety
