@@ -15,7 +15,7 @@ use blameprof::locks::spin;
 use blameprof::sampler::lifecycle::sampling_enabled;
 use blameprof::sampler::lock_glue::{self, SpinGlue};
 use libc::{c_int, pthread_mutex_t, pthread_spinlock_t, timespec};
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// # Safety
 /// `lock` must point at a valid, 4-byte aligned `pthread_spinlock_t`.
@@ -177,14 +177,11 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
 /// `m` must point at a valid, initialised glibc mutex.
 #[inline(always)]
 unsafe fn unlock_releases(m: *mut pthread_mutex_t) -> bool {
-    // glibc's x86-64 layout (fixed by the ABI of its static initialisers): `__count` (the
-    // recursion depth) at byte 4 and `__kind` at byte 16, whose low 2 bits are the type.
-    // SAFETY: both fields lie within the 40-byte pthread_mutex_t the caller owns.
+    // SAFETY: `m` is a valid, initialised mutex (this function's contract).
     let (count, kind) = unsafe {
-        let base = m as *const u8;
         (
-            std::ptr::read_volatile(base.add(4) as *const u32),
-            std::ptr::read_volatile(base.add(16) as *const i32),
+            plain_mutex::field(m, plain_mutex::COUNT).load(Ordering::Relaxed) as u32,
+            plain_mutex::field(m, plain_mutex::KIND).load(Ordering::Relaxed),
         )
     };
     !(kind & 3 == libc::PTHREAD_MUTEX_RECURSIVE && count > 1)

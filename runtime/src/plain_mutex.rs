@@ -30,10 +30,13 @@ use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 static TID_OFFSET: AtomicUsize = AtomicUsize::new(0);
 
 /// glibc's x86-64 `pthread_mutex_t` layout (fixed by the ABI of its static initialisers):
-/// the lock word, the recursion count, the owner, the users and the kind.
+/// byte offsets of the lock word, the recursion count, the owner, the users and the kind
+/// (whose low 2 bits are the type), each a 32-bit field.
+const LOCK: usize = 0;
+pub const COUNT: usize = 4;
 const OWNER: usize = 8;
 const NUSERS: usize = 12;
-const KIND: usize = 16;
+pub const KIND: usize = 16;
 
 /// Turns this path on when glibc publishes where a thread's id lives and it checks out.
 pub fn init() {
@@ -71,8 +74,8 @@ fn published_tid_offset() -> Option<usize> {
     let [bits, elements, offset] = unsafe { std::ptr::read_unaligned(field as *const [u32; 3]) };
     // SAFETY: pthread_self has no preconditions.
     let descriptor = unsafe { libc::pthread_self() } as usize;
-    let plausible = bits == 32 && elements <= 1 && offset >= 16 && offset % 4 == 0;
-    (plausible && offset < 4096 && descriptor == thread_pointer()).then_some(offset as usize)
+    let plausible = bits == 32 && elements <= 1 && (16..4096).contains(&offset) && offset % 4 == 0;
+    (plausible && descriptor == thread_pointer()).then_some(offset as usize)
 }
 
 /// The thread pointer: on x86-64 glibc, the address of the thread's descriptor, whose first
@@ -100,10 +103,12 @@ fn thread_id_at(offset: usize) -> i32 {
     tid
 }
 
+/// The 32-bit field of `m` at byte offset `at` (one of the layout's).
+///
 /// # Safety
 /// `m` must point at a valid, initialised glibc mutex.
 #[inline(always)]
-unsafe fn field<'a>(m: *mut pthread_mutex_t, at: usize) -> &'a AtomicI32 {
+pub unsafe fn field<'a>(m: *mut pthread_mutex_t, at: usize) -> &'a AtomicI32 {
     // SAFETY: the field lies within the 40-byte, 8-aligned mutex (caller's contract); glibc
     // accesses `__lock` atomically and `__kind` with relaxed atomic loads; `__owner` and
     // `__nusers` are written only by the holder.
@@ -119,7 +124,7 @@ unsafe fn field<'a>(m: *mut pthread_mutex_t, at: usize) -> &'a AtomicI32 {
 pub unsafe fn try_lock(m: *mut pthread_mutex_t) -> Option<c_int> {
     let offset = TID_OFFSET.load(Ordering::Relaxed);
     // SAFETY: `m` is valid (caller's contract).
-    let (lock, kind) = unsafe { (field(m, 0), field(m, KIND)) };
+    let (lock, kind) = unsafe { (field(m, LOCK), field(m, KIND)) };
     if offset == 0 || kind.load(Ordering::Relaxed) != 0 {
         return None;
     }
@@ -147,7 +152,7 @@ pub unsafe fn try_lock(m: *mut pthread_mutex_t) -> Option<c_int> {
 #[inline(always)]
 pub unsafe fn unlock(m: *mut pthread_mutex_t) -> bool {
     // SAFETY: `m` is valid (caller's contract).
-    let (lock, kind) = unsafe { (field(m, 0), field(m, KIND)) };
+    let (lock, kind) = unsafe { (field(m, LOCK), field(m, KIND)) };
     if TID_OFFSET.load(Ordering::Relaxed) == 0
         || kind.load(Ordering::Relaxed) != 0
         || lock.load(Ordering::Relaxed) != 1
