@@ -12,7 +12,6 @@ use crate::plain_mutex;
 use crate::real;
 use blameprof::format::WaitKind;
 use blameprof::locks::spin;
-use blameprof::sampler::lifecycle::sampling_enabled;
 use blameprof::sampler::lock_glue::{self, SpinGlue};
 use libc::{c_int, pthread_mutex_t, pthread_spinlock_t, timespec};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -93,15 +92,12 @@ fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
 /// A blocking acquisition (`block`: glibc's lock, timedlock or clocklock on `m`): a try
 /// first ([`try_lock`]); only when that says EBUSY is the wait measured around `block`. The
 /// fast path (a free mutex) is a try and one counter read, inlined into the interposed
-/// function; the measured wait is out of line.
+/// function; the measured wait is out of line (and is not measured while sampling is off).
 ///
 /// # Safety
 /// `m` must be a valid mutex pointer for glibc's trylock.
 #[inline(always)]
 unsafe fn lock_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
-    if !sampling_enabled() {
-        return block();
-    }
     // SAFETY: `m` is the caller's valid mutex.
     let rc = unsafe { try_lock(m) };
     if rc != libc::EBUSY {
@@ -194,7 +190,7 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
     // An inner unlock of a recursive mutex (the hold goes on), or nobody waits for any
     // mutex: no accounting (a plain mutex is released inline, anything else by glibc).
     // SAFETY: per this function's contract, `m` is a valid mutex held by the caller.
-    if !unsafe { unlock_releases(m) } || !lock_glue::may_be_pending(m as usize, WaitKind::Mutex) {
+    if !lock_glue::may_be_pending(m as usize, WaitKind::Mutex) || !unsafe { unlock_releases(m) } {
         // SAFETY: `m` is a valid mutex held by the caller (this function's contract).
         if unsafe { plain_mutex::unlock(m) } {
             return 0;

@@ -378,10 +378,13 @@ fn count_unrecorded(kept: &Kept, recorded: bool) {
 }
 
 /// Whether a release or event on the object of `kind` at `address` may have something to
-/// settle: false (one or two counter reads) means it has nothing to do.
+/// settle: false (one or two counter reads) means it has nothing to do. It does not ask
+/// whether sampling is enabled, to keep that load off every lock operation: nothing is
+/// pending before it is, and what is left when it stops is dropped by [`bookkeeping`],
+/// which every path that this lets through goes to.
 #[inline(always)]
 pub fn may_be_pending(address: usize, kind: WaitKind) -> bool {
-    sampling_enabled() && table::maybe_dirty(address, kind)
+    table::maybe_dirty(address, kind)
 }
 
 /// Runs `f` as bookkeeping when something may be pending on `address` (one counter read
