@@ -22,8 +22,52 @@ pub const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 /// Limit for `report` / `flamegraph` and for error cases.
 pub const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The CLI under test. The first call also checks that the runtime library next to it is
+/// built from the current sources: `cargo test` rebuilds the CLI but not the `runtime/`
+/// cdylib, and a stale runtime makes tests pass or fail for the wrong code.
 pub fn blameprof() -> &'static str {
-    env!("CARGO_BIN_EXE_blameprof")
+    static STALE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let cli = env!("CARGO_BIN_EXE_blameprof");
+    if let Some(why) = STALE.get_or_init(|| runtime_staleness(Path::new(cli))) {
+        panic!("{why}");
+    }
+    cli
+}
+
+/// Why the runtime library next to `cli` cannot be tested, with the fix: it is missing or
+/// older than one of the sources cargo built it from (its dep-info file,
+/// `libblameprof_rt.d`, lists them).
+fn runtime_staleness(cli: &Path) -> Option<String> {
+    let runtime = cli.with_file_name(blameprof::format::RUNTIME_LIBRARY);
+    let profile = if cli.parent().is_some_and(|d| d.ends_with("release")) {
+        " --release"
+    } else {
+        ""
+    };
+    let fix = format!("run `cargo build{profile} --workspace` before the tests");
+    let Ok(built) = fs::metadata(&runtime).and_then(|m| m.modified()) else {
+        return Some(format!("{} is missing: {fix}", runtime.display()));
+    };
+    let dep_info = fs::read_to_string(runtime.with_extension("d")).unwrap_or_default();
+    let sources = dep_info
+        .split_once(": ")
+        .map_or("", |(_, deps)| deps)
+        .replace("\\ ", "\0")
+        .split_whitespace()
+        .map(|p| PathBuf::from(p.replace('\0', " ")))
+        .collect::<Vec<_>>();
+    let newer = sources.iter().find(|p| {
+        fs::metadata(p)
+            .and_then(|m| m.modified())
+            .map_or(true, |t| t > built)
+    });
+    newer.map(|newer| {
+        format!(
+            "{} is older than {}: {fix}",
+            runtime.display(),
+            newer.display()
+        )
+    })
 }
 
 pub fn programs_dir() -> PathBuf {
