@@ -46,7 +46,7 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Rounds of the overhead and scale measurements (medians).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
     /// Time limit of the drd run, seconds.
     #[arg(long, default_value_t = 60)]

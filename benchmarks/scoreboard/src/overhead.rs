@@ -1,11 +1,11 @@
 //! The overhead section: per workload, wall time and peak RSS unprofiled vs `blameprof run
 //! -F 200` and `-F 1000` and the peers (`perf record -g`, `perf record --call-graph dwarf`),
-//! runs alternating round by round, medians of N; `valgrind --tool=drd` once, with a time
-//! limit; the profile's size and `blameprof report`'s wall time at 200 Hz; the program's peak
-//! RSS unprofiled and at 200 Hz, medians of N more runs of each through the wrapper,
-//! alternating (a small program's peak varies by some 100 KiB from run to run: the kernel
-//! maps shared-library pages around each fault in windows that depend on where each
-//! library was loaded).
+//! runs alternating round by round, each ratio to unprofiled the median of the rounds'
+//! ratios; `valgrind --tool=drd` once, with a time limit; the profile's size and `blameprof
+//! report`'s wall time at 200 Hz; the program's peak RSS unprofiled and at 200 Hz, medians
+//! of N more runs of each through the wrapper, alternating (a small program's peak varies by
+//! some 100 KiB from run to run: the kernel maps shared-library pages around each fault in
+//! windows that depend on where each library was loaded).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -181,6 +181,15 @@ fn median(v: &[f64]) -> f64 {
     stats::median(v).unwrap_or(f64::NAN)
 }
 
+/// The median over rounds of each round's wall time divided by the same round's unprofiled
+/// one. Runs of one round follow each other, so the ratio of a pair cancels the machine's
+/// drift over minutes (on a shared VM, the unprofiled time of one workload moved by a third
+/// within ten minutes), which a ratio of the two medians does not.
+fn paired_ratio(wall: &[f64], plain: &[f64]) -> f64 {
+    let ratios: Vec<f64> = wall.iter().zip(plain).map(|(w, p)| w / p).collect();
+    median(&ratios)
+}
+
 /// Measures `w` at `scale`: `rounds` rounds of every configuration, then drd once.
 pub fn measure(
     tools: &Tools,
@@ -239,7 +248,7 @@ pub fn measure(
             let s = &samples[&c];
             let cell = match &s.failed {
                 Some(why) => Cell::Failed(why.clone()),
-                None => Cell::Ratio(median(&s.wall) / plain_s),
+                None => Cell::Ratio(paired_ratio(&s.wall, &samples[&Config::Plain].wall)),
             };
             (c, cell)
         })

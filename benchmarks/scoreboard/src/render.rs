@@ -249,7 +249,7 @@ fn accuracy_tables(s: &mut String, r: &Results) {
 fn overhead_table(s: &mut String, o: &Overhead) {
     let _ = writeln!(
         s,
-        "\n## Overhead (wall-time ratio to unprofiled, median of {} alternating runs; drd: one run)\n",
+        "\n## Overhead (wall-time ratio to unprofiled: the median over {} alternating rounds of each round's ratio; drd: one run)\n",
         o.rounds
     );
     let _ = writeln!(
