@@ -60,6 +60,10 @@ pub struct MonSpin {
     spinners: AtomicU32,
     /// Whether the lock is held (waiting accrues only then).
     held: AtomicBool,
+    /// A spinner has taken the lock and is recording its spin (an unwind, microseconds):
+    /// its hold starts only after that, so a waiter that registers meanwhile leaves `held`
+    /// false.
+    acquiring: AtomicBool,
     /// Time (monotonic ns) `idleness` was last brought up to date.
     stamp: AtomicU64,
 }
@@ -130,6 +134,7 @@ fn demand_monitored(lock: &AtomicU32, address: usize) -> Option<&'static MonSpin
     slot.idleness.store(0, Ordering::Relaxed);
     slot.spinners.store(0, Ordering::Relaxed);
     slot.held.store(false, Ordering::Relaxed);
+    slot.acquiring.store(false, Ordering::Relaxed);
     slot.stamp.store(0, Ordering::Relaxed);
     slot.meta.store(false, Ordering::Relaxed);
     slot.owner.store(address, Ordering::Relaxed);
@@ -197,10 +202,7 @@ fn lock_monitored(m: &MonSpin, hooks: &impl SpinHooks) {
     }
     hooks.spin_begins();
     let start = hooks.now();
-    m.update(start, |m| {
-        m.spinners.fetch_add(1, Ordering::Relaxed);
-        m.held.store(true, Ordering::Relaxed);
-    });
+    register_spinner(m, start);
     loop {
         while m.word.load(Ordering::Relaxed) != 0 {
             std::hint::spin_loop();
@@ -209,11 +211,35 @@ fn lock_monitored(m: &MonSpin, hooks: &impl SpinHooks) {
             break;
         }
     }
-    // The spin is recorded before this hold starts counting (the lock is not yet marked
-    // held), so the profiler's own work is nobody's blame.
-    hooks.spin_ends(hooks.now().saturating_sub(start));
-    m.update(hooks.now(), |m| {
+    hold_after_spin(m, start, hooks);
+}
+
+/// A thread starts spinning on `m` at `now`: waiting accrues from now on, the lock being
+/// held (its holder's start may be unknown: a try that found nobody waiting tells nobody),
+/// unless a spinner that took it has not started its hold yet.
+fn register_spinner(m: &MonSpin, now: u64) {
+    m.update(now, |m| {
+        m.spinners.fetch_add(1, Ordering::Relaxed);
+        if !m.acquiring.load(Ordering::Relaxed) {
+            m.held.store(true, Ordering::Relaxed);
+        }
+    });
+}
+
+/// A spinner that began at `start` has just taken `m`: records its spin, then starts its
+/// hold. The spin is recorded before the hold counts (the lock is not marked held until
+/// after it, even if another spinner registers meanwhile), so the profiler's own work is
+/// nobody's blame: for the program, the hold starts when the lock call returns.
+fn hold_after_spin(m: &MonSpin, start: u64, hooks: &impl SpinHooks) {
+    let won = hooks.now();
+    m.update(won, |m| {
         m.spinners.fetch_sub(1, Ordering::Relaxed);
+        m.held.store(false, Ordering::Relaxed);
+        m.acquiring.store(true, Ordering::Relaxed);
+    });
+    hooks.spin_ends(won.saturating_sub(start));
+    m.update(hooks.now(), |m| {
+        m.acquiring.store(false, Ordering::Relaxed);
         m.held.store(true, Ordering::Relaxed);
     });
 }
@@ -413,6 +439,58 @@ mod tests {
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(destroy(&word), 0);
         assert_eq!(word.load(Ordering::Relaxed), NATIVE_UNLOCKED);
+    }
+
+    /// Hooks whose `spin_ends` takes `unwind_ns` of the fake clock, during which another
+    /// thread registers as a spinner on `lock`.
+    struct SlowRecord {
+        inner: Hooks,
+        lock: &'static MonSpin,
+        unwind_ns: u64,
+    }
+    impl SpinHooks for SlowRecord {
+        fn active(&self) -> bool {
+            true
+        }
+        fn spin_begins(&self) {}
+        fn spin_ends(&self, _ns: u64) {
+            register_spinner(self.lock, self.now());
+            self.inner
+                .clock
+                .fetch_add(self.unwind_ns, Ordering::Relaxed);
+        }
+        fn blame(&self, ns: u64) -> bool {
+            self.inner.blame(ns)
+        }
+        fn now(&self) -> u64 {
+            self.inner.now()
+        }
+    }
+
+    #[test]
+    fn a_spin_being_recorded_is_not_the_next_hold() {
+        let word = AtomicU32::new(NATIVE_LOCKED);
+        let m = demand_monitored(&word, 0x2000).unwrap();
+        let hooks = SlowRecord {
+            inner: Hooks::new(),
+            lock: m,
+            unwind_ns: 1000,
+        };
+        // A spinner registers at 10; the holder unlocks at 50 and takes 40 ns.
+        register_spinner(m, 10);
+        hooks.inner.clock.store(50, Ordering::Relaxed);
+        assert_eq!(unlock(&word, &hooks), 0);
+        assert_eq!(hooks.inner.blamed.load(Ordering::Relaxed), 40);
+        // The spinner takes the lock at 60 and records its spin until 1062, while a second
+        // thread registers at 61. Its hold starts at 1062: unlocked at 1100, it takes 38 ns,
+        // not the 1039 the second thread has waited.
+        m.word.store(1, Ordering::Relaxed);
+        hooks.inner.clock.store(60, Ordering::Relaxed);
+        hold_after_spin(m, 10, &hooks);
+        hooks.inner.clock.store(1100, Ordering::Relaxed);
+        assert_eq!(unlock(&word, &hooks), 0);
+        assert_eq!(hooks.inner.blamed.load(Ordering::Relaxed), 40 + 38);
+        assert_eq!(destroy(&word), 0);
     }
 
     #[test]
