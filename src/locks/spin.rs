@@ -418,20 +418,15 @@ mod tests {
         assert_eq!(trylock(&word, &hooks), libc::EBUSY);
         // A spinner arrives at 10 (as `lock_monitored` registers it when its swap fails);
         // the holder unlocks at 50 and takes the 40 ns of its hold.
-        m.update(10, |m| {
-            m.spinners.fetch_add(1, Ordering::Relaxed);
-            m.held.store(true, Ordering::Relaxed);
-        });
+        register_spinner(m, 10);
         hooks.clock.store(50, Ordering::Relaxed);
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(hooks.blamed.load(Ordering::Relaxed), 40);
         // The spinner acquires at 60 (the 10 ns since the release are nobody's) and unlocks
         // with nobody waiting: no more blame.
         m.word.store(1, Ordering::Relaxed);
-        m.update(60, |m| {
-            m.spinners.fetch_sub(1, Ordering::Relaxed);
-            m.held.store(true, Ordering::Relaxed);
-        });
+        hooks.clock.store(60, Ordering::Relaxed);
+        hold_after_spin(m, 10, &hooks);
         hooks.clock.store(70, Ordering::Relaxed);
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(hooks.blamed.load(Ordering::Relaxed), 40);
