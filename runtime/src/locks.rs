@@ -78,14 +78,13 @@ pub unsafe extern "C" fn pthread_spin_unlock(lock: *mut pthread_spinlock_t) -> c
 /// a mutex there, and an inner acquisition of a recursive mutex goes on with its owner's.
 #[inline(always)]
 fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
-    if (rc == 0 || rc == libc::EOWNERDEAD)
-        && lock_glue::may_be_pending(m as usize, WaitKind::Mutex)
+    if rc == 0 || rc == libc::EOWNERDEAD {
         // After the try, the recursion count of a recursive mutex is 1 exactly when this
         // acquisition started the hold: what `unlock_releases` tests.
         // SAFETY: `m` is a valid mutex, which the caller now holds.
-        && unsafe { unlock_releases(m) }
-    {
-        lock_glue::acquired(m as usize, WaitKind::Mutex);
+        lock_glue::acquired_if(m as usize, WaitKind::Mutex, || unsafe {
+            unlock_releases(m)
+        });
     }
 }
 

@@ -653,7 +653,14 @@ pub fn wait<R: Copy>(
 /// it is held again. One counter read when nobody waits.
 #[inline(always)]
 pub fn acquired(address: usize, kind: WaitKind) {
-    if may_be_pending(address, kind) {
+    acquired_if(address, kind, || true);
+}
+
+/// [`acquired`] for an acquisition that `starts_hold` tells, asked only when others may wait
+/// (so the fast path stays one counter read).
+#[inline(always)]
+pub fn acquired_if(address: usize, kind: WaitKind, starts_hold: impl FnOnce() -> bool) {
+    if may_be_pending(address, kind) && starts_hold() {
         acquired_pending(address, kind);
     }
 }
