@@ -144,11 +144,12 @@ fn bookkeeping<R>(f: impl FnOnce() -> R) -> Option<R> {
     Some(f())
 }
 
-/// Synchronous samples (each one an unwind, 1–2 µs) of less waiting than this are thinned
-/// by stratified sampling: each thread lays the values of its short samples end to end,
-/// per metric and size class ([`thin_class`]), cuts each line into windows of `THIN_NS`,
-/// and picks one point at random in each window; a sample is kept, carrying the window's
-/// length per point it covers. Every nanosecond of waiting has the same chance of being
+/// The shortest thinning window. Synchronous samples (each one an unwind, 1–2 µs) shorter
+/// than their line's window are thinned by stratified sampling: each thread lays the values
+/// of its samples end to end, per metric and size class ([`thin_class`]), cuts each line
+/// into windows (`THIN_NS` long while the thread keeps within [`THIN_BUDGET_PER_MS`]), and
+/// picks one point at random in each window; a sample is kept, carrying the window's length
+/// per point it covers. A sample as long as its line's window or longer is kept whole. Every nanosecond of waiting has the same chance of being
 /// picked, so every calling context's total is unbiased, as with Go's mutex profile, which
 /// keeps each event with probability value / rate; but a context's count varies less (one
 /// point per window exactly rather than on average: a millisecond of 300 ns holds showed
@@ -161,12 +162,15 @@ fn bookkeeping<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// and by [`THIN_BUDGET_PER_MS`] however many threads wait.
 pub const THIN_NS: u64 = 10_000;
 
-/// The most short samples a thread keeps per millisecond, on average, before its windows
-/// grow. A lock that several threads queue on has (threads − 1) seconds of waiting a
-/// second to blame, and one unwind per 10 µs of it was most of the cost of such a program
-/// (8 threads on one lock: 14× slower, 31 MiB of profile). Past this rate a thread's
-/// windows double, and halve again once it keeps under a quarter of it; the length of a
-/// window is chosen before any of its samples is laid, so totals stay unbiased.
+/// The most synchronous samples a thread keeps per millisecond, on average, before its
+/// windows grow. A lock that several threads queue on has (threads − 1) seconds of waiting
+/// a second to blame, and one unwind per 10 µs of it was most of the cost of such a program
+/// (8 threads on one lock: 14× slower, 31 MiB of profile). Every kept sample counts, the
+/// ones kept whole too: with 5 µs holds and queues of a few threads (`ssca2`), most waits
+/// and blames are 10–40 µs, and recording each of them, 30 a millisecond per thread,
+/// cost 2–3% of the run. Past this rate a thread's windows double, and halve again once
+/// it keeps under a quarter of it; the length of a window is chosen before any of its
+/// samples is laid, so totals stay unbiased.
 pub const THIN_BUDGET_PER_MS: u64 = 16;
 
 /// Kept samples between two checks of a thread's rate.
@@ -194,11 +198,11 @@ impl Kept {
             .take(kept.samples.len())
         {
             let value = match state {
-                Some(state) if s.value < THIN_NS => match thinned_value(state, s) {
+                Some(state) => match thinned_value(state, s) {
                     0 => continue,
                     v => v,
                 },
-                _ => s.value,
+                None => s.value,
             };
             kept.samples[kept.n] = Sample { value, ..*s };
             kept.n += 1;
@@ -217,8 +221,9 @@ impl Kept {
     }
 }
 
-/// Lays a short sample on the thread's line of its metric and size class (see
-/// [`THIN_NS`]): the value it is kept with, 0 when it is not.
+/// Lays a sample on the thread's line of its metric and size class (see [`THIN_NS`]): the
+/// value it is kept with, 0 when it is not. One as long as the line's window or longer is
+/// kept whole, off the line.
 fn thinned_value(state: &ThreadState, s: &Sample) -> u64 {
     let cell = &state.thinned[usize::from(s.metric == METRIC_IDLENESS)][thin_class(s.value)];
     let window = Window::unpack(cell.load(Ordering::Relaxed)).unwrap_or_else(|| new_window(state));
@@ -230,8 +235,8 @@ fn thinned_value(state: &ThreadState, s: &Sample) -> u64 {
     kept
 }
 
-/// The size class of a short sample of `value` ns: its octave from 128 ns up, with all
-/// shorter ones in class 0 (`0..THIN_CLASSES`). Stratifying by size is unbiased whatever
+/// The size class of a sample of `value` ns: its octave from 128 ns up, with all shorter
+/// ones in class 0 and all from 2 ms up in the last (`0..THIN_CLASSES`). Stratifying by size is unbiased whatever
 /// the classes, as each class is thinned on its own; octaves separate critical sections
 /// whose lengths differ by twice or more.
 fn thin_class(value: u64) -> usize {
@@ -325,9 +330,14 @@ impl Window {
         end >= self.len || self.covers(end)
     }
 
-    /// Lays `value` (under [`THIN_NS`], so under any window) from `pos`: the value kept for
-    /// the points it covers, and the window after it (`next` gives a new one).
+    /// Lays `value` from `pos`: the value kept for the points it covers, and the window after
+    /// it (`next` gives a new one). A value as long as this window or longer is not laid but
+    /// kept whole (laying it could cover more than the next window, whose length would then
+    /// have to be known in advance).
     fn lay(self, value: u64, next: impl FnOnce() -> Window) -> (u64, Window) {
+        if value >= self.len {
+            return (value, self);
+        }
         let end = self.pos + value;
         let mut kept = if self.covers(end.min(self.len)) {
             self.len
@@ -560,8 +570,8 @@ fn worth_capturing(state: &ThreadState) -> bool {
     let last = unsafe { (*state.owner.get()).last_lock_wait_ns };
     let cell = &state.thinned[1][thin_class(last)];
     match Window::unpack(cell.load(Ordering::Relaxed)) {
-        Some(window) if last < THIN_NS => window.may_keep(last),
-        _ => true,
+        Some(window) => window.may_keep(last),
+        None => true,
     }
 }
 
@@ -1030,6 +1040,28 @@ mod tests {
     }
 
     #[test]
+    fn samples_as_long_as_the_window_are_kept_whole_among_thinned_ones() {
+        // ssca2's pattern: waits on both sides of the window's length, on one line.
+        for seed in [11, 12, 13] {
+            let kept = thin(&[4_000, 25_000, 9_000, 10_000], 100_000, seed, |_| 0, |_| 0);
+            assert_eq!(kept[1], 25_000 * 100_000, "seed {seed}");
+            assert_eq!(kept[3], 10_000 * 100_000, "seed {seed}");
+            for (k, t) in [(kept[0], 4e8), (kept[2], 9e8)] {
+                assert!(
+                    (k as f64 / t - 1.0).abs() < 0.02,
+                    "seed {seed}: kept {k} of {t}"
+                );
+            }
+        }
+        let w = Window {
+            pos: 3,
+            point: 5,
+            len: THIN_NS,
+        };
+        assert_eq!(w.lay(THIN_NS, || unreachable!()), (THIN_NS, w));
+    }
+
+    #[test]
     fn a_window_packs_with_its_length() {
         for scale in [0, 1, 7, THIN_MAX_SCALE] {
             let len = THIN_NS << scale;
@@ -1052,6 +1084,9 @@ mod tests {
         assert_eq!(thin_class(4_095), 5);
         assert_eq!(thin_class(8_192), 7);
         assert_eq!(thin_class(THIN_NS - 1), 7);
+        assert_eq!(thin_class(2_097_151), 14);
+        assert_eq!(thin_class(2_097_152), THIN_CLASSES - 1);
+        assert_eq!(thin_class(u64::MAX), THIN_CLASSES - 1);
     }
 
     #[test]

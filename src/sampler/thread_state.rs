@@ -68,9 +68,9 @@ pub struct ThinRate {
 /// Thinning not started yet (the first window's point is drawn at the first sample).
 pub const THIN_UNSTARTED: u64 = u64::MAX;
 
-/// Size classes of short synchronous samples, each thinned on its own line (see
+/// Size classes of synchronous samples, each thinned on its own line (see
 /// `lock_glue::thin_class`).
-pub const THIN_CLASSES: usize = 8;
+pub const THIN_CLASSES: usize = 16;
 
 #[allow(clippy::declare_interior_mutable_const)] // only ever copied into a new array
 const THIN_CELL: AtomicU64 = AtomicU64::new(THIN_UNSTARTED);
@@ -95,7 +95,7 @@ pub struct ThreadState {
     pub blocked: AtomicBool,
     /// The thread's count of futex wakes (their `WakerId::seq`).
     pub wake_seq: AtomicU64,
-    /// The current thinning window of the thread's short synchronous samples, blame
+    /// The current thinning window of the thread's synchronous samples, blame
     /// (`[0]`) and idleness (`[1]`), per size class (`lock_glue::thin_class`): its length,
     /// how far the samples have got into it and its picked point, packed by
     /// `lock_glue::Window::pack`; or [`THIN_UNSTARTED`]. Owner only.
