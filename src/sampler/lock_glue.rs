@@ -537,16 +537,18 @@ impl Blocked {
         if table::is_hold_kind(kind) && outcome == Outcome::Success {
             // It holds the lock now: write the record first and only then start the hold
             // (others' waiting accrues to it from its departure), as the program, which
-            // sees the hold begin when the call returns, would count it.
+            // sees the hold begin when the call returns, would count it. Most short waits
+            // are thinned away: then the hold starts at the wait's end (one clock read
+            // fewer inside the program's critical section).
             let end = monotonic_ns();
             let waited = end.saturating_sub(start);
-            record_wait(state, &[idleness(kind, waited, true)]);
+            let wrote = record_wait(state, &[idleness(kind, waited, true)]);
             {
                 let _busy = Bookkeeping::enter(state);
                 // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
                 unsafe { (*state.owner.get()).last_lock_wait_ns = waited };
             }
-            self.end_at(outcome, end, monotonic_ns());
+            self.end_at(outcome, end, if wrote { monotonic_ns() } else { end });
             return;
         }
         let (end, departed) = self.end(outcome);
@@ -576,8 +578,9 @@ fn worth_capturing(state: &ThreadState) -> bool {
 }
 
 /// Records a wait's samples (thinned) at the path captured before it blocked, or at the
-/// caller's context; counts what could not be recorded.
-fn record_wait(state: &ThreadState, samples: &[Sample]) {
+/// caller's context; counts what could not be recorded. Whether any sample was kept (and
+/// so took the time of a record or an unwind).
+fn record_wait(state: &ThreadState, samples: &[Sample]) -> bool {
     // SAFETY: reading the owner part on the owner thread, outside the handler.
     let captured = unsafe { (*state.owner.get()).wait_capture.is_some() };
     let kept = Kept::of(samples);
@@ -588,6 +591,7 @@ fn record_wait(state: &ThreadState, samples: &[Sample]) {
         kept.record_here()
     };
     count_unrecorded(&kept, recorded);
+    kept.n > 0
 }
 
 /// After a blamed futex wait and its record: for the wake chain, the wait lasted until the
