@@ -714,8 +714,8 @@ pub fn release(
 
 /// An event on the object at `address` that wakes up to `n` waiters (a post, a futex wake):
 /// `op` performs it and `ok` says whether it succeeded. The waiting since the previous event
-/// is taken just before and recorded as blame at the caller's context after — except, for
-/// a futex's only waiter, the part that overlaps the caller's own last futex wait, which is
+/// is taken just before and recorded as blame at the caller's context — except, for a
+/// futex's only waiter, the part that overlaps the caller's own last futex wait, which is
 /// charged to whoever woke the caller (`wake_chain`).
 pub fn event<R: Copy>(
     address: usize,
@@ -737,41 +737,70 @@ pub fn event<R: Copy>(
         let last = unsafe { (*state.owner.get()).last_wait };
         Some((woke, state, seq, now, last))
     });
-    let rc = op();
     let Some((woke, state, seq, now, last)) = woke.filter(|w| w.0.taken > 0) else {
-        return rc;
+        return op();
     };
+    if kind == WaitKind::Futex {
+        return futex_wake(address, woke, (state, seq), now, last, op);
+    }
+    let rc = op();
     let saved = errno();
-    if !ok(rc) {
-        give_back(address, kind, woke.taken, false);
-    } else if kind == WaitKind::Futex {
-        // The part of a lone waiter's wait during this thread's own last futex wait.
-        let inherited = match (woke.solo_since, last) {
-            (Some(since), Some(last)) => last.overlap(since, now).min(woke.taken),
-            _ => 0,
-        };
-        let inherited = match last {
-            Some(last) if inherited > 0 => {
-                let kept = Kept::of(&[blame(kind, inherited)]);
-                match kept.get() {
-                    [sample] if !record_at_wake(last.by, *sample) => 0,
-                    _ => inherited,
-                }
-            }
-            _ => 0,
-        };
-        let own = woke.taken - inherited;
-        let kept = Kept::of(&[blame(kind, own)]);
-        if kept.get().is_empty() {
-            // No path for the threads this wake woke either: they keep their waits.
-            state.wake_path.publish(seq, &[]);
-        } else if !record_wake(kept.get(), seq) {
-            give_back(address, kind, own, false);
-        }
-    } else {
+    if ok(rc) {
         charge(address, kind, woke.taken);
+    } else {
+        give_back(address, kind, woke.taken, false);
     }
     set_errno(saved);
+    rc
+}
+
+/// [`event`] for a futex wake (`op`), wake `seq` of the calling thread (`state`), that took
+/// `woke` at `now`, the thread's own last futex wait being `last`. Its blame is recorded, and the
+/// path published for the threads it wakes (`wake_chain`), *before* the wake: a woken thread
+/// can run, take the lock, and wake the next waiter before its waker is back from the
+/// system call (on this 2-CPU VM, 90 µs later in one `rust_std` run), and without the path
+/// it charged the next waiter's whole wait to itself. The blame of a wake that then fails
+/// (a bad address) stays recorded at it.
+fn futex_wake<R: Copy>(
+    address: usize,
+    woke: table::Woke,
+    (state, seq): (&ThreadState, u64),
+    now: u64,
+    last: Option<LastWait>,
+    op: impl FnOnce() -> R,
+) -> R {
+    let kind = WaitKind::Futex;
+    // The part of a lone waiter's wait during this thread's own last futex wait.
+    let inherited = match (woke.solo_since, last) {
+        (Some(since), Some(last)) => last.overlap(since, now).min(woke.taken),
+        _ => 0,
+    };
+    let inherited = match last {
+        Some(last) if inherited > 0 => {
+            let kept = Kept::of(&[blame(kind, inherited)]);
+            match kept.get() {
+                [sample] if !record_at_wake(last.by, *sample) => 0,
+                _ => inherited,
+            }
+        }
+        _ => 0,
+    };
+    let own = woke.taken - inherited;
+    let kept = Kept::of(&[blame(kind, own)]);
+    let recorded = match kept.get() {
+        [] => {
+            // No path for the threads this wake wakes either: they keep their waits.
+            state.wake_path.publish(seq, &[]);
+            true
+        }
+        samples => record_wake(samples, seq),
+    };
+    let rc = op();
+    if !recorded {
+        let saved = errno();
+        give_back(address, kind, own, false);
+        set_errno(saved);
+    }
     rc
 }
 

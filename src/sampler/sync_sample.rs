@@ -81,7 +81,6 @@ pub fn record_at_wake(waker: WakerId, sample: Sample) -> bool {
     };
     let recorded = (|| {
         let target = lookup(waker.tid)?;
-        target.wake_path.await_publication(waker.seq);
         // SAFETY: on the owner thread with `in_runtime` raised: the handler stays out of
         // the owner part, whose frames serve as scratch space here.
         let frames = unsafe { &mut *(*state.owner.get()).frames };

@@ -12,7 +12,8 @@
 //!
 //! For that, every thread publishes the call path of its latest futex wake that took blame
 //! ([`WakePath`], a seqlock: the writer is the owner thread, readers are the threads its
-//! wakes woke), and remembers its own latest futex wait and who ended it ([`LastWait`]).
+//! wakes woke) before the wake itself, so a thread it wakes always finds it, and remembers
+//! its own latest futex wait and who ended it ([`LastWait`]).
 //!
 //! Not used by the signal handler; allocation-free after the thread's state is created.
 
@@ -87,8 +88,6 @@ unsafe impl Sync for WakePath {}
 
 /// Readers give up on a path being rewritten after this many attempts.
 const READ_ATTEMPTS: u32 = 64;
-/// How many times a reader yields the CPU waiting for a path to be published.
-const PUBLICATION_YIELDS: u32 = 100;
 
 impl WakePath {
     pub fn new() -> WakePath {
@@ -111,17 +110,6 @@ impl WakePath {
         self.depth.store(n, Ordering::Relaxed);
         self.seq.store(seq, Ordering::Relaxed);
         self.version.store(v + 2, Ordering::Release);
-    }
-
-    /// Waits a little (bounded) for the owner to publish the path of its wake `seq`, which
-    /// it does right after the wake itself: the woken thread may get here first.
-    pub fn await_publication(&self, seq: u64) {
-        for _ in 0..PUBLICATION_YIELDS {
-            if self.seq.load(Ordering::Acquire) >= seq {
-                return;
-            }
-            std::thread::yield_now();
-        }
     }
 
     /// Copies the path of wake `seq` into `out`; its depth, or `None` when the thread has
