@@ -162,18 +162,18 @@ fn bookkeeping<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// and by [`THIN_BUDGET_PER_MS`] however many threads wait.
 pub const THIN_NS: u64 = 10_000;
 
-/// The most synchronous samples a thread keeps per millisecond, on average, before its
-/// windows grow. A lock that several threads queue on has (threads − 1) seconds of waiting
-/// a second to blame, and one unwind per 10 µs of it was most of the cost of such a program
-/// (8 threads on one lock: 14× slower, 31 MiB of profile). Every kept sample counts, the
-/// ones kept whole too: with 5 µs holds and queues of a few threads (`ssca2`), most waits
-/// and blames are 10–40 µs, and recording each of them, 30 a millisecond per thread,
-/// cost 2–3% of the run. Past this rate a thread's windows double, and halve again once
-/// it keeps under a quarter of it; the length of a window is chosen before any of its
-/// samples is laid, so totals stay unbiased.
+/// About how many windows a thread's samples fill per millisecond: its windows are sized to
+/// the waiting it lays ([`rescale`]). A lock that several threads queue on has
+/// (threads − 1) seconds of waiting a second to blame, and one unwind per 10 µs of it was
+/// most of the cost of such a program (8 threads on one lock: 14× slower, 31 MiB of
+/// profile). All samples count, the long ones too: with 5 µs holds and queues of a few
+/// threads (`ssca2`), most waits and blames are 10–40 µs, and recording each of them, 30 a
+/// millisecond per thread, made 85,000 unwinds and 670 KB of profile in a one-second run.
+/// The length of a window is chosen before any of its samples is laid, so totals stay
+/// unbiased.
 pub const THIN_BUDGET_PER_MS: u64 = 16;
 
-/// Kept samples between two checks of a thread's rate.
+/// Samples laid between two checks of a thread's rate.
 const THIN_RATE_EPOCH: u32 = 64;
 
 /// The longest window: `THIN_NS << THIN_MAX_SCALE`, 41 ms.
@@ -229,9 +229,7 @@ fn thinned_value(state: &ThreadState, s: &Sample) -> u64 {
     let window = Window::unpack(cell.load(Ordering::Relaxed)).unwrap_or_else(|| new_window(state));
     let (kept, next) = window.lay(s.value, || new_window(state));
     cell.store(next.pack(), Ordering::Relaxed);
-    if kept > 0 {
-        count_kept(state);
-    }
+    note_laid(state, s.value);
     kept
 }
 
@@ -256,40 +254,45 @@ fn new_window(state: &ThreadState) -> Window {
     }
 }
 
-/// Counts a kept sample against the thread's budget ([`THIN_BUDGET_PER_MS`]), and every
-/// [`THIN_RATE_EPOCH`] of them adjusts the length of its next windows.
-fn count_kept(state: &ThreadState) {
+/// Counts a laid sample of `value` ns, and every [`THIN_RATE_EPOCH`] of them sizes the
+/// thread's next windows to the waiting laid since the last check ([`rescale`]).
+fn note_laid(state: &ThreadState, value: u64) {
     // SAFETY: the owner part, on the owner thread, outside the handler; no other reference
     // to it is live here.
     let rate = unsafe { &mut (*state.owner.get()).thin_rate };
-    rate.kept += 1;
-    if rate.kept < THIN_RATE_EPOCH {
+    rate.laid += 1;
+    rate.laid_ns = rate.laid_ns.saturating_add(value);
+    if rate.laid < THIN_RATE_EPOCH {
         return;
     }
     let now = monotonic_ns();
-    let scale = rescale(rate.scale, now.saturating_sub(rate.since));
+    let scale = rescale(rate.laid_ns, now.saturating_sub(rate.since));
     if scale > rate.scale {
         counters::raise(Counter::ThinningWindowPeak, THIN_NS << scale);
     }
     *rate = ThinRate {
         scale,
-        kept: 0,
+        laid: 0,
+        laid_ns: 0,
         since: now,
     };
 }
 
-/// The window scale after [`THIN_RATE_EPOCH`] samples were kept in `elapsed` ns at `scale`:
-/// one up when that is faster than [`THIN_BUDGET_PER_MS`], one down when it is under a
-/// quarter of it (so that the doubled rate stays under budget).
-fn rescale(scale: u32, elapsed: u64) -> u32 {
-    let at_budget = u64::from(THIN_RATE_EPOCH) * 1_000_000 / THIN_BUDGET_PER_MS;
-    if elapsed < at_budget {
-        (scale + 1).min(THIN_MAX_SCALE)
-    } else if elapsed > 4 * at_budget {
-        scale.saturating_sub(1)
-    } else {
-        scale
-    }
+/// The window scale for a thread that laid `laid_ns` of samples in `elapsed` ns: the
+/// shortest window (`THIN_NS << scale`, up to [`THIN_MAX_SCALE`]) that this much waiting
+/// fills at most [`THIN_BUDGET_PER_MS`] times a millisecond. Samples as long as a window are
+/// kept whole, so a thread keeps more than that when most of its waiting comes in samples
+/// longer than the window; but windows follow the waiting itself, and so shrink again as
+/// soon as it slows. (Sizing them by the samples *kept* instead let a thread whose long
+/// waits are kept whole ratchet its windows up to 41 ms; its short waits, thinned at that
+/// length, then read 0 or a window: `uts` `push_shared`, 8 ms of short waits, read
+/// 0.01–5 ms.)
+fn rescale(laid_ns: u64, elapsed: u64) -> u32 {
+    let per_window = u128::from(laid_ns) * 1_000_000
+        / (u128::from(THIN_BUDGET_PER_MS) * u128::from(elapsed.max(1)));
+    (0..THIN_MAX_SCALE)
+        .find(|&scale| u128::from(THIN_NS << scale) >= per_window)
+        .unwrap_or(THIN_MAX_SCALE)
 }
 
 /// A thinning window: its length, how far into it the samples have got, and its picked
@@ -1062,14 +1065,18 @@ mod tests {
     }
 
     #[test]
-    fn windows_grow_past_the_budget_and_shrink_well_under_it() {
-        let at_budget = u64::from(THIN_RATE_EPOCH) * 1_000_000 / THIN_BUDGET_PER_MS;
-        assert_eq!(rescale(0, at_budget / 10), 1);
-        assert_eq!(rescale(THIN_MAX_SCALE, 0), THIN_MAX_SCALE);
-        assert_eq!(rescale(3, at_budget), 3);
-        assert_eq!(rescale(3, 3 * at_budget), 3);
-        assert_eq!(rescale(3, 5 * at_budget), 2);
-        assert_eq!(rescale(0, u64::MAX), 0);
+    fn windows_follow_the_waiting_laid() {
+        let ms = 1_000_000;
+        // 16 windows of 10 µs a millisecond: the shortest window.
+        assert_eq!(rescale(160_000, ms), 0);
+        assert_eq!(rescale(320_000, ms), 1);
+        // A thread blocked all the time: 1 ms a millisecond, 62.5 µs a window -> 80 µs.
+        assert_eq!(rescale(4 * ms, 4 * ms), 3);
+        // Whatever came before, little waiting means short windows again.
+        assert_eq!(rescale(10_000, 100 * ms), 0);
+        assert_eq!(rescale(0, 0), 0);
+        assert_eq!(rescale(u64::MAX, 1), THIN_MAX_SCALE);
+        assert_eq!(THIN_NS << THIN_MAX_SCALE, 40_960_000);
     }
 
     #[test]

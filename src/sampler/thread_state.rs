@@ -54,14 +54,15 @@ pub struct OwnerPart {
     pub thin_rate: ThinRate,
 }
 
-/// How fast a thread keeps short synchronous samples, and so how long its thinning windows
-/// are (see `lock_glue::THIN_BUDGET_PER_MS`). Owner only.
+/// How much waiting a thread's synchronous samples carry, and so how long its thinning
+/// windows are (see `lock_glue::THIN_BUDGET_PER_MS`). Owner only.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ThinRate {
     /// Windows are `THIN_NS << scale` long.
     pub scale: u32,
-    /// Samples kept since `since` (CLOCK_MONOTONIC, ns).
-    pub kept: u32,
+    /// Samples laid since `since` (CLOCK_MONOTONIC, ns), and their total value.
+    pub laid: u32,
+    pub laid_ns: u64,
     pub since: u64,
 }
 
