@@ -147,9 +147,10 @@ fn bookkeeping<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// The shortest thinning window. Synchronous samples (each one an unwind, 1–2 µs) shorter
 /// than their line's window are thinned by stratified sampling: each thread lays the values
 /// of its samples end to end, per metric and size class ([`thin_class`]), cuts each line
-/// into windows (`THIN_NS` long while the thread keeps within [`THIN_BUDGET_PER_MS`]), and
-/// picks one point at random in each window; a sample is kept, carrying the window's length
-/// per point it covers. A sample as long as its line's window or longer is kept whole. Every nanosecond of waiting has the same chance of being
+/// into windows (`THIN_NS` long while its samples carry little waiting, longer past
+/// [`THIN_BUDGET_PER_MS`]), and picks one point at random in each window; a sample is kept,
+/// carrying the window's length per point it covers. A sample as long as its line's window
+/// or longer is kept whole. Every nanosecond of waiting has the same chance of being
 /// picked, so every calling context's total is unbiased, as with Go's mutex profile, which
 /// keeps each event with probability value / rate; but a context's count varies less (one
 /// point per window exactly rather than on average: a millisecond of 300 ns holds showed
@@ -234,8 +235,8 @@ fn thinned_value(state: &ThreadState, s: &Sample) -> u64 {
 }
 
 /// The size class of a sample of `value` ns: its octave from 128 ns up, with all shorter
-/// ones in class 0 and all from 2 ms up in the last (`0..THIN_CLASSES`). Stratifying by size is unbiased whatever
-/// the classes, as each class is thinned on its own; octaves separate critical sections
+/// ones in class 0 and all from 2 ms up in the last (`0..THIN_CLASSES`). Stratifying by
+/// size is unbiased whatever the classes, as each class is thinned on its own; octaves separate critical sections
 /// whose lengths differ by twice or more.
 fn thin_class(value: u64) -> usize {
     let octave = (u64::BITS - value.leading_zeros()) as usize;
@@ -716,7 +717,8 @@ pub fn release(
 }
 
 /// An event on the object at `address` that wakes up to `n` waiters (a post, a futex wake):
-/// `op` performs it and `ok` says whether it succeeded. The waiting since the previous event
+/// `op` performs it and `ok` says whether it succeeded (not asked of a futex wake, whose
+/// blame is recorded before it: [`futex_wake`]). The waiting since the previous event
 /// is taken just before and recorded as blame at the caller's context — except, for a
 /// futex's only waiter, the part that overlaps the caller's own last futex wait, which is
 /// charged to whoever woke the caller (`wake_chain`).
@@ -744,7 +746,7 @@ pub fn event<R: Copy>(
         return op();
     };
     if kind == WaitKind::Futex {
-        return futex_wake(address, woke, (state, seq), now, last, op);
+        return futex_wake(address, woke, state, seq, now, last, op);
     }
     let rc = op();
     let saved = errno();
@@ -767,7 +769,8 @@ pub fn event<R: Copy>(
 fn futex_wake<R: Copy>(
     address: usize,
     woke: table::Woke,
-    (state, seq): (&ThreadState, u64),
+    state: &ThreadState,
+    seq: u64,
     now: u64,
     last: Option<LastWait>,
     op: impl FnOnce() -> R,
