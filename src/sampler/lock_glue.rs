@@ -262,7 +262,7 @@ fn note_laid(state: &ThreadState, value: u64) {
     // to it is live here.
     let rate = unsafe { &mut (*state.owner.get()).thin_rate };
     rate.laid += 1;
-    rate.laid_ns = rate.laid_ns.saturating_add(value);
+    rate.laid_ns = rate.laid_ns.saturating_add(rate_weight(value, rate.scale));
     if rate.laid < THIN_RATE_EPOCH {
         return;
     }
@@ -277,6 +277,17 @@ fn note_laid(state: &ThreadState, value: u64) {
         laid_ns: 0,
         since: now,
     };
+}
+
+/// How much of a sample of `value` ns counts towards its thread's rate at window scale
+/// `scale`: at most two windows. Windows are there to bound the unwinds of short samples;
+/// one longer than a window is kept whole and costs one unwind however long it is. Counted
+/// whole, a single long one (the blame of a condition variable's signal for a wait of
+/// seconds) would stretch the thread's windows to 41 ms for an epoch, and its short samples
+/// would read 0 or a window; capped, windows still double each epoch while the waiting
+/// fills them.
+fn rate_weight(value: u64, scale: u32) -> u64 {
+    value.min(2 * (THIN_NS << scale))
 }
 
 /// The window scale for a thread that laid `laid_ns` of samples in `elapsed` ns: the
@@ -1080,6 +1091,21 @@ mod tests {
         assert_eq!(rescale(0, 0), 0);
         assert_eq!(rescale(u64::MAX, 1), THIN_MAX_SCALE);
         assert_eq!(THIN_NS << THIN_MAX_SCALE, 40_960_000);
+    }
+
+    #[test]
+    fn one_long_sample_does_not_stretch_the_windows() {
+        let ms = 1_000_000;
+        // An epoch of 63 short samples and one blame of 2 s, over 10 ms.
+        let laid = |scale| 63 * 5_000 + rate_weight(2_000 * ms, scale);
+        assert_eq!(rescale(laid(0), 10 * ms), 0);
+        // Counted whole, it would stretch them to 20 ms.
+        assert_eq!(rescale(63 * 5_000 + 2_000 * ms, 10 * ms), 11);
+        // Samples longer than the window still let it grow, an octave an epoch.
+        let all_long = |scale| 64 * rate_weight(40_000, scale);
+        assert_eq!(rescale(all_long(0), 4 * ms), 1);
+        assert_eq!(rescale(all_long(1), 4 * ms), 2);
+        assert_eq!(rate_weight(7_000, 0), 7_000);
     }
 
     #[test]
