@@ -31,7 +31,7 @@ pub struct RunArgs {
     /// Functions listed in the summary
     #[arg(long, default_value_t = 5)]
     pub top: usize,
-    /// Print no summary
+    /// Print no summary, only warnings of damage or lost samples
     #[arg(short, long)]
     pub quiet: bool,
     /// The program to profile and its arguments (put them after --)
@@ -118,14 +118,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     } else {
         dir
     };
-    if !args.quiet {
-        let mut err = std::io::stderr().lock();
-        if let Err(e) = blameprof::viewer::cli::summary(&dir, args.top, &mut err) {
-            eprintln!(
-                "blameprof: warning: profile in {} could not be summarised: {e:#}",
-                dir.display()
-            );
-        }
+    let mut err = std::io::stderr().lock();
+    let told = match args.quiet {
+        true => blameprof::viewer::cli::warn_losses(&dir, &mut err),
+        false => blameprof::viewer::cli::summary(&dir, args.top, &mut err),
+    };
+    if let Err(e) = told {
+        eprintln!(
+            "blameprof: warning: profile in {} could not be read: {e:#}",
+            dir.display()
+        );
     }
     Ok(code)
 }

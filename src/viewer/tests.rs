@@ -494,3 +494,37 @@ fn clap_arguments_parse() {
         assert!(TestCli::try_parse_from(args).is_err(), "{bad:?} accepted");
     }
 }
+
+#[test]
+fn quiet_runs_still_warn_of_lost_samples() {
+    let tmp = TempDir::new("warn-losses");
+    let write = |name: &str, lost: &[(&str, u64)]| {
+        let dir = tmp.0.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut p = two_metric_process();
+        p.counters.retain(|(n, _)| n == "runtime_heap_peak_bytes");
+        p.counters.push(("runtime_heap_peak_bytes".into(), 4096));
+        p.counters
+            .extend(lost.iter().map(|&(n, v)| (n.to_owned(), v)));
+        write_part(&dir, &p);
+        let mut told = Vec::new();
+        cli::warn_losses(&dir, &mut told).unwrap();
+        (dir, String::from_utf8(told).unwrap())
+    };
+    assert_eq!(write("blameprof-sound", &[]).1, "");
+    let (dir, told) = write(
+        "blameprof-lossy",
+        &[
+            ("samples_dropped_busy", 3),
+            ("samples_dropped_no_thread_state", 2),
+        ],
+    );
+    assert_eq!(
+        told,
+        format!(
+            "blameprof: warning: 5 samples lost (samples_dropped_busy 3, \
+             samples_dropped_no_thread_state 2); the profile is in {}\n",
+            dir.display()
+        )
+    );
+}
