@@ -10,6 +10,7 @@
 
 use super::{Frame, MetricDef, RecordTag, CHUNK_MAGIC, FILE_MAGIC, FORMAT_VERSION, PART_SUFFIX};
 use super::{MAX_STACK_DEPTH, SAMPLE_FIRST_IS_RETURN, SAMPLE_TRUNCATED};
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -48,6 +49,9 @@ pub enum ReadError {
 pub struct ReadOptions {
     /// Keep what precedes the first damaged chunk instead of failing.
     pub salvage: bool,
+    /// Check samples but keep none (for what needs only the counters, threads and modules:
+    /// interning the call paths is most of the cost of a read).
+    pub skip_samples: bool,
 }
 
 /// Interned call paths: each distinct path is stored once.
@@ -55,7 +59,9 @@ pub struct ReadOptions {
 pub struct StackTable {
     frames: Vec<Frame>,
     ranges: Vec<(u32, u32)>,
-    index: HashMap<Vec<Frame>, u32>,
+    /// Fx-hashed: a call path hashes one word per frame field, and SipHash made it most of
+    /// the cost of reading a profile (see docs/dependencies.md).
+    index: FxHashMap<Vec<Frame>, u32>,
 }
 
 /// Index of a call path in a [`StackTable`].
@@ -288,9 +294,10 @@ pub fn decode_part(
             path: path.to_owned(),
             ..Default::default()
         },
-        last_stack: HashMap::new(),
+        last_stack: FxHashMap::default(),
         counters: HashMap::new(),
         known_tids: Default::default(),
+        skip_samples: opts.skip_samples,
     };
     let mut pos = FILE_HEADER_LEN;
     while pos < data.len() {
@@ -363,10 +370,12 @@ pub fn decode_part(
 struct Builder {
     profile: ProcessProfile,
     /// Previous sample's path per thread within the current chunk.
-    last_stack: HashMap<u32, Vec<Frame>>,
+    last_stack: FxHashMap<u32, Vec<Frame>>,
     counters: HashMap<String, u64>,
     /// Threads already listed in `profile.threads`.
-    known_tids: std::collections::HashSet<u32>,
+    known_tids: rustc_hash::FxHashSet<u32>,
+    /// [`ReadOptions::skip_samples`].
+    skip_samples: bool,
 }
 
 struct Cursor<'a> {
@@ -514,11 +523,15 @@ impl Builder {
                     path.push(c.frame()?);
                 }
                 path.extend_from_slice(&prev[prev.len() - shared..]);
-                let stack = p.stacks.intern(&path);
-                *prev = path;
                 if self.known_tids.insert(tid) {
                     thread_entry(&mut p.threads, tid);
                 }
+                if self.skip_samples {
+                    *prev = path;
+                    return Ok(());
+                }
+                let stack = p.stacks.intern(&path);
+                *prev = path;
                 p.samples.push(Sample {
                     tid,
                     metric,

@@ -192,7 +192,11 @@ pub fn flamegraph(args: &FlamegraphArgs) -> anyhow::Result<()> {
 /// The summary `blameprof run` prints after the run (every line starts with `blameprof: `).
 /// Reads damaged profiles in salvage mode and says so.
 pub fn summary(profile_dir: &Path, top: usize, out: &mut dyn Write) -> anyhow::Result<()> {
-    let profile = read_profile(profile_dir, ReadOptions { salvage: true })?;
+    let opts = ReadOptions {
+        salvage: true,
+        ..Default::default()
+    };
+    let profile = read_profile(profile_dir, opts)?;
     let analysis = analyze(&profile, Filter::default(), &mut Symbolizer::new())?;
     super::summary::write(&analysis, top, out).map_err(|e| anyhow!("cannot write the summary: {e}"))
 }
@@ -201,7 +205,11 @@ pub fn summary(profile_dir: &Path, top: usize, out: &mut dyn Write) -> anyhow::R
 /// lost, from the profile's counters alone (no symbolization); nothing for a sound profile.
 pub fn warn_losses(profile_dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     use crate::format::counters::LOST_SAMPLE_COUNTERS;
-    let profile = read_profile(profile_dir, ReadOptions { salvage: true })?;
+    let opts = ReadOptions {
+        salvage: true,
+        skip_samples: true,
+    };
+    let profile = read_profile(profile_dir, opts)?;
     let path = profile_dir.display();
     for damage in profile.processes.iter().filter_map(|p| p.damage.as_ref()) {
         writeln!(
@@ -245,7 +253,11 @@ fn load(
         Some(p) => p.to_owned(),
         None => default_profile()?,
     };
-    let profile = read_profile(&path, ReadOptions { salvage })?;
+    let opts = ReadOptions {
+        salvage,
+        ..Default::default()
+    };
+    let profile = read_profile(&path, opts)?;
     // Merged and derived exactly as `analyze` does, so the ids agree.
     let table = metric_table(&profile, filter)?;
     let ids = metrics
