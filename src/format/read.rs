@@ -10,7 +10,7 @@
 
 use super::{Frame, MetricDef, RecordTag, CHUNK_MAGIC, FILE_MAGIC, FORMAT_VERSION, PART_SUFFIX};
 use super::{MAX_STACK_DEPTH, SAMPLE_FIRST_IS_RETURN, SAMPLE_TRUNCATED};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -373,7 +373,7 @@ struct Builder {
     last_stack: FxHashMap<u32, Vec<Frame>>,
     counters: HashMap<String, u64>,
     /// Threads already listed in `profile.threads`.
-    known_tids: rustc_hash::FxHashSet<u32>,
+    known_tids: FxHashSet<u32>,
     /// [`ReadOptions::skip_samples`].
     skip_samples: bool,
 }
@@ -526,19 +526,17 @@ impl Builder {
                 if self.known_tids.insert(tid) {
                     thread_entry(&mut p.threads, tid);
                 }
-                if self.skip_samples {
-                    *prev = path;
-                    return Ok(());
+                if !self.skip_samples {
+                    let stack = p.stacks.intern(&path);
+                    p.samples.push(Sample {
+                        tid,
+                        metric,
+                        flags,
+                        value,
+                        stack,
+                    });
                 }
-                let stack = p.stacks.intern(&path);
                 *prev = path;
-                p.samples.push(Sample {
-                    tid,
-                    metric,
-                    flags,
-                    value,
-                    stack,
-                });
             }
             RecordTag::Counter => {
                 let name = c.string()?;

@@ -236,8 +236,8 @@ fn thinned_value(state: &ThreadState, s: &Sample) -> u64 {
 
 /// The size class of a sample of `value` ns: its octave from 128 ns up, with all shorter
 /// ones in class 0 and all from 2 ms up in the last (`0..THIN_CLASSES`). Stratifying by
-/// size is unbiased whatever the classes, as each class is thinned on its own; octaves separate critical sections
-/// whose lengths differ by twice or more.
+/// size is unbiased whatever the classes, as each class is thinned on its own; octaves
+/// separate critical sections whose lengths differ by twice or more.
 fn thin_class(value: u64) -> usize {
     let octave = (u64::BITS - value.leading_zeros()) as usize;
     octave.saturating_sub(7).min(THIN_CLASSES - 1)
@@ -283,9 +283,9 @@ fn note_laid(state: &ThreadState, value: u64) {
 /// `scale`: at most two windows. Windows are there to bound the unwinds of short samples;
 /// one longer than a window is kept whole and costs one unwind however long it is. Counted
 /// whole, a single long one (the blame of a condition variable's signal for a wait of
-/// seconds) would stretch the thread's windows to 41 ms for an epoch, and its short samples
-/// would read 0 or a window; capped, windows still double each epoch while the waiting
-/// fills them.
+/// seconds) would stretch the thread's windows to 20 ms or more for an epoch, and its
+/// short samples would read 0 or a window; capped, windows still double each epoch while
+/// the waiting fills them.
 fn rate_weight(value: u64, scale: u32) -> u64 {
     value.min(2 * (THIN_NS << scale))
 }

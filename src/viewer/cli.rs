@@ -201,42 +201,16 @@ pub fn summary(profile_dir: &Path, top: usize, out: &mut dyn Write) -> anyhow::R
     super::summary::write(&analysis, top, out).map_err(|e| anyhow!("cannot write the summary: {e}"))
 }
 
-/// What `blameprof run -q` still prints: one warning per damaged part and one for samples
-/// lost, from the profile's counters alone (no symbolization); nothing for a sound profile.
+/// What `blameprof run -q` still prints: warnings of damage and lost samples, from the
+/// profile's counters alone (its samples are skipped, nothing is symbolized).
 pub fn warn_losses(profile_dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
-    use crate::format::counters::LOST_SAMPLE_COUNTERS;
     let opts = ReadOptions {
         salvage: true,
         skip_samples: true,
     };
     let profile = read_profile(profile_dir, opts)?;
-    let path = profile_dir.display();
-    for damage in profile.processes.iter().filter_map(|p| p.damage.as_ref()) {
-        writeln!(
-            out,
-            "blameprof: warning: {damage} (the intact part was read)"
-        )?;
-    }
-    let reasons: Vec<String> = LOST_SAMPLE_COUNTERS
-        .iter()
-        .map(|&name| {
-            (
-                name,
-                profile.processes.iter().map(|p| p.counter(name)).sum(),
-            )
-        })
-        .filter(|&(_, n): &(&str, u64)| n > 0)
-        .map(|(name, n)| format!("{name} {n}"))
-        .collect();
-    if !reasons.is_empty() {
-        let lost: u64 = profile.processes.iter().map(|p| p.lost_samples()).sum();
-        writeln!(
-            out,
-            "blameprof: warning: {lost} samples lost ({}); the profile is in {path}",
-            reasons.join(", ")
-        )?;
-    }
-    Ok(())
+    super::summary::write_losses(&profile, out)
+        .map_err(|e| anyhow!("cannot write the warnings: {e}"))
 }
 
 /// Reads and analyses a profile; returns the merged ids of the metrics called `metrics`.

@@ -228,17 +228,23 @@ pub fn describe_sources(analysis: &Analysis) -> String {
 
 /// "12 (samples_dropped_busy 10, samples_dropped_no_thread_state 2)" or "0".
 pub fn describe_lost(analysis: &Analysis) -> String {
-    let reasons: Vec<String> = analysis
-        .counters
-        .iter()
-        .filter(|(name, _)| crate::format::counters::LOST_SAMPLE_COUNTERS.contains(&name.as_str()))
-        .map(|(name, v)| format!("{name} {v}"))
-        .collect();
+    let reasons = lost_reasons(analysis.counters.iter().map(|(n, v)| (n.as_str(), *v)));
     if reasons.is_empty() {
         analysis.lost_samples.to_string()
     } else {
-        format!("{} ({})", analysis.lost_samples, reasons.join(", "))
+        format!("{} ({reasons})", analysis.lost_samples)
     }
+}
+
+/// The lost-sample counters among `counters` that are not zero, as
+/// "samples_dropped_busy 10, samples_dropped_no_thread_state 2" ("" when none is).
+fn lost_reasons<'a>(counters: impl IntoIterator<Item = (&'a str, u64)>) -> String {
+    counters
+        .into_iter()
+        .filter(|&(name, v)| v > 0 && crate::format::counters::LOST_SAMPLE_COUNTERS.contains(&name))
+        .map(|(name, v)| format!("{name} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The command line of the first selected process, for titles.

@@ -16,15 +16,56 @@
 
 use super::text::location;
 use super::units::{format_value, percent};
-use super::{describe_lost, describe_sources, Prune, Report, View};
+use super::{describe_lost, describe_sources, lost_reasons, Prune, Report, View};
 use crate::attribution::lock_sites::lock_sites;
 use crate::attribution::metrics::{derived_name, Part, BLAME, IDLENESS, WORK};
 use crate::attribution::Analysis;
 use crate::format::counters::LOST_SAMPLE_COUNTERS;
+use crate::format::read::Profile;
 use crate::format::WaitKind;
 use std::io::{self, Write};
 
 const PREFIX: &str = "blameprof: ";
+
+/// What `blameprof run -q` prints instead of the summary: a warning per damaged part and
+/// one for the samples lost, summed over the processes of `profile` (whose samples need not
+/// have been read); nothing for a sound profile.
+pub(super) fn write_losses(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
+    write_damage(
+        profile.processes.iter().filter_map(|p| p.damage.as_ref()),
+        out,
+    )?;
+    let lost: Vec<(&str, u64)> = LOST_SAMPLE_COUNTERS
+        .iter()
+        .map(|&name| {
+            (
+                name,
+                profile.processes.iter().map(|p| p.counter(name)).sum(),
+            )
+        })
+        .collect();
+    let total: u64 = lost.iter().map(|&(_, n)| n).sum();
+    if total > 0 {
+        writeln!(
+            out,
+            "{PREFIX}warning: {total} samples lost ({}); the profile is in {}",
+            lost_reasons(lost),
+            profile.path.display()
+        )?;
+    }
+    Ok(())
+}
+
+/// One warning per damaged part (the salvage mode read what precedes the damage).
+fn write_damage<S: std::fmt::Display>(
+    damage: impl IntoIterator<Item = S>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    for damage in damage {
+        writeln!(out, "{PREFIX}warning: {damage} (the intact part was read)")?;
+    }
+    Ok(())
+}
 
 /// Writes the summary of `analysis` with the `top` heaviest functions.
 pub(super) fn write(analysis: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
@@ -39,9 +80,7 @@ pub(super) fn write(analysis: &Analysis, top: usize, out: &mut dyn Write) -> io:
         "{PREFIX}profile: {path} ({processes}, {} threads)",
         a.threads.len()
     )?;
-    for damage in &a.damage {
-        writeln!(out, "{PREFIX}warning: {damage} (the intact part was read)")?;
-    }
+    write_damage(&a.damage, out)?;
     writeln!(
         out,
         "{PREFIX}samples: {}, lost: {}",
