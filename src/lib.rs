@@ -1,14 +1,13 @@
 //! blameprof: a Linux profiler that tells who made threads wait.
 //!
-//! Layers, kept apart: measurement ([`sampler`], [`unwind`]; run inside the profiled process
-//! by the preloaded `runtime/` library), the profile [`format`] between them, analysis
-//! (`attribution`) and presentation (`viewer`).
+//! This crate is the analysis and the command line: [`attribution`] (symbolization, the
+//! calling-context tree, metrics) and [`viewer`] (text, JSON and flame graphs), over the
+//! profile [`format`] (the `blameprof_format` crate). The measurement that writes profiles is
+//! another crate (`blameprof_measure`, in `src/sampler`, `src/unwind` and `src/locks`, loaded
+//! into the profiled program by `runtime/`), which this one never imports: see
+//! `docs/architecture.md`.
+
+pub use blameprof_format as format;
 
 pub mod attribution;
-pub mod format;
-pub mod locks;
-pub mod sampler;
-pub mod spinlock;
-pub mod sys;
-pub mod unwind;
 pub mod viewer;

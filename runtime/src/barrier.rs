@@ -1,12 +1,12 @@
 //! Interposed barriers (`pthread_barrier_*`): thin entry points over
-//! `blameprof::sampler::lock_glue`.
+//! `blameprof_measure::sampler::lock_glue`.
 //!
 //! The runtime learns each barrier's size at `pthread_barrier_init`; in every round the
 //! last thread to arrive takes the others' waiting as blame, at its own call of
 //! `pthread_barrier_wait`. glibc does the real synchronisation.
 
 use crate::real;
-use blameprof::sampler::lock_glue;
+use blameprof_measure::sampler::lock_glue;
 use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 
 /// # Safety

@@ -1,5 +1,5 @@
 //! Interposed condition variables (`pthread_cond_*`, glibc's 2.3.2 ABI): thin entry points
-//! over `blameprof::sampler::lock_glue`.
+//! over `blameprof_measure::sampler::lock_glue`.
 //!
 //! A waiter's wait for the signal is condvar idleness blamed on the signalling context; its
 //! retake of the mutex afterwards is mutex idleness blamed on the mutex's holder; and the
@@ -8,7 +8,7 @@
 //! codes are unchanged.
 
 use crate::real;
-use blameprof::sampler::lock_glue;
+use blameprof_measure::sampler::lock_glue;
 use libc::{c_int, pthread_cond_t, pthread_mutex_t, timespec};
 
 /// # Safety

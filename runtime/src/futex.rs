@@ -11,8 +11,8 @@
 //! uncontended lock makes no system call, so it costs nothing.
 
 use crate::real;
-use blameprof::format::WaitKind;
-use blameprof::sampler::lock_glue;
+use blameprof_format::WaitKind;
+use blameprof_measure::sampler::lock_glue;
 use libc::c_long;
 
 const FUTEX_WAIT: c_long = 0;

@@ -1,7 +1,7 @@
 //! The blameprof runtime, injected into the profiled program with `LD_PRELOAD`.
 //!
 //! Job: the exported entry points only. Each interposed function resolves the real one once
-//! (`dlsym(RTLD_NEXT)`), calls the lifecycle hooks in `blameprof::sampler::lifecycle`, and
+//! (`dlsym(RTLD_NEXT)`), calls the lifecycle hooks in `blameprof_measure::sampler::lifecycle`, and
 //! forwards; the logic lives in the `blameprof` library so it can be tested without
 //! preloading. The CLI never links this crate, so it never interposes anything itself.
 //!
@@ -26,8 +26,8 @@ mod semaphore;
 mod threads;
 mod waits;
 
-use blameprof::sampler::heap::RuntimeAllocator;
-use blameprof::sampler::lifecycle;
+use blameprof_measure::sampler::heap::RuntimeAllocator;
+use blameprof_measure::sampler::lifecycle;
 use libc::{c_char, c_int, c_void};
 
 /// The runtime's Rust allocations never use the program's `malloc` (see `sampler::heap`).

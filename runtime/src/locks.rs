@@ -1,5 +1,5 @@
 //! Interposed pthread spin locks and mutexes: thin entry points over
-//! `blameprof::locks` and `blameprof::sampler::lock_glue`.
+//! `blameprof_measure::locks` and `blameprof_measure::sampler::lock_glue`.
 //!
 //! Spin locks are implemented here entirely (dual representation; glibc's are never called).
 //! Mutexes keep glibc's implementation, so every type (normal, recursive, errorcheck, robust,
@@ -10,9 +10,9 @@
 
 use crate::plain_mutex;
 use crate::real;
-use blameprof::format::WaitKind;
-use blameprof::locks::spin;
-use blameprof::sampler::lock_glue::{self, SpinGlue};
+use blameprof_format::WaitKind;
+use blameprof_measure::locks::spin;
+use blameprof_measure::sampler::lock_glue::{self, SpinGlue};
 use libc::{c_int, pthread_mutex_t, pthread_spinlock_t, timespec};
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -1,5 +1,5 @@
 //! Interposed reader-writer locks (`pthread_rwlock_*`): thin entry points over
-//! `blameprof::sampler::lock_glue`.
+//! `blameprof_measure::sampler::lock_glue`.
 //!
 //! As with mutexes, an acquisition first tries (glibc's try call); only when that says
 //! EBUSY is the wait measured around the real blocking call, so glibc keeps every
@@ -8,10 +8,10 @@
 //! a writer blocked by several readers blames each of them in turn.
 
 use crate::real;
-use blameprof::format::WaitKind;
-use blameprof::sampler::clock::current_tid;
-use blameprof::sampler::lifecycle::sampling_enabled;
-use blameprof::sampler::lock_glue;
+use blameprof_format::WaitKind;
+use blameprof_measure::sampler::clock::current_tid;
+use blameprof_measure::sampler::lifecycle::sampling_enabled;
+use blameprof_measure::sampler::lock_glue;
 use libc::{c_int, pthread_rwlock_t, timespec};
 
 /// An acquisition: `try_` first; on EBUSY, `block` measured.
@@ -166,7 +166,7 @@ unsafe fn others_hold(rw: *mut pthread_rwlock_t) -> bool {
 /// Same contract as `pthread_rwlock_unlock(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_unlock(rw: *mut pthread_rwlock_t) -> c_int {
-    if !blameprof::locks::wait_table::maybe_dirty(rw as usize, WaitKind::RwLock) {
+    if !blameprof_measure::locks::wait_table::maybe_dirty(rw as usize, WaitKind::RwLock) {
         // SAFETY: forwarding the caller's lock to glibc unchanged.
         return unsafe { real::pthread_rwlock_unlock()(rw) };
     }

@@ -1,5 +1,5 @@
 //! Interposed POSIX semaphores (`sem_*`): thin entry points over
-//! `blameprof::sampler::lock_glue`.
+//! `blameprof_measure::sampler::lock_glue`.
 //!
 //! A wait first tries (`sem_trywait`); only when the count is zero is it measured around the
 //! real wait, which runs with the sampling signal blocked (a semaphore wait fails with
@@ -7,10 +7,10 @@
 //! the `sem_post` that ends it.
 
 use crate::real;
-use blameprof::format::WaitKind;
-use blameprof::sampler::lifecycle::sampling_enabled;
-use blameprof::sampler::lock_glue;
-use blameprof::sampler::quiet::Quiet;
+use blameprof_format::WaitKind;
+use blameprof_measure::sampler::lifecycle::sampling_enabled;
+use blameprof_measure::sampler::lock_glue;
+use blameprof_measure::sampler::quiet::Quiet;
 use libc::{c_int, sem_t, timespec};
 
 fn errno() -> *mut c_int {

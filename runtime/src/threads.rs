@@ -6,9 +6,9 @@
 //! call, or, when its start routine returns, at that routine (which stands for the thread).
 
 use crate::real;
-use blameprof::format::WaitKind;
-use blameprof::sampler::lifecycle;
-use blameprof::sampler::lock_glue;
+use blameprof_format::WaitKind;
+use blameprof_measure::sampler::lifecycle;
+use blameprof_measure::sampler::lock_glue;
 use libc::{c_int, c_void, pthread_t, timespec};
 
 pub type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;

@@ -1,11 +1,11 @@
-//! Interposed waits that a signal would break (see `blameprof::sampler::quiet`).
+//! Interposed waits that a signal would break (see `blameprof_measure::sampler::quiet`).
 //!
 //! Each wrapper holds the sampling signal blocked while the real function waits, and keeps it
 //! out of masks and wait-sets the program passes, then forwards unchanged. glibc's `sleep`
 //! and `usleep` call its internal `nanosleep` directly, so they are wrapped too.
 
 use crate::real;
-use blameprof::sampler::quiet::{mask_with_sampling, set_without_sampling, Quiet};
+use blameprof_measure::sampler::quiet::{mask_with_sampling, set_without_sampling, Quiet};
 use libc::{c_int, c_uint, sigset_t, timespec};
 
 fn or_own(copy: &Option<sigset_t>, own: *const sigset_t) -> *const sigset_t {

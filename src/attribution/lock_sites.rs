@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 /// Whether a module path names the runtime library.
 pub fn is_runtime_module(path: &str) -> bool {
-    path.ends_with(crate::format::RUNTIME_LIBRARY)
+    path.ends_with(crate::format::protocol::RUNTIME_LIBRARY)
 }
 
 /// The cost of one metric at one lock site.

@@ -25,7 +25,10 @@ use crate::format::read::Profile;
 use crate::format::{MetricDef, WaitKind, SAMPLE_KIND_MASK, SAMPLE_KIND_SHIFT, SAMPLE_UNBLAMED};
 use std::collections::{BTreeSet, HashMap};
 
-pub use crate::format::metric_names::{BLAME, IDLENESS, WORK};
+/// The names of the metrics the runtime writes.
+pub const WORK: &str = crate::format::protocol::WORK.name;
+pub const IDLENESS: &str = crate::format::protocol::IDLENESS.name;
+pub const BLAME: &str = crate::format::protocol::BLAME.name;
 
 /// Suffix of the derived metric of unblamed idleness (`idleness.unblamed`).
 pub const UNBLAMED: &str = "unblamed";

@@ -8,8 +8,7 @@
 
 use super::preflight::{self, LaunchError};
 use anyhow::{bail, Context};
-use blameprof::format::RUNTIME_LIBRARY as RUNTIME_NAME;
-use blameprof::sampler::config::{ENV_FREQUENCY, ENV_OUTPUT};
+use blameprof::format::protocol::{ENV_FREQUENCY, ENV_OUTPUT, RUNTIME_LIBRARY as RUNTIME_NAME};
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -172,7 +171,7 @@ fn prepare_named(path: &Path) -> anyhow::Result<PathBuf> {
                 e.is_ok_and(|e| {
                     e.file_name()
                         .to_string_lossy()
-                        .ends_with(blameprof::format::PART_SUFFIX)
+                        .ends_with(blameprof::format::protocol::PART_SUFFIX)
                 })
             });
         if !is_profile {

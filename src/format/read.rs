@@ -8,7 +8,8 @@
 //! believed; a damaged chunk is an error unless [`ReadOptions::salvage`] is set, in which case
 //! reading stops there and the damage is reported in [`ProcessProfile::damage`].
 
-use super::{Frame, MetricDef, RecordTag, CHUNK_MAGIC, FILE_MAGIC, FORMAT_VERSION, PART_SUFFIX};
+use super::protocol::PART_SUFFIX;
+use super::{Frame, MetricDef, RecordTag, CHUNK_MAGIC, FILE_MAGIC, FORMAT_VERSION};
 use super::{MAX_STACK_DEPTH, SAMPLE_FIRST_IS_RETURN, SAMPLE_TRUNCATED};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;

@@ -2,24 +2,14 @@
 //!
 //! Job: turn `BLAMEPROF_*` variables into a [`Config`]. Not async-signal-safe (reads the
 //! environment, allocates); called once at start-up. The variables are the private protocol
-//! between `blameprof run` and the runtime, documented in `docs/profile-format.md`.
+//! between `blameprof run` and the runtime (`format::protocol`), documented in
+//! `docs/profile-format.md`.
 
+use crate::format::protocol::{
+    DEFAULT_FREQUENCY, ENV_FREQUENCY, ENV_OUTPUT, ENV_SIGNAL, ENV_SOURCE, SOURCE_CPU_TIMER,
+    SOURCE_PERF_TASK_CLOCK, TICK_LIMITED_HZ,
+};
 use std::path::PathBuf;
-
-/// Directory that receives the profile parts (required: without it the runtime stays idle).
-pub const ENV_OUTPUT: &str = "BLAMEPROF_OUTPUT";
-/// Samples per second per thread of CPU time (default 200).
-pub const ENV_FREQUENCY: &str = "BLAMEPROF_FREQUENCY";
-/// Signal number used for sampling (default `SIGRTMIN + 8`).
-pub const ENV_SIGNAL: &str = "BLAMEPROF_SIGNAL";
-/// Force a sample source: `cpu-timer` or `perf-task-clock` (default: see
-/// [`Config::preferred_source`]).
-pub const ENV_SOURCE: &str = "BLAMEPROF_SOURCE";
-
-/// Default sampling rate, samples per CPU-second per thread.
-pub const DEFAULT_FREQUENCY: u64 = 200;
-/// Highest rate the POSIX CPU-time timers can deliver: they expire on the scheduler tick.
-pub const TICK_LIMITED_HZ: u64 = 250;
 
 /// Where a thread's sampling signals come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +25,8 @@ pub enum Source {
 impl Source {
     pub fn name(self) -> &'static str {
         match self {
-            Source::CpuTimer => "cpu-timer",
-            Source::PerfTaskClock => "perf-task-clock",
+            Source::CpuTimer => SOURCE_CPU_TIMER,
+            Source::PerfTaskClock => SOURCE_PERF_TASK_CLOCK,
         }
     }
 }
@@ -64,9 +54,9 @@ impl Config {
             .ok()
             .and_then(|v| v.parse::<i32>().ok())
             .unwrap_or_else(|| libc::SIGRTMIN() + 8);
-        let forced_source = match std::env::var(ENV_SOURCE).as_deref() {
-            Ok("cpu-timer") => Some(Source::CpuTimer),
-            Ok("perf-task-clock") => Some(Source::PerfTaskClock),
+        let forced_source = match std::env::var(ENV_SOURCE) {
+            Ok(s) if s == SOURCE_CPU_TIMER => Some(Source::CpuTimer),
+            Ok(s) if s == SOURCE_PERF_TASK_CLOCK => Some(Source::PerfTaskClock),
             _ => None,
         };
         Some(Config {

@@ -24,17 +24,12 @@ use super::clock::thread_cpu_ns;
 use super::counters::{self, Counter};
 use super::lifecycle;
 use super::thread_state::{lookup, ThreadState};
-use crate::format::{Frame, SAMPLE_TRUNCATED};
+use crate::format::{protocol, Frame, SAMPLE_TRUNCATED};
 use crate::sys::gettid;
 use crate::unwind::cache_pool::POOL;
 use crate::unwind::module_set::Modules;
 use crate::unwind::walk::{walk, Regs, StackBounds, FRAMES_CAPACITY};
 use std::sync::atomic::{compiler_fence, Ordering};
-
-/// Metric indices in the process header (see `records::METRICS`).
-pub const METRIC_WORK: u8 = 0;
-pub const METRIC_IDLENESS: u8 = 1;
-pub const METRIC_BLAME: u8 = 2;
 
 /// The `SA_SIGINFO` handler installed for the sampling signal.
 pub extern "C" fn on_sample_signal(
@@ -99,7 +94,7 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
     // SAFETY: `in_runtime` is low and we run on the owner thread with our signal blocked, so
     // nothing else uses the owner part now (see thread_state's invariants).
     let sample = [Sample {
-        metric: METRIC_WORK,
+        metric: protocol::WORK.index,
         value,
         flags: 0,
     }];

@@ -27,7 +27,7 @@
 //! are none.
 
 use super::counters::{self, Counter};
-use crate::spinlock::SpinLock;
+use crate::runtime_lock::SpinLock;
 use dlmalloc::Dlmalloc;
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -17,7 +17,7 @@ use super::records;
 use super::thread_state::{self, ThreadState};
 use super::timer::Timer;
 use crate::format::Frame;
-use crate::spinlock::SpinLock;
+use crate::runtime_lock::SpinLock;
 use crate::sys::{self, gettid};
 use crate::unwind::module_set::{ModuleChanges, ModuleSet};
 use crate::unwind::walk::StackBounds;

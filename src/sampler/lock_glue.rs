@@ -17,7 +17,7 @@
 
 use super::clock::{current_tid, monotonic_ns};
 use super::counters::{self, Counter};
-use super::handler::{Sample, METRIC_BLAME, METRIC_IDLENESS};
+use super::handler::Sample;
 use super::lifecycle::sampling_enabled;
 use super::sync_sample::{
     capture_wait_path, record_at_function, record_at_wake, record_captured, record_here,
@@ -25,7 +25,7 @@ use super::sync_sample::{
 };
 use super::thread_state::{lookup, ThinRate, ThreadState, THIN_CLASSES, THIN_UNSTARTED};
 use super::wake_chain::LastWait;
-use crate::format::{WaitKind, SAMPLE_UNBLAMED};
+use crate::format::{protocol, WaitKind, SAMPLE_UNBLAMED};
 use crate::locks::spin;
 use crate::locks::wait_table::{self as table, BarrierArrival, Departed, Outcome, Wait, WakerId};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -93,7 +93,7 @@ impl spin::SpinHooks for SpinGlue {
 
 fn blame(kind: WaitKind, ns: u64) -> Sample {
     Sample {
-        metric: METRIC_BLAME,
+        metric: protocol::BLAME.index,
         value: ns,
         flags: kind.flags(),
     }
@@ -101,7 +101,7 @@ fn blame(kind: WaitKind, ns: u64) -> Sample {
 
 fn idleness(kind: WaitKind, ns: u64, blamed: bool) -> Sample {
     Sample {
-        metric: METRIC_IDLENESS,
+        metric: protocol::IDLENESS.index,
         value: ns,
         flags: kind.flags() | if blamed { 0 } else { SAMPLE_UNBLAMED },
     }
@@ -226,7 +226,8 @@ impl Kept {
 /// value it is kept with, 0 when it is not. One as long as the line's window or longer is
 /// kept whole, off the line.
 fn thinned_value(state: &ThreadState, s: &Sample) -> u64 {
-    let cell = &state.thinned[usize::from(s.metric == METRIC_IDLENESS)][thin_class(s.value)];
+    let cell =
+        &state.thinned[usize::from(s.metric == protocol::IDLENESS.index)][thin_class(s.value)];
     let window = Window::unpack(cell.load(Ordering::Relaxed)).unwrap_or_else(|| new_window(state));
     let (kept, next) = window.lay(s.value, || new_window(state));
     cell.store(next.pack(), Ordering::Relaxed);
@@ -396,7 +397,11 @@ fn record(samples: &[Sample]) {
 /// Counts the idleness of kept samples that could not be recorded (`recorded` false).
 fn count_unrecorded(kept: &Kept, recorded: bool) {
     if !recorded {
-        for s in kept.get().iter().filter(|s| s.metric == METRIC_IDLENESS) {
+        for s in kept
+            .get()
+            .iter()
+            .filter(|s| s.metric == protocol::IDLENESS.index)
+        {
             counters::add(Counter::IdlenessUnrecorded, s.value);
         }
     }

@@ -9,8 +9,8 @@
 //! never receive profile bytes). [`write_chunk`] is async-signal-safe; [`open_part`] is not.
 
 use super::counters::{self, Counter};
+use crate::format::protocol::PART_SUFFIX;
 use crate::format::wire::{chunk_header, file_header, CHUNK_HEADER_LEN};
-use crate::format::PART_SUFFIX;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;

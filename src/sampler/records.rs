@@ -8,7 +8,7 @@
 use super::config::{Config, Source};
 use super::counters;
 use super::output;
-use crate::format::metric_names::{BLAME, IDLENESS, WORK};
+use crate::format::protocol::METRICS;
 use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
 use crate::format::{Frame, RecordTag};
 use crate::unwind::modules::LoadedModule;
@@ -30,21 +30,6 @@ pub fn write(tid: u32, encode: impl Fn(&mut RecordWriter) -> Result<(), Full>) {
         }
     }
 }
-
-/// The metrics samples carry, in index order (`handler::METRIC_*`).
-pub const METRICS: [(&str, &str, &str); 3] = [
-    (WORK, "ns", "CPU time of threads that were computing"),
-    (
-        IDLENESS,
-        "ns",
-        "time threads spent waiting (blocked or spinning, measured), at the waiter",
-    ),
-    (
-        BLAME,
-        "ns",
-        "waiting time of other threads, charged to the lock holder at its unlock",
-    ),
-];
 
 /// The process header: who we are and how we sample.
 pub fn process(
@@ -84,10 +69,10 @@ pub fn process(
     w.varint(cfg.frequency)?;
     w.varint(cfg.period_ns())?;
     w.varint(METRICS.len() as u64)?;
-    for (name, unit, description) in METRICS {
-        w.bytes(name.as_bytes())?;
-        w.bytes(unit.as_bytes())?;
-        w.bytes(description.as_bytes())?;
+    for metric in METRICS {
+        w.bytes(metric.name.as_bytes())?;
+        w.bytes(metric.unit.as_bytes())?;
+        w.bytes(metric.description.as_bytes())?;
     }
     w.commit();
     Ok(())

@@ -21,7 +21,7 @@ use super::timer::Timer;
 use super::wake_chain::{LastWait, WakePath};
 use crate::format::Frame;
 use crate::locks::wait_table::Wait;
-use crate::spinlock::SpinLock;
+use crate::runtime_lock::SpinLock;
 use crate::unwind::cache_pool::POOL;
 use crate::unwind::walk::{frame_array, StackBounds, FRAMES_CAPACITY};
 use std::cell::UnsafeCell;

@@ -18,7 +18,7 @@
 //! the rest is not.
 
 use super::walk::UnwindCache;
-use crate::spinlock::SpinLock;
+use crate::runtime_lock::SpinLock;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// Caches at most, whatever the number of CPUs.

@@ -17,7 +17,7 @@
 use super::modules::{loaded_modules, LoadedModule, SharedBytes};
 use super::walk::NoAllocation;
 use crate::format::Frame;
-use crate::spinlock::SpinLock;
+use crate::runtime_lock::SpinLock;
 use framehop::x86_64::UnwinderX86_64;
 use framehop::{ExplicitModuleSectionInfo, Unwinder};
 use std::cell::UnsafeCell;

@@ -21,6 +21,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use blameprof_format::protocol::{ENV_FREQUENCY, ENV_OUTPUT};
 
 use crate::proc;
 use crate::workloads::Workload;
@@ -30,9 +31,6 @@ use crate::workloads::Workload;
 const SCALE: &str = "0.05";
 /// Limit of one callgrind run.
 const LIMIT: Duration = Duration::from_secs(600);
-/// The runtime's configuration, as `blameprof run` sets it: profile directory and rate.
-const ENV_OUTPUT: &str = "BLAMEPROF_OUTPUT";
-const ENV_FREQUENCY: &str = "BLAMEPROF_FREQUENCY";
 
 /// Input sections placed in the hot section whatever the runs show: start-up and exit code
 /// linked in from the C toolchain, and every exported function (the interposed entry points:

@@ -149,7 +149,9 @@ fn real_main(args: Args) -> Result<bool> {
     let (scale_wl, truth_wl): (Vec<Workload>, Vec<Workload>) =
         built.into_iter().partition(Workload::is_scale);
     if let Some(out) = &args.hot_layout {
-        let runtime = tools.blameprof.with_file_name("libblameprof_rt.so");
+        let runtime = tools
+            .blameprof
+            .with_file_name(blameprof_format::protocol::RUNTIME_LIBRARY);
         hot_layout::generate(&runtime, &truth_wl, &tools.scratch, out)?;
         note(&format!("wrote {}", out.display()));
         for e in &errors {

@@ -7,8 +7,10 @@
 //! written readable. Chunks hold records; see [`RecordTag`].
 //!
 //! [`wire`] encodes without allocating (async-signal-safe); [`read`] decodes (allocates; not
-//! for the runtime).
+//! for the runtime); [`protocol`] holds the rest of what the runtime and the CLI share
+//! (environment variables, file names, metrics).
 
+pub mod protocol;
 pub mod read;
 pub mod wire;
 
@@ -18,23 +20,6 @@ pub const FILE_MAGIC: [u8; 8] = *b"BLMPROF\0";
 pub const CHUNK_MAGIC: [u8; 4] = *b"BCK1";
 /// The format version this build writes and the newest it reads.
 pub const FORMAT_VERSION: u32 = 1;
-/// File name suffix of part files inside a profile directory.
-pub const PART_SUFFIX: &str = ".bpp";
-/// File name of the runtime library. Frames in a module whose path ends with it are the
-/// runtime's own (the analysis folds them into the interposed entry point), and the CLI
-/// looks for it next to its executable.
-pub const RUNTIME_LIBRARY: &str = "libblameprof_rt.so";
-
-/// Names of the metrics the runtime writes, in index order (see `docs/profile-format.md`).
-pub mod metric_names {
-    /// CPU time of threads that were computing.
-    pub const WORK: &str = "work";
-    /// Time threads spent waiting for a lock, at the waiter.
-    pub const IDLENESS: &str = "idleness";
-    /// That waiting, charged to the holder at its unlock.
-    pub const BLAME: &str = "blame";
-}
-
 /// Stack depth at which the runtime truncates a call path; the path then ends with a
 /// [`Frame::TRUNCATED`] marker frame on the root side.
 pub const MAX_STACK_DEPTH: usize = 512;
