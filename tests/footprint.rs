@@ -51,7 +51,8 @@ fn profiled_threads_get_no_malloc_arena() {
 /// The bytes of the runtime library, built next to the blameprof binary (where `blameprof run`
 /// finds it).
 fn runtime_library_data() -> Vec<u8> {
-    let path = std::path::Path::new(blameprof()).with_file_name(blameprof::format::RUNTIME_LIBRARY);
+    let path = std::path::Path::new(blameprof())
+        .with_file_name(blameprof::format::protocol::RUNTIME_LIBRARY);
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 

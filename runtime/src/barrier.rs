@@ -1,12 +1,12 @@
 //! Interposed barriers (`pthread_barrier_*`): thin entry points over
-//! `blameprof_measure::sampler::lock_glue`.
+//! `blameprof_measure::locks::policy`.
 //!
 //! The runtime learns each barrier's size at `pthread_barrier_init`; in every round the
 //! last thread to arrive takes the others' waiting as blame, at its own call of
 //! `pthread_barrier_wait`. glibc does the real synchronisation.
 
 use crate::real;
-use blameprof_measure::sampler::lock_glue;
+use blameprof_measure::locks::policy;
 use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 
 /// # Safety
@@ -20,7 +20,7 @@ pub unsafe extern "C" fn pthread_barrier_init(
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
     let rc = unsafe { real::pthread_barrier_init()(b, attr, count) };
     if rc == 0 {
-        lock_glue::barrier_init(b as usize, count);
+        policy::barrier_init(b as usize, count);
     }
     rc
 }
@@ -30,14 +30,14 @@ pub unsafe extern "C" fn pthread_barrier_init(
 #[no_mangle]
 pub unsafe extern "C" fn pthread_barrier_wait(b: *mut pthread_barrier_t) -> c_int {
     // SAFETY: forwarding the caller's barrier to glibc unchanged.
-    lock_glue::barrier_wait(b as usize, || unsafe { real::pthread_barrier_wait()(b) })
+    policy::barrier_wait(b as usize, || unsafe { real::pthread_barrier_wait()(b) })
 }
 
 /// # Safety
 /// Same contract as `pthread_barrier_destroy(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_barrier_destroy(b: *mut pthread_barrier_t) -> c_int {
-    lock_glue::forget(b as usize);
+    policy::forget(b as usize);
     // SAFETY: forwarding the caller's barrier to glibc unchanged.
     unsafe { real::pthread_barrier_destroy()(b) }
 }

@@ -1,5 +1,5 @@
 //! Interposed condition variables (`pthread_cond_*`, glibc's 2.3.2 ABI): thin entry points
-//! over `blameprof_measure::sampler::lock_glue`.
+//! over `blameprof_measure::locks::policy`.
 //!
 //! A waiter's wait for the signal is condvar idleness blamed on the signalling context; its
 //! retake of the mutex afterwards is mutex idleness blamed on the mutex's holder; and the
@@ -8,7 +8,7 @@
 //! codes are unchanged.
 
 use crate::real;
-use blameprof_measure::sampler::lock_glue;
+use blameprof_measure::locks::policy;
 use libc::{c_int, pthread_cond_t, pthread_mutex_t, timespec};
 
 /// # Safety
@@ -20,7 +20,7 @@ pub unsafe extern "C" fn pthread_cond_wait(
 ) -> c_int {
     // SAFETY: `m` is a valid mutex the caller holds (this function's contract); the
     // arguments go to glibc unchanged.
-    unsafe { lock_glue::cond_wait(c as usize, m as usize, || real::pthread_cond_wait()(c, m)) }
+    unsafe { policy::cond_wait(c as usize, m as usize, || real::pthread_cond_wait()(c, m)) }
 }
 
 /// # Safety
@@ -33,7 +33,7 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
 ) -> c_int {
     // SAFETY: as in `pthread_cond_wait`.
     unsafe {
-        lock_glue::cond_wait(c as usize, m as usize, || {
+        policy::cond_wait(c as usize, m as usize, || {
             real::pthread_cond_timedwait()(c, m, abstime)
         })
     }
@@ -50,7 +50,7 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
 ) -> c_int {
     // SAFETY: as in `pthread_cond_wait`.
     unsafe {
-        lock_glue::cond_wait(c as usize, m as usize, || {
+        policy::cond_wait(c as usize, m as usize, || {
             real::pthread_cond_clockwait()(c, m, clock, abstime)
         })
     }
@@ -61,7 +61,7 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
 #[no_mangle]
 pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: forwarding the caller's condition variable to glibc unchanged.
-    lock_glue::cond_wake(c as usize, 1, || unsafe { real::pthread_cond_signal()(c) })
+    policy::cond_wake(c as usize, 1, || unsafe { real::pthread_cond_signal()(c) })
 }
 
 /// # Safety
@@ -69,7 +69,7 @@ pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: forwarding the caller's condition variable to glibc unchanged.
-    lock_glue::cond_wake(c as usize, u32::MAX, || unsafe {
+    policy::cond_wake(c as usize, u32::MAX, || unsafe {
         real::pthread_cond_broadcast()(c)
     })
 }
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn pthread_cond_init(
     c: *mut pthread_cond_t,
     attr: *const libc::pthread_condattr_t,
 ) -> c_int {
-    lock_glue::forget(c as usize);
+    policy::forget(c as usize);
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
     unsafe { real::pthread_cond_init()(c, attr) }
 }
@@ -90,7 +90,7 @@ pub unsafe extern "C" fn pthread_cond_init(
 /// Same contract as `pthread_cond_destroy(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
-    lock_glue::forget(c as usize);
+    policy::forget(c as usize);
     // SAFETY: forwarding the caller's condition variable to glibc unchanged.
     unsafe { real::pthread_cond_destroy()(c) }
 }

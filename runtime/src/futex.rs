@@ -12,7 +12,7 @@
 
 use crate::real;
 use blameprof_format::WaitKind;
-use blameprof_measure::sampler::lock_glue;
+use blameprof_measure::locks::policy;
 use libc::c_long;
 
 const FUTEX_WAIT: c_long = 0;
@@ -59,24 +59,24 @@ pub unsafe extern "C" fn syscall(
     let ok = |rc: c_long| rc >= 0;
     match a2 & !FUTEX_OPTIONS {
         FUTEX_WAIT | FUTEX_WAIT_BITSET | FUTEX_LOCK_PI | FUTEX_LOCK_PI2 | FUTEX_WAIT_REQUEUE_PI => {
-            lock_glue::wait(uaddr, WaitKind::Futex, call, |rc, err| {
-                lock_glue::outcome_of_errno(rc, err)
+            policy::wait(uaddr, WaitKind::Futex, call, |rc, err| {
+                policy::outcome_of_errno(rc, err)
             })
         }
         FUTEX_WAKE | FUTEX_WAKE_BITSET => {
-            lock_glue::event(uaddr, WaitKind::Futex, count(a3), call, ok)
+            policy::event(uaddr, WaitKind::Futex, count(a3), call, ok)
         }
-        FUTEX_UNLOCK_PI => lock_glue::event(uaddr, WaitKind::Futex, 1, call, ok),
+        FUTEX_UNLOCK_PI => policy::event(uaddr, WaitKind::Futex, 1, call, ok),
         // Woken or moved to another futex: either way, their wait for this one is over.
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_CMP_REQUEUE_PI => {
-            lock_glue::event(uaddr, WaitKind::Futex, u32::MAX, call, ok)
+            policy::event(uaddr, WaitKind::Futex, u32::MAX, call, ok)
         }
         // Wakes `a3` waiters of uaddr and, depending on the operation, `a4` of uaddr2.
-        FUTEX_WAKE_OP => lock_glue::event(
+        FUTEX_WAKE_OP => policy::event(
             uaddr,
             WaitKind::Futex,
             count(a3),
-            || lock_glue::event(uaddr2, WaitKind::Futex, count(a4), call, ok),
+            || policy::event(uaddr2, WaitKind::Futex, count(a4), call, ok),
             ok,
         ),
         _ => call(),

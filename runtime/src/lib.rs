@@ -1,9 +1,9 @@
 //! The blameprof runtime, injected into the profiled program with `LD_PRELOAD`.
 //!
 //! Job: the exported entry points only. Each interposed function resolves the real one once
-//! (`dlsym(RTLD_NEXT)`), calls the lifecycle hooks in `blameprof_measure::sampler::lifecycle`, and
-//! forwards; the logic lives in the `blameprof` library so it can be tested without
-//! preloading. The CLI never links this crate, so it never interposes anything itself.
+//! (`dlsym(RTLD_NEXT)`), calls the lifecycle hooks (`blameprof_measure::lifecycle`) or the
+//! lock policy (`blameprof_measure::locks::policy`), and forwards; the logic lives in the
+//! `blameprof_measure` crate so it can be tested without preloading. The CLI never links this crate, so it never interposes anything itself.
 //!
 //! Interposed: in [`threads`], `pthread_create` (every thread gets a timer), `pthread_exit`
 //! and the joins (blame for the joiner's wait); `dlopen`/`dlclose` (module set),
@@ -26,8 +26,8 @@ mod semaphore;
 mod threads;
 mod waits;
 
+use blameprof_measure::lifecycle;
 use blameprof_measure::sampler::heap::RuntimeAllocator;
-use blameprof_measure::sampler::lifecycle;
 use libc::{c_char, c_int, c_void};
 
 /// The runtime's Rust allocations never use the program's `malloc` (see `sampler::heap`).
@@ -171,7 +171,7 @@ pub unsafe extern "C" fn sigaction(
     act: *const libc::sigaction,
     oldact: *mut libc::sigaction,
 ) -> c_int {
-    if lifecycle::sampling_signal() == Some(signum) && !act.is_null() {
+    if blameprof_measure::sampler::process::sampling_signal() == Some(signum) && !act.is_null() {
         if !oldact.is_null() {
             // SAFETY: `oldact` is a caller-supplied writable sigaction; report the default.
             unsafe { std::ptr::write_bytes(oldact, 0, 1) };
@@ -186,7 +186,7 @@ pub unsafe extern "C" fn sigaction(
 /// Same contract as `signal(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn signal(signum: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
-    if lifecycle::sampling_signal() == Some(signum) {
+    if blameprof_measure::sampler::process::sampling_signal() == Some(signum) {
         return libc::SIG_DFL;
     }
     // SAFETY: forwarding the caller's arguments unchanged.
@@ -198,7 +198,7 @@ pub unsafe extern "C" fn signal(signum: c_int, handler: libc::sighandler_t) -> l
 /// every allocation).
 #[no_mangle]
 pub extern "C" fn blameprof_rt_in_signal_handler() -> c_int {
-    c_int::from(lifecycle::in_signal_handler())
+    c_int::from(blameprof_measure::sampler::thread_state::in_signal_handler())
 }
 
 /// Whether the runtime takes glibc's fast path for plain mutexes itself (1) or calls glibc

@@ -1,5 +1,5 @@
 //! Interposed pthread spin locks and mutexes: thin entry points over
-//! `blameprof_measure::locks` and `blameprof_measure::sampler::lock_glue`.
+//! `blameprof_measure::locks` and `blameprof_measure::locks::policy`.
 //!
 //! Spin locks are implemented here entirely (dual representation; glibc's are never called).
 //! Mutexes keep glibc's implementation, so every type (normal, recursive, errorcheck, robust,
@@ -11,8 +11,9 @@
 use crate::plain_mutex;
 use crate::real;
 use blameprof_format::WaitKind;
+use blameprof_measure::locks::policy::{self, SpinGlue};
+use blameprof_measure::locks::shared_spin::note_spin_sharing;
 use blameprof_measure::locks::spin;
-use blameprof_measure::sampler::lock_glue::{self, SpinGlue};
 use libc::{c_int, pthread_mutex_t, pthread_spinlock_t, timespec};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -35,7 +36,7 @@ fn glue(lock: *mut pthread_spinlock_t) -> SpinGlue {
 /// Same contract as `pthread_spin_init(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_init(lock: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
-    lock_glue::note_spin_sharing(lock as usize, pshared == libc::PTHREAD_PROCESS_SHARED);
+    note_spin_sharing(lock as usize, pshared == libc::PTHREAD_PROCESS_SHARED);
     // SAFETY: per this function's contract.
     spin::reset(unsafe { word(lock) }, spin::NATIVE_UNLOCKED)
 }
@@ -44,7 +45,7 @@ pub unsafe extern "C" fn pthread_spin_init(lock: *mut pthread_spinlock_t, pshare
 /// Same contract as `pthread_spin_destroy(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_destroy(lock: *mut pthread_spinlock_t) -> c_int {
-    lock_glue::note_spin_sharing(lock as usize, false);
+    note_spin_sharing(lock as usize, false);
     // SAFETY: per this function's contract.
     spin::destroy(unsafe { word(lock) })
 }
@@ -82,7 +83,7 @@ fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
         // After the try, the recursion count of a recursive mutex is 1 exactly when this
         // acquisition started the hold: what `unlock_releases` tests.
         // SAFETY: `m` is a valid mutex, which the caller now holds.
-        lock_glue::acquired_if(m as usize, WaitKind::Mutex, || unsafe {
+        policy::acquired_if(m as usize, WaitKind::Mutex, || unsafe {
             unlock_releases(m)
         });
     }
@@ -120,8 +121,8 @@ unsafe fn try_lock(m: *mut pthread_mutex_t) -> c_int {
 #[cold]
 #[inline(never)]
 fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
-    lock_glue::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
-        lock_glue::outcome_of_rc(rc)
+    policy::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
+        policy::outcome_of_rc(rc)
     })
 }
 
@@ -189,7 +190,7 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
     // An inner unlock of a recursive mutex (the hold goes on), or nobody waits for any
     // mutex: no accounting (a plain mutex is released inline, anything else by glibc).
     // SAFETY: per this function's contract, `m` is a valid mutex held by the caller.
-    if !lock_glue::may_be_pending(m as usize, WaitKind::Mutex) || !unsafe { unlock_releases(m) } {
+    if !policy::may_be_pending(m as usize, WaitKind::Mutex) || !unsafe { unlock_releases(m) } {
         // SAFETY: `m` is a valid mutex held by the caller (this function's contract).
         if unsafe { plain_mutex::unlock(m) } {
             return 0;
@@ -205,7 +206,7 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
 #[inline(never)]
 fn release_measured(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarding the caller's mutex to glibc unchanged.
-    lock_glue::release(m as usize, WaitKind::Mutex, false, || unsafe {
+    policy::release(m as usize, WaitKind::Mutex, false, || unsafe {
         real::pthread_mutex_unlock()(m)
     })
 }
@@ -217,7 +218,7 @@ pub unsafe extern "C" fn pthread_mutex_init(
     m: *mut pthread_mutex_t,
     attr: *const libc::pthread_mutexattr_t,
 ) -> c_int {
-    lock_glue::forget(m as usize);
+    policy::forget(m as usize);
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
     unsafe { real::pthread_mutex_init()(m, attr) }
 }
@@ -226,7 +227,7 @@ pub unsafe extern "C" fn pthread_mutex_init(
 /// Same contract as `pthread_mutex_destroy(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
-    lock_glue::forget(m as usize);
+    policy::forget(m as usize);
     // SAFETY: forwarding the caller's mutex to glibc unchanged.
     unsafe { real::pthread_mutex_destroy()(m) }
 }

@@ -1,5 +1,5 @@
 //! Interposed reader-writer locks (`pthread_rwlock_*`): thin entry points over
-//! `blameprof_measure::sampler::lock_glue`.
+//! `blameprof_measure::locks::policy`.
 //!
 //! As with mutexes, an acquisition first tries (glibc's try call); only when that says
 //! EBUSY is the wait measured around the real blocking call, so glibc keeps every
@@ -9,9 +9,9 @@
 
 use crate::real;
 use blameprof_format::WaitKind;
+use blameprof_measure::locks::policy;
 use blameprof_measure::sampler::clock::current_tid;
-use blameprof_measure::sampler::lifecycle::sampling_enabled;
-use blameprof_measure::sampler::lock_glue;
+use blameprof_measure::sampler::process::sampling_enabled;
 use libc::{c_int, pthread_rwlock_t, timespec};
 
 /// An acquisition: `try_` first; on EBUSY, `block` measured.
@@ -25,11 +25,11 @@ fn acquire(
     }
     match try_() {
         0 => {
-            lock_glue::acquired(rw as usize, WaitKind::RwLock);
+            policy::acquired(rw as usize, WaitKind::RwLock);
             0
         }
-        libc::EBUSY => lock_glue::wait(rw as usize, WaitKind::RwLock, block, |rc, _| {
-            lock_glue::outcome_of_rc(rc)
+        libc::EBUSY => policy::wait(rw as usize, WaitKind::RwLock, block, |rc, _| {
+            policy::outcome_of_rc(rc)
         }),
         // EAGAIN (too many readers), EDEADLK...: glibc's blocking call decides.
         _ => block(),
@@ -126,7 +126,7 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
 pub unsafe extern "C" fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> c_int {
     let rc = try_read(rw)();
     if rc == 0 {
-        lock_glue::acquired(rw as usize, WaitKind::RwLock);
+        policy::acquired(rw as usize, WaitKind::RwLock);
     }
     rc
 }
@@ -137,7 +137,7 @@ pub unsafe extern "C" fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> 
 pub unsafe extern "C" fn pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> c_int {
     let rc = try_write(rw)();
     if rc == 0 {
-        lock_glue::acquired(rw as usize, WaitKind::RwLock);
+        policy::acquired(rw as usize, WaitKind::RwLock);
     }
     rc
 }
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn pthread_rwlock_unlock(rw: *mut pthread_rwlock_t) -> c_i
     // SAFETY: per this function's contract, the caller holds `rw`.
     let still_held = unsafe { others_hold(rw) };
     // SAFETY: forwarding the caller's lock to glibc unchanged.
-    lock_glue::release(rw as usize, WaitKind::RwLock, still_held, || unsafe {
+    policy::release(rw as usize, WaitKind::RwLock, still_held, || unsafe {
         real::pthread_rwlock_unlock()(rw)
     })
 }
@@ -185,7 +185,7 @@ pub unsafe extern "C" fn pthread_rwlock_init(
     rw: *mut pthread_rwlock_t,
     attr: *const libc::pthread_rwlockattr_t,
 ) -> c_int {
-    lock_glue::forget(rw as usize);
+    policy::forget(rw as usize);
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
     unsafe { real::pthread_rwlock_init()(rw, attr) }
 }
@@ -194,7 +194,7 @@ pub unsafe extern "C" fn pthread_rwlock_init(
 /// Same contract as `pthread_rwlock_destroy(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_destroy(rw: *mut pthread_rwlock_t) -> c_int {
-    lock_glue::forget(rw as usize);
+    policy::forget(rw as usize);
     // SAFETY: forwarding the caller's lock to glibc unchanged.
     unsafe { real::pthread_rwlock_destroy()(rw) }
 }

@@ -1,5 +1,5 @@
 //! Interposed POSIX semaphores (`sem_*`): thin entry points over
-//! `blameprof_measure::sampler::lock_glue`.
+//! `blameprof_measure::locks::policy`.
 //!
 //! A wait first tries (`sem_trywait`); only when the count is zero is it measured around the
 //! real wait, which runs with the sampling signal blocked (a semaphore wait fails with
@@ -8,8 +8,8 @@
 
 use crate::real;
 use blameprof_format::WaitKind;
-use blameprof_measure::sampler::lifecycle::sampling_enabled;
-use blameprof_measure::sampler::lock_glue;
+use blameprof_measure::locks::policy;
+use blameprof_measure::sampler::process::sampling_enabled;
 use blameprof_measure::sampler::quiet::Quiet;
 use libc::{c_int, sem_t, timespec};
 
@@ -41,8 +41,8 @@ fn wait(sem: *mut sem_t, block: impl FnOnce() -> c_int) -> c_int {
     if !busy {
         return quiet_block();
     }
-    lock_glue::wait(sem as usize, WaitKind::Semaphore, quiet_block, |rc, err| {
-        lock_glue::outcome_of_errno(i64::from(rc), err)
+    policy::wait(sem as usize, WaitKind::Semaphore, quiet_block, |rc, err| {
+        policy::outcome_of_errno(i64::from(rc), err)
     })
 }
 
@@ -80,7 +80,7 @@ pub unsafe extern "C" fn sem_clockwait(
 /// Same contract as `sem_post(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn sem_post(sem: *mut sem_t) -> c_int {
-    lock_glue::event(
+    policy::event(
         sem as usize,
         WaitKind::Semaphore,
         1,
@@ -94,7 +94,7 @@ pub unsafe extern "C" fn sem_post(sem: *mut sem_t) -> c_int {
 /// Same contract as `sem_init(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn sem_init(sem: *mut sem_t, pshared: c_int, value: libc::c_uint) -> c_int {
-    lock_glue::forget(sem as usize);
+    policy::forget(sem as usize);
     // SAFETY: forwarding the caller's arguments unchanged.
     unsafe { real::sem_init()(sem, pshared, value) }
 }
@@ -103,7 +103,7 @@ pub unsafe extern "C" fn sem_init(sem: *mut sem_t, pshared: c_int, value: libc::
 /// Same contract as `sem_destroy(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn sem_destroy(sem: *mut sem_t) -> c_int {
-    lock_glue::forget(sem as usize);
+    policy::forget(sem as usize);
     // SAFETY: forwarding the caller's semaphore unchanged.
     unsafe { real::sem_destroy()(sem) }
 }

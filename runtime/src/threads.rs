@@ -7,8 +7,8 @@
 
 use crate::real;
 use blameprof_format::WaitKind;
-use blameprof_measure::sampler::lifecycle;
-use blameprof_measure::sampler::lock_glue;
+use blameprof_measure::lifecycle;
+use blameprof_measure::locks::policy;
 use libc::{c_int, c_void, pthread_t, timespec};
 
 pub type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
@@ -30,7 +30,7 @@ extern "C" fn thread_trampoline(start: *mut c_void) -> *mut c_void {
     let result = routine(arg);
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() };
-    lock_glue::thread_exiting(me as usize, Some(routine as usize));
+    policy::thread_exiting(me as usize, Some(routine as usize));
     lifecycle::thread_routine_returned();
     result
 }
@@ -45,7 +45,7 @@ pub unsafe extern "C" fn pthread_create(
     arg: *mut c_void,
 ) -> c_int {
     let real = real::pthread_create();
-    if !lifecycle::sampling_enabled() {
+    if !blameprof_measure::sampler::process::sampling_enabled() {
         // SAFETY: forwarding the caller's arguments unchanged.
         return unsafe { real(thread, attr, routine, arg) };
     }
@@ -66,7 +66,7 @@ pub unsafe extern "C" fn pthread_create(
 pub unsafe extern "C" fn pthread_exit(value: *mut c_void) -> ! {
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() };
-    lock_glue::thread_exiting(me as usize, None);
+    policy::thread_exiting(me as usize, None);
     // The trampoline's frame goes with the routine's, and glibc's exit handlers run where it was.
     lifecycle::thread_routine_returned();
     // SAFETY: forwarding the caller's value unchanged.
@@ -79,8 +79,8 @@ fn join(thread: pthread_t, block: impl FnOnce() -> c_int) -> c_int {
     if thread == unsafe { libc::pthread_self() } {
         return block(); // EDEADLK, from glibc
     }
-    lock_glue::wait(thread as usize, WaitKind::Join, block, |rc, _| {
-        lock_glue::outcome_of_rc(rc)
+    policy::wait(thread as usize, WaitKind::Join, block, |rc, _| {
+        policy::outcome_of_rc(rc)
     })
 }
 

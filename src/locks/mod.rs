@@ -1,16 +1,26 @@
-//! Lock monitoring for blame shifting: interposed-lock logic, kept apart from the exported
-//! entry points (in `runtime/`) so it can be tested without preloading.
+//! Locks: what blame shifting keeps per lock and per wait (the mechanism), and what is
+//! measured at each primitive and how it is thinned (the [`policy`]).
 //!
-//! - [`spin`]: dual-representation `pthread_spinlock_t` (waiters' CPU samples → the lock's
-//!   idleness counter → the holder's unlock context);
-//! - [`wait_table`]: every blocking wait (mutexes, rwlocks, condition variables,
-//!   semaphores, barriers, joins, futexes): measured blocked time, handed in turn to the
-//!   holders' releases or the events' providers;
-//! - [`slab`]: allocation-free, recycled storage for per-lock state.
+//! Two tiers, so that no imports go round in a loop:
+//! - the mechanism, below the sampler, imports nothing from it: [`spin`], the
+//!   dual-representation `pthread_spinlock_t` (waiters' CPU samples → the lock's idleness
+//!   counter → the holder's unlock context); [`wait_table`], every blocking wait (mutexes,
+//!   rwlocks, condition variables, semaphores, barriers, joins, futexes) with its measured
+//!   time handed in turn to the holders' releases or the events' providers; [`slab`],
+//!   allocation-free recycled storage for per-lock state; [`thinning`], the arithmetic of
+//!   thinned synchronous samples; [`wake_chain`], futex waits passed along a chain of
+//!   wakes; [`shared_spin`], the process-shared spin locks never converted;
+//! - the [`policy`], above the sampler: the functions the interposed entry points in
+//!   `runtime/` call, one per kind of lock operation, which time waits, settle blame and
+//!   record both through the sampler.
 //!
 //! Nothing here allocates with `malloc` or takes a pthread lock, so the interposed functions
 //! may be called by allocators and by the runtime itself.
 
+pub mod policy;
+pub mod shared_spin;
 pub mod slab;
 pub mod spin;
+pub mod thinning;
 pub mod wait_table;
+pub mod wake_chain;

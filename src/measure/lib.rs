@@ -5,6 +5,7 @@
 //! - [`sampler`]: timers, the signal handler, per-thread state, the profile's writer;
 //! - [`locks`]: what is measured at each lock primitive and how it is thinned, and the
 //!   lock-side state blame shifting keeps;
+//! - [`lifecycle`]: start-up, threads, `dlopen`, `fork`, `exec` and exit, composing the above;
 //! - [`sys`] and [`runtime_lock`]: raw system calls and the runtime's own lock.
 //!
 //! It writes the profile through `blameprof_format` and never imports the analysis (the
@@ -13,6 +14,7 @@
 
 pub use blameprof_format as format;
 
+pub mod lifecycle;
 #[path = "../locks/mod.rs"]
 pub mod locks;
 pub mod runtime_lock;

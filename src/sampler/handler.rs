@@ -22,13 +22,12 @@
 
 use super::clock::thread_cpu_ns;
 use super::counters::{self, Counter};
-use super::lifecycle;
+use super::path::{record_path, How, Sample};
+use super::process;
 use super::thread_state::{lookup, ThreadState};
-use crate::format::{protocol, Frame, SAMPLE_TRUNCATED};
+use crate::format::protocol;
 use crate::sys::gettid;
-use crate::unwind::cache_pool::POOL;
-use crate::unwind::module_set::Modules;
-use crate::unwind::walk::{walk, Regs, StackBounds, FRAMES_CAPACITY};
+use crate::unwind::walk::Regs;
 use std::sync::atomic::{compiler_fence, Ordering};
 
 /// The `SA_SIGINFO` handler installed for the sampling signal.
@@ -49,7 +48,7 @@ pub extern "C" fn on_sample_signal(
 fn sample(context: *mut libc::c_void) {
     let tid = gettid();
     let Some(state) = lookup(tid) else {
-        if lifecycle::sampling_enabled() {
+        if process::sampling_enabled() {
             counters::add(Counter::DroppedNoThreadState, 1);
         }
         return;
@@ -78,7 +77,7 @@ fn charge(state: &ThreadState) -> Option<u64> {
     }
     let now = thread_cpu_ns();
     let value = now.saturating_sub(state.last_cpu_ns.swap(now, Ordering::Relaxed));
-    if !lifecycle::sampling_enabled() || state.blocked.load(Ordering::Relaxed) {
+    if !process::sampling_enabled() || state.blocked.load(Ordering::Relaxed) {
         return None;
     }
     Some(value)
@@ -87,7 +86,7 @@ fn charge(state: &ThreadState) -> Option<u64> {
 fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value: u64) {
     // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
     let regs = unsafe { registers(context) };
-    let Some(modules) = lifecycle::modules().try_read() else {
+    let Some(modules) = process::modules().try_read() else {
         counters::add(Counter::DroppedModulesUpdating, 1);
         return;
     };
@@ -102,180 +101,6 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
     if !recorded {
         counters::add(Counter::DroppedBusy, 1);
     }
-}
-
-/// How [`record_path`] records.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct How {
-    /// Replace the runtime's own frames by the function at this address.
-    pub leaf: Option<u64>,
-    /// Publish the path as that of the thread's futex wake with this `seq` (`wake_chain`).
-    pub publish: Option<u64>,
-    /// Wait for the buffer (synchronous samples) instead of dropping the sample (handler).
-    pub wait_for_buffer: bool,
-}
-
-/// One sample's metric, value and flags ([`WaitKind`] bits), to record at a call path.
-#[derive(Debug, Clone, Copy)]
-pub struct Sample {
-    pub metric: u8,
-    pub value: u64,
-    pub flags: u8,
-}
-
-/// Walks the stack from `regs` once and appends `samples` at that path to the thread's
-/// buffer, as `how` says. Returns false when nothing was recorded and the caller should
-/// account for it: in the handler (`how.wait_for_buffer` false) when the buffer was busy; for
-/// a synchronous sample when no unwind cache became free. A handler sample lost for want of
-/// a cache is counted here (`samples_dropped_no_unwind_cache`).
-/// Shared by the timer handler (which may not wait) and synchronous samples (which may).
-/// Async-signal-safe.
-///
-/// # Safety
-/// Must run on `state`'s owner thread, with nothing else using its owner part (in the
-/// handler, `in_runtime` low; elsewhere, `in_runtime` raised).
-pub(super) unsafe fn record_path(
-    state: &ThreadState,
-    modules: &Modules,
-    regs: Regs,
-    tid: u32,
-    samples: &[Sample],
-    how: How,
-) -> bool {
-    let How {
-        leaf,
-        publish,
-        wait_for_buffer,
-    } = how;
-    // SAFETY: guaranteed by the caller.
-    let owner = unsafe { &mut *state.owner.get() };
-    let Some((depth, flags)) = walk_counted(
-        modules,
-        tid,
-        wait_for_buffer,
-        regs,
-        owner.stack,
-        &mut owner.frames,
-    ) else {
-        if wait_for_buffer {
-            return false;
-        }
-        counters::add(Counter::DroppedNoUnwindCache, 1);
-        return true;
-    };
-    let mut start = 0;
-    if let (Some(addr), true) = (leaf, depth > 0) {
-        // Replace the runtime's own frames (those in the module of frame 0) by `leaf`.
-        let runtime = owner.frames[0].module;
-        let own = owner.frames[..depth]
-            .iter()
-            .take_while(|f| f.module == runtime)
-            .count();
-        start = own - 1;
-        owner.frames[start] = modules.frame_for(addr);
-    }
-    let path = &owner.frames[start..depth];
-    if let Some(seq) = publish {
-        state.wake_path.publish(seq, path);
-    }
-    if wait_for_buffer {
-        state.lock_buffer();
-    } else if !state.try_lock_buffer() {
-        return false;
-    }
-    // SAFETY: we hold the buffer lock.
-    let buffer = unsafe { &mut *state.buffer.get() };
-    for s in samples {
-        buffer.push_sample(tid, s.metric, s.value, flags | s.flags, path);
-    }
-    state.unlock_buffer();
-    true
-}
-
-/// Unwinds from `regs` into the thread's wait path (`OwnerPart::wait_capture`), to record
-/// later with [`record_captured_path`].
-///
-/// # Safety
-/// On the owner thread with `in_runtime` raised (the handler stays out of the owner part).
-pub(super) unsafe fn capture_path(state: &ThreadState, modules: &Modules, regs: Regs) {
-    // SAFETY: guaranteed by the caller.
-    let owner = unsafe { &mut *state.owner.get() };
-    // Not worth waiting for a cache: without a captured path the wait is unwound after it.
-    owner.wait_capture = walk_counted(
-        modules,
-        state.tid.load(Ordering::Relaxed),
-        false,
-        regs,
-        owner.stack,
-        &mut owner.wait_frames,
-    );
-}
-
-/// How many times an unwind outside the handler yields the CPU waiting for a free cache
-/// (the holders are other threads' unwinds, which take microseconds).
-const CACHE_YIELDS: u32 = 1000;
-
-/// Unwinds into `frames` with a cache from the pool, counting unwind errors and truncated
-/// stacks: the depth and the sample flags of the path. `None` when no cache was free (after
-/// waiting a bounded time, if `wait`).
-fn walk_counted(
-    modules: &Modules,
-    tid: u32,
-    wait: bool,
-    regs: Regs,
-    stack: StackBounds,
-    frames: &mut [Frame; FRAMES_CAPACITY],
-) -> Option<(usize, u8)> {
-    let mut cache = POOL.try_take(tid);
-    let mut yields = 0;
-    while cache.is_none() && wait && yields < CACHE_YIELDS {
-        std::thread::yield_now();
-        yields += 1;
-        cache = POOL.try_take(tid);
-    }
-    let mut cache = cache?;
-    let result = walk(modules, &mut cache, regs, stack, frames);
-    drop(cache);
-    if result.error {
-        counters::add(Counter::UnwindErrors, 1);
-    }
-    let mut flags = 0;
-    if result.truncated {
-        counters::add(Counter::TruncatedStacks, 1);
-        flags |= SAMPLE_TRUNCATED;
-    }
-    Some((result.depth, flags))
-}
-
-/// Appends `samples` at the thread's captured wait path, which it consumes. False when
-/// there is none.
-///
-/// # Safety
-/// As for [`capture_path`].
-pub(super) unsafe fn record_captured_path(
-    state: &ThreadState,
-    tid: u32,
-    samples: &[Sample],
-) -> bool {
-    // SAFETY: guaranteed by the caller.
-    let owner = unsafe { &mut *state.owner.get() };
-    let Some((depth, flags)) = owner.wait_capture.take() else {
-        return false;
-    };
-    state.lock_buffer();
-    // SAFETY: we hold the buffer lock.
-    let buffer = unsafe { &mut *state.buffer.get() };
-    for s in samples {
-        buffer.push_sample(
-            tid,
-            s.metric,
-            s.value,
-            flags | s.flags,
-            &owner.wait_frames[..depth],
-        );
-    }
-    state.unlock_buffer();
-    true
 }
 
 /// # Safety

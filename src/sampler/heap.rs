@@ -38,7 +38,7 @@ const PAGE: usize = 4096;
 
 /// The heap the preloaded runtime allocates from: `runtime/` makes [`RuntimeAllocator`] its
 /// global allocator.
-pub static HEAP: RuntimeHeap = RuntimeHeap::new(super::lifecycle::in_signal_handler);
+pub static HEAP: RuntimeHeap = RuntimeHeap::new(super::thread_state::in_signal_handler);
 
 /// The global allocator of the preloaded runtime: forwards to [`HEAP`].
 pub struct RuntimeAllocator;

@@ -1,8 +1,11 @@
-//! The sampling runtime: CPU-time timers, the signal handler, per-thread state and the
-//! lifecycle hooks the preloaded library calls.
+//! The sampler: how a sample is taken. CPU-time timers, the signal handler, per-thread
+//! state, unwinding a call path into the thread's buffer, and writing the profile's parts.
 //!
-//! Only the preload library (`runtime/`) calls into this module; the CLI links it but never
-//! runs it. Which parts are async-signal-safe is stated in each submodule's doc comment; the
+//! It knows nothing of locks' semantics: the lock policy (`crate::locks::policy`) calls
+//! [`sync_sample`] to record what it measured, and keeps its per-thread state in the
+//! thread's [`thread_state::ThreadState`] (types from the lock mechanism, `crate::locks`,
+//! which never imports the sampler). The process lifecycle (`crate::lifecycle`) sets it up.
+//! Which parts are async-signal-safe is stated in each submodule's doc comment; the
 //! handler's own rules are in [`handler`].
 
 pub mod buffer;
@@ -11,12 +14,12 @@ pub mod config;
 pub mod counters;
 pub mod handler;
 pub mod heap;
-pub mod lifecycle;
-pub mod lock_glue;
 pub mod output;
+pub mod path;
+pub mod process;
 pub mod quiet;
 pub mod records;
 pub mod sync_sample;
 pub mod thread_state;
 pub mod timer;
-pub mod wake_chain;
+pub mod wake_path;

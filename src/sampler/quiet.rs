@@ -11,7 +11,7 @@
 //!
 //! Not used by the signal handler. Preserves `errno`.
 
-use super::lifecycle::{sampling_enabled, sampling_signal};
+use super::process::{sampling_enabled, sampling_signal};
 
 /// While alive, the sampling signal is blocked in the calling thread.
 pub struct Quiet {

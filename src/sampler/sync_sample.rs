@@ -10,8 +10,8 @@
 //! unwind); the timer's time is then carried by the thread's next sample.
 
 use super::clock::current_tid;
-use super::handler::{capture_path, record_captured_path, record_path, How, Sample};
-use super::lifecycle;
+use super::path::{capture_path, record_captured_path, record_path, How, Sample};
+use super::process;
 use super::thread_state::{lookup, ThreadState};
 use crate::locks::wait_table::WakerId;
 use crate::unwind::walk::Regs;
@@ -46,7 +46,7 @@ pub fn capture_wait_path() {
         return;
     };
     let regs = current_registers();
-    if let Some(modules) = lifecycle::modules().try_read() {
+    if let Some(modules) = process::modules().try_read() {
         // SAFETY: on the owner thread with `in_runtime` raised.
         unsafe { capture_path(state, &modules, regs) };
     }
@@ -113,7 +113,7 @@ pub fn record_at_wake(waker: WakerId, sample: Sample) -> bool {
 /// The calling thread's state with `in_runtime` raised, or `None` (sampling off, no state,
 /// or already inside the runtime).
 fn enter() -> Option<(&'static ThreadState, u32)> {
-    if !lifecycle::sampling_enabled() {
+    if !process::sampling_enabled() {
         return None;
     }
     let tid = current_tid();
@@ -140,7 +140,7 @@ fn record(samples: &[Sample], leaf: Option<u64>, publish: Option<u64>) -> bool {
     let regs = current_registers();
     let mut recorded = false;
     for _ in 0..MODULE_SET_RETRIES {
-        if let Some(modules) = lifecycle::modules().try_read() {
+        if let Some(modules) = process::modules().try_read() {
             // SAFETY: on the owner thread with `in_runtime` raised: the handler stays out of
             // the owner part.
             recorded = unsafe {

@@ -17,10 +17,13 @@
 //! [`lookup`] is async-signal-safe; the rest is not and runs at thread start/end.
 
 use super::buffer::BufferPart;
+use super::clock::current_tid;
 use super::timer::Timer;
-use super::wake_chain::{LastWait, WakePath};
+use super::wake_path::WakePath;
 use crate::format::Frame;
+use crate::locks::thinning::{ThinRate, THIN_CLASSES, THIN_UNSTARTED};
 use crate::locks::wait_table::Wait;
+use crate::locks::wake_chain::LastWait;
 use crate::runtime_lock::SpinLock;
 use crate::unwind::cache_pool::POOL;
 use crate::unwind::walk::{frame_array, StackBounds, FRAMES_CAPACITY};
@@ -54,25 +57,6 @@ pub struct OwnerPart {
     pub thin_rate: ThinRate,
 }
 
-/// How much waiting a thread's synchronous samples carry, and so how long its thinning
-/// windows are (see `lock_glue::THIN_BUDGET_PER_MS`). Owner only.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ThinRate {
-    /// Windows are `THIN_NS << scale` long.
-    pub scale: u32,
-    /// Samples laid since `since` (CLOCK_MONOTONIC, ns), and their total value.
-    pub laid: u32,
-    pub laid_ns: u64,
-    pub since: u64,
-}
-
-/// Thinning not started yet (the first window's point is drawn at the first sample).
-pub const THIN_UNSTARTED: u64 = u64::MAX;
-
-/// Size classes of synchronous samples, each thinned on its own line (see
-/// `lock_glue::thin_class`).
-pub const THIN_CLASSES: usize = 16;
-
 #[allow(clippy::declare_interior_mutable_const)] // only ever copied into a new array
 const THIN_CELL: AtomicU64 = AtomicU64::new(THIN_UNSTARTED);
 #[allow(clippy::declare_interior_mutable_const)]
@@ -97,9 +81,9 @@ pub struct ThreadState {
     /// The thread's count of futex wakes (their `WakerId::seq`).
     pub wake_seq: AtomicU64,
     /// The current thinning window of the thread's synchronous samples, blame
-    /// (`[0]`) and idleness (`[1]`), per size class (`lock_glue::thin_class`): its length,
+    /// (`[0]`) and idleness (`[1]`), per size class (`locks::thinning::thin_class`): its length,
     /// how far the samples have got into it and its picked point, packed by
-    /// `lock_glue::Window::pack`; or [`THIN_UNSTARTED`]. Owner only.
+    /// `locks::thinning::Window::pack`; or [`THIN_UNSTARTED`]. Owner only.
     pub thinned: [[AtomicU64; THIN_CLASSES]; 2],
     /// The call path of its latest blame-taking futex wake, for the threads it woke.
     pub wake_path: WakePath,
@@ -328,4 +312,10 @@ pub fn fork_prepare() {
 /// `pthread_atfork` parent and child: release what [`fork_prepare`] took.
 pub fn fork_release() {
     REGISTRY.raw_unlock();
+}
+
+/// Whether the calling thread is inside the sampling signal handler (for the runtime heap's
+/// count of handler allocations, and the allocation test's probe). Async-signal-safe.
+pub fn in_signal_handler() -> bool {
+    lookup(current_tid()).is_some_and(|s| s.in_handler.load(Ordering::Relaxed))
 }

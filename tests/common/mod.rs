@@ -38,7 +38,7 @@ pub fn blameprof() -> &'static str {
 /// older than one of the sources cargo built it from (its dep-info file,
 /// `libblameprof_rt.d`, lists them).
 fn runtime_staleness(cli: &Path) -> Option<String> {
-    let runtime = cli.with_file_name(blameprof::format::RUNTIME_LIBRARY);
+    let runtime = cli.with_file_name(blameprof::format::protocol::RUNTIME_LIBRARY);
     let profile = if cli.parent().is_some_and(|d| d.ends_with("release")) {
         " --release"
     } else {

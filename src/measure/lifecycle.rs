@@ -6,47 +6,31 @@
 //! with the loader, give fork children a part of their own, and flush every buffer when the
 //! image ends (exit or exec).
 //!
-//! Not async-signal-safe, except [`sampling_enabled`] and [`modules`], which the handler uses.
+//! It composes the layers below it (the sampler, the lock policy, the unwinder) and nothing
+//! in them imports it: the preloaded library's entry points call it. Not async-signal-safe.
 
-use super::clock::{current_tid, other_thread_cpu_ns, thread_cpu_ns};
-use super::config::{Config, Source};
-use super::counters::{self, Counter};
-use super::heap::HEAP;
-use super::output;
-use super::records;
-use super::thread_state::{self, ThreadState};
-use super::timer::Timer;
 use crate::format::Frame;
 use crate::runtime_lock::SpinLock;
+use crate::sampler::clock::{other_thread_cpu_ns, thread_cpu_ns};
+use crate::sampler::config::{Config, Source};
+use crate::sampler::counters::{self, Counter};
+use crate::sampler::heap::HEAP;
+use crate::sampler::output;
+use crate::sampler::process::{self, sampling_enabled};
+use crate::sampler::records;
+use crate::sampler::thread_state::{self, ThreadState};
+use crate::sampler::timer::Timer;
 use crate::sys::{self, gettid};
-use crate::unwind::module_set::{ModuleChanges, ModuleSet};
+use crate::unwind::module_set::ModuleChanges;
 use crate::unwind::walk::StackBounds;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-static CONFIG: OnceLock<Config> = OnceLock::new();
-/// Read by every interposed lock call: on a cache line of its own, so that counters and
-/// other state written nearby do not make those reads miss.
-#[repr(align(64))]
-struct Enabled(AtomicBool);
-static ENABLED: Enabled = Enabled(AtomicBool::new(false));
-static MODULES: ModuleSet = ModuleSet::new();
 static NEXT_MODULE_ID: SpinLock<u32> = SpinLock::new(1);
 static SOURCE: AtomicU8 = AtomicU8::new(0);
 /// The pid the runtime set up for; differs in a `vfork` child, which must not touch our state.
 static PID: AtomicI32 = AtomicI32::new(0);
 static KEY: OnceLock<libc::pthread_key_t> = OnceLock::new();
-
-/// Whether samples are being taken. Async-signal-safe.
-#[inline(always)]
-pub fn sampling_enabled() -> bool {
-    ENABLED.0.load(Ordering::Acquire)
-}
-
-/// The published module set. Async-signal-safe (use `try_read`).
-pub fn modules() -> &'static ModuleSet {
-    &MODULES
-}
 
 fn source() -> Source {
     if SOURCE.load(Ordering::Relaxed) == 1 {
@@ -88,7 +72,7 @@ fn try_init(cfg: Config) -> std::io::Result<()> {
         )
     })?;
     PID.store(sys::getpid(), Ordering::Relaxed);
-    let cfg = CONFIG.get_or_init(|| cfg);
+    let cfg = process::set_config(cfg);
     let changes = refresh_modules();
     let main = thread_state::attach(gettid()).ok_or_else(|| std::io::Error::other("tid table"))?;
     let chosen = start_timer(main, cfg, cfg.preferred_source());
@@ -98,14 +82,14 @@ fn try_init(cfg: Config) -> std::io::Result<()> {
     start_thread_bookkeeping(main, None, 0, true);
     // SAFETY: registering plain extern "C" functions with no arguments.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
-    ENABLED.0.store(true, Ordering::Release);
+    process::enable();
     Ok(())
 }
 
 fn install_handler(signal: i32) -> std::io::Result<()> {
     // SAFETY: a zeroed sigaction is valid; we set the handler, flags and an empty mask.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-    action.sa_sigaction = super::handler::on_sample_signal as *const () as usize;
+    action.sa_sigaction = crate::sampler::handler::on_sample_signal as *const () as usize;
     action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
     // SAFETY: `action.sa_mask` is a valid sigset_t; sigaction copies `action`.
     let rc = unsafe {
@@ -116,11 +100,6 @@ fn install_handler(signal: i32) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// The sampling signal, when the runtime is active (the interposed `sigaction` protects it).
-pub fn sampling_signal() -> Option<i32> {
-    CONFIG.get().map(|c| c.signal)
 }
 
 /// Starts the thread's timer, falling back to the CPU timer when perf is unavailable.
@@ -176,7 +155,7 @@ fn start_thread_bookkeeping(
         unsafe { libc::pthread_setspecific(key, state as *const ThreadState as *const _) };
     }
     let frame = routine.map_or(Frame::default(), |addr| {
-        MODULES.try_read().map_or(
+        process::modules().try_read().map_or(
             Frame {
                 module: 0,
                 offset: addr as u64,
@@ -238,7 +217,7 @@ pub fn thread_started(routine: usize, root: u64) {
     if !sampling_enabled() {
         return;
     }
-    let Some(cfg) = CONFIG.get() else { return };
+    let Some(cfg) = process::config() else { return };
     let Some(state) = thread_state::attach(gettid()) else {
         return;
     };
@@ -269,7 +248,7 @@ extern "C" fn thread_exit(value: *mut libc::c_void) {
         return;
     }
     state.in_runtime.store(true, Ordering::Relaxed);
-    super::lock_glue::abandon_wait(state);
+    crate::locks::policy::abandon_wait(state);
     stop_timer(state);
     flush_thread(state);
     let name = records::thread_name(tid);
@@ -302,7 +281,7 @@ fn flush_thread(state: &ThreadState) {
 /// that it may unmap.
 pub fn module_may_unload() {
     if sampling_enabled() {
-        MODULES.own_sections();
+        process::modules().own_sections();
     }
 }
 
@@ -316,7 +295,7 @@ pub fn modules_changed() {
 
 fn refresh_modules() -> ModuleChanges {
     let mut next = NEXT_MODULE_ID.lock();
-    MODULES.refresh(&mut next)
+    process::modules().refresh(&mut next)
 }
 
 fn write_module_changes(changes: &ModuleChanges) {
@@ -340,7 +319,7 @@ fn finish(reason: u8) -> bool {
     if PID.load(Ordering::Relaxed) != sys::getpid() {
         return false; // a vfork child: the state belongs to the parent
     }
-    if !ENABLED.0.swap(false, Ordering::AcqRel) {
+    if !process::disable() {
         return false;
     }
     counters::set(
@@ -384,7 +363,7 @@ pub fn before_exec() -> bool {
     if !finish(1) {
         return false;
     }
-    if let (Some(cfg), Some(state)) = (CONFIG.get(), thread_state::lookup(gettid())) {
+    if let (Some(cfg), Some(state)) = (process::config(), thread_state::lookup(gettid())) {
         state.in_runtime.store(true, Ordering::Relaxed);
         stop_timer(state);
         state.in_runtime.store(false, Ordering::Relaxed);
@@ -422,15 +401,15 @@ pub fn exec_failed(was_finished: bool) {
     if !was_finished {
         return;
     }
-    if let (Some(cfg), Some(state)) = (CONFIG.get(), thread_state::lookup(gettid())) {
+    if let (Some(cfg), Some(state)) = (process::config(), thread_state::lookup(gettid())) {
         start_timer(state, cfg, source());
     }
-    ENABLED.0.store(true, Ordering::Release);
+    process::enable();
 }
 
 extern "C" fn fork_prepare() {
     NEXT_MODULE_ID.raw_lock();
-    MODULES.fork_prepare();
+    process::modules().fork_prepare();
     thread_state::fork_prepare();
     // Last: the holders of the locks above may allocate.
     HEAP.fork_prepare();
@@ -439,22 +418,22 @@ extern "C" fn fork_prepare() {
 extern "C" fn fork_parent() {
     HEAP.fork_release();
     thread_state::fork_release();
-    MODULES.fork_release();
+    process::modules().fork_release();
     NEXT_MODULE_ID.raw_unlock();
 }
 
 extern "C" fn fork_child() {
-    super::clock::forget_current_tid();
+    crate::sampler::clock::forget_current_tid();
     crate::locks::wait_table::reset_after_fork();
     crate::unwind::cache_pool::POOL.release_all();
     HEAP.fork_release();
     thread_state::fork_release();
-    MODULES.fork_release();
+    process::modules().fork_release();
     NEXT_MODULE_ID.raw_unlock();
-    if !ENABLED.0.swap(false, Ordering::AcqRel) {
+    if !process::disable() {
         return;
     }
-    let Some(cfg) = CONFIG.get() else { return };
+    let Some(cfg) = process::config() else { return };
     // The parent's threads do not exist here; their buffers hold the parent's samples.
     thread_state::for_each_live(|s| {
         let fd = s.perf_fd.swap(-1, Ordering::Relaxed);
@@ -474,18 +453,12 @@ extern "C" fn fork_child() {
         return;
     };
     records::write(gettid(), |w| records::process(w, cfg, generation, source()));
-    let added: Vec<_> = MODULES.snapshot();
+    let added: Vec<_> = process::modules().snapshot();
     write_module_changes(&ModuleChanges {
         added,
         removed: Vec::new(),
     });
     start_thread_bookkeeping(state, None, 0, true);
     start_timer(state, cfg, source());
-    ENABLED.0.store(true, Ordering::Release);
-}
-
-/// Whether the calling thread is inside the sampling signal handler (for the runtime heap's
-/// count of handler allocations, and the allocation test's probe). Async-signal-safe.
-pub fn in_signal_handler() -> bool {
-    thread_state::lookup(current_tid()).is_some_and(|s| s.in_handler.load(Ordering::Relaxed))
+    process::enable();
 }

@@ -1,0 +1,91 @@
+//! Acquisitions and releases of locks that have holders (mutexes, rwlocks): the contended
+//! wait, the try that did not wait, and the release that takes its hold's blame.
+//!
+//! Job: the fast paths ([`acquired`], [`release`] when nobody waits) cost one counter read;
+//! a contended acquisition is a measured [`wait`]; a release settles the waiter-time of its
+//! hold just before the real unlock and records it as blame at the caller's context after.
+//!
+//! Not async-signal-safe (not called from the handler); allocation-free.
+
+use super::blocked::{begin_wait, worth_capturing};
+use super::bookkeeping::{bookkeeping, may_be_pending};
+use super::outcome::{errno, set_errno};
+use super::record::{charge, give_back};
+use crate::format::WaitKind;
+use crate::locks::wait_table::{self as table, Outcome};
+use crate::sampler::clock::monotonic_ns;
+use crate::sampler::sync_sample::capture_wait_path;
+
+/// A blocking wait on the object at `address` (a contended acquisition, or a wait for an
+/// event): `block` performs the real call and `outcome` classifies its result. Measures the
+/// wait, registers it with the object for the blame, and records it as idleness. Preserves
+/// the call's `errno`.
+pub fn wait<R: Copy>(
+    address: usize,
+    kind: WaitKind,
+    block: impl FnOnce() -> R,
+    outcome: impl FnOnce(R, i32) -> Outcome,
+) -> R {
+    let Some(blocked) = begin_wait(address, kind) else {
+        return block();
+    };
+    if table::is_hold_kind(kind) && worth_capturing(blocked.state) {
+        // The lock is held by another thread: unwinding now costs this thread's waiting
+        // rather than its coming hold.
+        capture_wait_path();
+    }
+    let rc = block();
+    let saved = errno();
+    blocked.finish(kind, outcome(rc, saved));
+    set_errno(saved);
+    rc
+}
+
+/// An acquisition that did not wait (a successful try): tells an object others wait for that
+/// it is held again. One counter read when nobody waits.
+#[inline(always)]
+pub fn acquired(address: usize, kind: WaitKind) {
+    acquired_if(address, kind, || true);
+}
+
+/// [`acquired`] for an acquisition that `starts_hold` tells, asked only when others may wait
+/// (so the fast path stays one counter read).
+#[inline(always)]
+pub fn acquired_if(address: usize, kind: WaitKind, starts_hold: impl FnOnce() -> bool) {
+    if may_be_pending(address, kind) && starts_hold() {
+        acquired_pending(address, kind);
+    }
+}
+
+#[cold]
+#[inline(never)]
+pub(super) fn acquired_pending(address: usize, kind: WaitKind) {
+    bookkeeping(|| table::acquired(address, kind, monotonic_ns));
+}
+
+/// A release by a holder (`unlock`: the real call; it failed unless it returns 0):
+/// takes the holder's blame just before it, records it at the caller's context after it.
+/// `still_held`: other holders keep the object held (rwlock readers).
+pub fn release(
+    address: usize,
+    kind: WaitKind,
+    still_held: bool,
+    unlock: impl FnOnce() -> i32,
+) -> i32 {
+    let settled = if may_be_pending(address, kind) {
+        // The hold ends now, not after the bookkeeping that takes its blame (a hold of a
+        // few hundred ns would grow by a fifth).
+        let now = monotonic_ns();
+        bookkeeping(|| table::settle(address, kind, || now, still_held)).flatten()
+    } else {
+        None
+    };
+    let rc = unlock();
+    match settled {
+        // The caller did not release it (e.g. EPERM): the owner's hold goes on.
+        Some(taken) if rc != 0 => give_back(address, kind, taken, true),
+        Some(taken) => charge(address, kind, taken),
+        None => {}
+    }
+    rc
+}

@@ -1,0 +1,50 @@
+//! Barriers: the last thread to arrive takes the others' waiting as its blame.
+//!
+//! Not async-signal-safe; allocation-free.
+
+use super::blocked::Blocked;
+use super::bookkeeping::{forget, monitored_thread, Bookkeeping};
+use super::record::{blame, record};
+use crate::format::WaitKind;
+use crate::locks::wait_table::{self as table, BarrierArrival, Outcome};
+use crate::sampler::clock::monotonic_ns;
+
+/// `pthread_barrier_init`: remember the barrier's size.
+pub fn barrier_init(address: usize, parties: u32) {
+    forget(address);
+    table::barrier_init(address, parties);
+}
+
+/// `pthread_barrier_wait`: `block` is the real call. The last thread to arrive takes the
+/// others' waiting, recorded as blame at its context; the others' wait is their idleness.
+pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
+    let Some(state) = monitored_thread() else {
+        return block();
+    };
+    let arrival = {
+        let _busy = Bookkeeping::enter(state);
+        table::barrier_arrive(address, monotonic_ns())
+    };
+    match arrival {
+        BarrierArrival::Wait(wait) => {
+            let blocked = Blocked::new(state, wait, WaitKind::Barrier);
+            let rc = block();
+            let ok = rc == 0 || rc == libc::PTHREAD_BARRIER_SERIAL_THREAD;
+            blocked.finish(
+                WaitKind::Barrier,
+                if ok {
+                    Outcome::Success
+                } else {
+                    Outcome::NoWait
+                },
+            );
+            rc
+        }
+        BarrierArrival::Last(taken) => {
+            let rc = block();
+            record(&[blame(WaitKind::Barrier, taken)]);
+            rc
+        }
+        BarrierArrival::Unknown => block(),
+    }
+}

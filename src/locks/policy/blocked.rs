@@ -1,0 +1,197 @@
+//! A blocking wait in progress: registered with the wait table, timed, and recorded as the
+//! waiter's idleness when it ends.
+//!
+//! Job: [`begin_wait`] registers the calling thread as waiting on an object and marks it
+//! blocked (the timer's samples meanwhile record nothing: the measurement covers the time);
+//! [`Blocked::finish`] ends the wait, departs the object (which says whom to blame, if
+//! anyone) and records the idleness, at the path captured before the thread blocked when
+//! there is one. A lock acquired after a wait starts its hold only after that record.
+//!
+//! Invariants: one registered wait per thread at a time (a wait nested in a signal handler
+//! passes through unmonitored). Not async-signal-safe; allocation-free.
+
+use super::bookkeeping::{monitored_thread, Bookkeeping};
+use super::record::{count_unblamed, count_unrecorded, idleness, Kept};
+use crate::format::WaitKind;
+use crate::locks::thinning::{thin_class, Window};
+use crate::locks::wait_table::{self as table, Departed, Outcome, Wait};
+use crate::locks::wake_chain::LastWait;
+use crate::sampler::clock::monotonic_ns;
+use crate::sampler::counters::{self, Counter};
+use crate::sampler::path::Sample;
+use crate::sampler::sync_sample::record_captured;
+use crate::sampler::thread_state::ThreadState;
+use std::sync::atomic::Ordering;
+
+/// A registered wait in progress: the thread is blocked, and samples its timer takes
+/// meanwhile record nothing (the measurement covers the time).
+pub(super) struct Blocked {
+    pub(super) state: &'static ThreadState,
+    pub(super) wait: Wait,
+    /// A futex wait: remembered as the thread's last one when a wake ends it.
+    pub(super) futex: bool,
+}
+
+/// Registers the calling thread as waiting on `address` (`None`: not monitored, or a wait
+/// nested in another one, from a signal handler).
+pub(super) fn begin_wait(address: usize, kind: WaitKind) -> Option<Blocked> {
+    let (state, start) = start_wait()?;
+    register_wait(state, address, kind, start)
+}
+
+/// The calling thread and the start of its wait.
+pub(super) fn start_wait() -> Option<(&'static ThreadState, u64)> {
+    let state = monitored_thread()?;
+    // SAFETY: reading the owner part's wait on the owner thread, outside the handler.
+    if unsafe { (*state.owner.get()).wait.is_some() } {
+        return None;
+    }
+    Some((state, monotonic_ns()))
+}
+
+/// Registers the calling thread, which started waiting at `start`, with `address`.
+pub(super) fn register_wait(
+    state: &'static ThreadState,
+    address: usize,
+    kind: WaitKind,
+    start: u64,
+) -> Option<Blocked> {
+    let wait = {
+        let _busy = Bookkeeping::enter(state);
+        table::arrive(address, kind, start)
+    };
+    let Some(wait) = wait else {
+        counters::add(Counter::WaitsUnmonitored, 1);
+        return None;
+    };
+    Some(Blocked::new(state, wait, kind))
+}
+
+impl Blocked {
+    pub(super) fn new(state: &'static ThreadState, wait: Wait, kind: WaitKind) -> Blocked {
+        {
+            let _busy = Bookkeeping::enter(state);
+            // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
+            unsafe { (*state.owner.get()).wait = Some(wait) };
+        }
+        state.blocked.store(true, Ordering::Relaxed);
+        Blocked {
+            state,
+            wait,
+            futex: kind == WaitKind::Futex,
+        }
+    }
+
+    /// Ends the wait: (end time, how it is accounted).
+    pub(super) fn end(self, outcome: Outcome) -> (u64, Departed) {
+        let end = monotonic_ns();
+        self.end_at(outcome, end, end)
+    }
+
+    /// Ends the wait, which ended at `end`, with its departure from the object at
+    /// `depart_at`: (end, how it is accounted).
+    pub(super) fn end_at(self, outcome: Outcome, end: u64, depart_at: u64) -> (u64, Departed) {
+        self.state.blocked.store(false, Ordering::Relaxed);
+        let _busy = Bookkeeping::enter(self.state);
+        // SAFETY: as in `new`.
+        unsafe { (*self.state.owner.get()).wait = None };
+        let departed = table::depart(self.wait, depart_at, outcome);
+        count_unblamed(departed);
+        if let (
+            Departed::Blamed {
+                woken_at, waker, ..
+            },
+            true,
+        ) = (departed, self.futex)
+        {
+            // SAFETY: as in `new`.
+            let owner = unsafe { &mut *self.state.owner.get() };
+            let wakes = self.state.wake_seq.load(Ordering::Relaxed);
+            owner.last_wait = Some(LastWait::after(
+                owner.last_wait,
+                self.wait.address,
+                self.wait.start_ns,
+                woken_at,
+                waker,
+                wakes,
+            ));
+        }
+        (end, departed)
+    }
+
+    /// Ends the wait and records it as idleness of `kind` at the caller's context (at the
+    /// path captured before it blocked, if any).
+    pub(super) fn finish(self, kind: WaitKind, outcome: Outcome) {
+        let start = self.wait.start_ns;
+        let (state, futex) = (self.state, self.futex);
+        if table::is_hold_kind(kind) && outcome == Outcome::Success {
+            // It holds the lock now: write the record first and only then start the hold
+            // (others' waiting accrues to it from its departure), as the program, which
+            // sees the hold begin when the call returns, would count it. Most short waits
+            // are thinned away: then the hold starts at the wait's end (one clock read
+            // fewer inside the program's critical section).
+            let end = monotonic_ns();
+            let waited = end.saturating_sub(start);
+            let wrote = record_wait(state, &[idleness(kind, waited, true)]);
+            {
+                let _busy = Bookkeeping::enter(state);
+                // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
+                unsafe { (*state.owner.get()).last_lock_wait_ns = waited };
+            }
+            self.end_at(outcome, end, if wrote { monotonic_ns() } else { end });
+            return;
+        }
+        let (end, departed) = self.end(outcome);
+        let blamed = matches!(departed, Departed::Blamed { .. });
+        let waited = if departed != Departed::NoWait {
+            end.saturating_sub(start)
+        } else {
+            0
+        };
+        record_wait(state, &[idleness(kind, waited, blamed)]);
+        if futex && blamed {
+            resumed(state);
+        }
+    }
+}
+
+/// Whether to unwind before a lock wait blocks: when its sample will probably be kept, as
+/// the thread's last lock wait would be (see [`THIN_NS`]).
+pub(super) fn worth_capturing(state: &ThreadState) -> bool {
+    // SAFETY: reading the owner part on the owner thread, outside the handler.
+    let last = unsafe { (*state.owner.get()).last_lock_wait_ns };
+    let cell = &state.thinned[1][thin_class(last)];
+    match Window::unpack(cell.load(Ordering::Relaxed)) {
+        Some(window) => window.may_keep(last),
+        None => true,
+    }
+}
+
+/// Records a wait's samples (thinned) at the path captured before it blocked, or at the
+/// caller's context; counts what could not be recorded. Whether any sample was kept (and
+/// so took the time of a record or an unwind).
+pub(super) fn record_wait(state: &ThreadState, samples: &[Sample]) -> bool {
+    // SAFETY: reading the owner part on the owner thread, outside the handler.
+    let captured = unsafe { (*state.owner.get()).wait_capture.is_some() };
+    let kept = Kept::of(samples);
+    let recorded = if captured {
+        // Called even with nothing kept: it forgets the captured path.
+        record_captured(kept.get()) || kept.get().is_empty()
+    } else {
+        kept.record_here()
+    };
+    count_unrecorded(&kept, recorded);
+    kept.n > 0
+}
+
+/// After a blamed futex wait and its record: for the wake chain, the wait lasted until the
+/// thread is back in the program. Its wake-up latency and this bookkeeping are waiting, to
+/// the thread it wakes next, not a hold of the lock it was woken for.
+pub(super) fn resumed(state: &'static ThreadState) {
+    let _busy = Bookkeeping::enter(state);
+    // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
+    let owner = unsafe { &mut *state.owner.get() };
+    if let Some(last) = owner.last_wait.as_mut() {
+        last.resumed_ns = last.resumed_ns.max(monotonic_ns());
+    }
+}

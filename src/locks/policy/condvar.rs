@@ -1,0 +1,98 @@
+//! Condition variables: a wait that releases and retakes a mutex, and the signals that end
+//! it.
+//!
+//! Job: a waiter's hold of the mutex ends inside `pthread_cond_wait` (its blame is taken
+//! there); its wait for the signal is condvar idleness, blamed on the signaller; its wait to
+//! retake the mutex is mutex idleness, blamed on the mutex's holder, usually the signaller.
+//!
+//! Not async-signal-safe; allocation-free.
+
+use super::blocked::{register_wait, start_wait};
+use super::bookkeeping::{bookkeeping, pending};
+use super::outcome::outcome_of_rc;
+use super::record::{blame, charge, idleness, record};
+use crate::format::WaitKind;
+use crate::locks::wait_table::{self as table, Departed};
+use crate::sampler::clock::monotonic_ns;
+
+/// Whether the mutex at `address` is held (glibc x86-64: the owner's tid at byte 8, set for
+/// every mutex type while it is locked).
+///
+/// # Safety
+/// `address` must point at a valid, initialised `pthread_mutex_t`.
+pub(super) unsafe fn mutex_is_held(address: usize) -> bool {
+    // SAFETY: `__owner` lies within the 40-byte mutex the caller vouches for.
+    unsafe { std::ptr::read_volatile((address + 8) as *const i32) != 0 }
+}
+
+/// `pthread_cond_wait`/`timedwait` of `cond` with `mutex` held: `block` is the real call.
+/// The caller's hold of `mutex` ends inside it (its blame is taken there and recorded at
+/// this context after the wait); its wait for the signal is condvar idleness, blamed on the
+/// signaller; its wait to retake the mutex afterwards is mutex idleness, blamed on the
+/// mutex's holder.
+///
+/// # Safety
+/// `mutex` must point at a valid, initialised `pthread_mutex_t` held by the caller.
+pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 {
+    let Some((state, start)) = start_wait() else {
+        return block();
+    };
+    // The hold of `mutex` ends in the real call, which releases it outside the wrappers:
+    // its blame is taken now, and recorded at this call's path after the wait.
+    let held = pending(mutex, WaitKind::Mutex, || {
+        table::settle(mutex, WaitKind::Mutex, monotonic_ns, false)
+    })
+    .unwrap_or(0);
+    let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start) else {
+        let rc = block();
+        if held > 0 {
+            record(&[blame(WaitKind::Mutex, held)]);
+        }
+        return rc;
+    };
+    bookkeeping(|| table::set_partner(cond, mutex));
+    let rc = block();
+    let (end, departed) = blocked.end(outcome_of_rc(rc));
+    let (cond_ns, mutex_ns, blamed) = match departed {
+        Departed::NoWait => (0, 0, true),
+        Departed::Blamed { woken_at, .. } => (
+            woken_at.saturating_sub(start),
+            end.saturating_sub(woken_at),
+            true,
+        ),
+        _ => (end.saturating_sub(start), 0, false),
+    };
+    let samples = [
+        blame(WaitKind::Mutex, held),
+        idleness(WaitKind::CondVar, cond_ns, blamed),
+        idleness(WaitKind::Mutex, mutex_ns, true),
+    ];
+    record(&samples);
+    // It holds the mutex again: waiter-time of others accrues to this new hold from now,
+    // after the record (the program sees its hold begin when the call returns).
+    let now = monotonic_ns();
+    bookkeeping(|| match departed {
+        Departed::Blamed {
+            mutex_wait: true, ..
+        } => table::depart_proxy(mutex, now),
+        _ => table::acquired(mutex, WaitKind::Mutex, || now),
+    });
+    rc
+}
+
+/// `pthread_cond_signal` (`n` = 1) or `broadcast` (all) of `cond`: `op` is the real call.
+/// The signaller takes the waiting since the previous signal; the waiters it wakes are
+/// registered as waiting for their mutex, whose holder (usually the signaller) is blamed for
+/// that part.
+pub fn cond_wake(cond: usize, n: u32, op: impl FnOnce() -> i32) -> i32 {
+    let taken = pending(cond, WaitKind::CondVar, || {
+        // SAFETY: the partner is the mutex the condition's waiters passed to
+        // pthread_cond_wait, which stays valid while they wait on it.
+        table::wake_with_proxies(cond, monotonic_ns, n, |m| unsafe { mutex_is_held(m) })
+    });
+    let rc = op();
+    if let Some(taken) = taken {
+        charge(cond, WaitKind::CondVar, taken);
+    }
+    rc
+}

@@ -1,0 +1,42 @@
+//! The lock policy: what the interposed wait functions in `runtime/` call, one function per
+//! kind of lock operation.
+//!
+//! Every measured wait is recorded as idleness of its [`WaitKind`](crate::format::WaitKind)
+//! at the waiter's context; the time the wait table hands to a releaser or waker is recorded
+//! as blame at that context. A wait that timed out, was interrupted or woke spuriously is
+//! recorded as unblamed idleness and counted. Short samples are thinned
+//! (`locks::thinning`) before they are recorded.
+//!
+//! Fast paths (uncontended acquisitions, releases and wake-ups nobody waits for) touch
+//! nothing but one wait-table counter; everything else runs only when a thread actually
+//! waited. Calls made while the thread is inside the runtime (including this policy's own
+//! bookkeeping, which a program's signal handler might interrupt with a `sem_post` or
+//! `FUTEX_WAKE`) pass straight through unmonitored.
+//!
+//! Files: [`acquire`] (mutexes, rwlocks: contended waits, tries, releases), [`events`]
+//! (posts, futex wakes), [`condvar`], [`barrier`], [`threads`] (joins, cancellation),
+//! [`spin`] (the spin-lock protocol's hooks); below them [`blocked`] (a wait in progress),
+//! [`record`] (thinning and recording), [`bookkeeping`] (whether a call is monitored) and
+//! [`outcome`] (return codes and `errno`).
+//!
+//! Not async-signal-safe (never called from the sampling handler); allocation-free.
+
+pub mod acquire;
+pub mod barrier;
+pub mod blocked;
+pub mod bookkeeping;
+pub mod condvar;
+pub mod events;
+pub mod outcome;
+pub mod record;
+pub mod spin;
+pub mod threads;
+
+pub use acquire::{acquired, acquired_if, release, wait};
+pub use barrier::{barrier_init, barrier_wait};
+pub use bookkeeping::{forget, may_be_pending};
+pub use condvar::{cond_wait, cond_wake};
+pub use events::event;
+pub use outcome::{outcome_of_errno, outcome_of_rc};
+pub use spin::SpinGlue;
+pub use threads::{abandon_wait, thread_exiting};

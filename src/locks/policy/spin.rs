@@ -1,0 +1,48 @@
+//! The policy side of spin locks: what `locks::spin`'s protocol asks of the runtime (whether
+//! a lock is monitored, marking a spinning thread, recording its spin and a holder's blame).
+//!
+//! Job: implement [`spin::SpinHooks`]. A process-shared spin lock is never monitored
+//! (`locks::shared_spin`): another process could not resolve its converted word.
+//!
+//! Not async-signal-safe; allocation-free.
+
+use super::record::{blame, idleness, record, Kept};
+use crate::format::WaitKind;
+use crate::locks::shared_spin::spin_is_shared;
+use crate::locks::spin;
+use crate::sampler::clock::{current_tid, monotonic_ns};
+use crate::sampler::process::sampling_enabled;
+use crate::sampler::thread_state::lookup;
+use std::sync::atomic::Ordering;
+
+/// The sampler's side of the spin-lock protocols.
+pub struct SpinGlue {
+    pub address: usize,
+}
+
+impl spin::SpinHooks for SpinGlue {
+    fn active(&self) -> bool {
+        sampling_enabled() && !spin_is_shared(self.address)
+    }
+
+    fn spin_begins(&self) {
+        if let Some(state) = lookup(current_tid()) {
+            state.blocked.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn spin_ends(&self, ns: u64) {
+        if let Some(state) = lookup(current_tid()) {
+            state.blocked.store(false, Ordering::Relaxed);
+        }
+        record(&[idleness(WaitKind::Spin, ns, true)]);
+    }
+
+    fn blame(&self, ns: u64) -> bool {
+        Kept::of(&[blame(WaitKind::Spin, ns)]).record_here()
+    }
+
+    fn now(&self) -> u64 {
+        monotonic_ns()
+    }
+}

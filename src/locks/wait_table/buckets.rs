@@ -1,0 +1,281 @@
+//! The wait table's storage: a fixed table of buckets keyed by an object's address, each a
+//! spin-locked chain of entries from an allocation-free slab, with dirty counters and bits
+//! that let the uncontended fast path return after one or two counter reads.
+//!
+//! Invariants: an entry's state is touched only with its bucket's lock held ([`Locked`]);
+//! a lock is held for a few instructions, never across a blocking call, and never two at
+//! once except in `wake_with_proxies`, which takes two in address order; the table and the
+//! slab live in `.bss` and cost no memory until used. [`maybe_dirty`] is wait-free;
+//! nothing here allocates.
+
+use super::state::{is_dirty, is_hold_code, is_hold_kind, State};
+use crate::format::WaitKind;
+use crate::locks::slab::{Linked, Slab};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// Buckets: 2^10. An entry lives only while its object has waiting in progress, so the
+/// table holds about one entry per blocked thread, not one per lock. A larger table would
+/// not shorten chains, but it would spread the objects a program waits on over more pages
+/// of it, each resident from its first use: with 64K buckets, a program contending a
+/// thousand locks kept the whole 768 KiB table resident, and with 4096 (48 KiB) a program
+/// of 9 threads (3 mutexes, 9 joins) had 11 of its 12 pages resident. 1024 buckets are 12 KiB.
+pub(super) const BUCKET_BITS: u32 = 10;
+pub(super) const BUCKETS: usize = 1 << BUCKET_BITS;
+pub(super) const NONE: u32 = u32::MAX;
+
+#[derive(Default)]
+pub struct Entry {
+    /// Address of the object (0 = free slot).
+    pub(super) key: AtomicUsize,
+    /// Next entry in the bucket chain, or the free list.
+    pub(super) next: AtomicU32,
+    pub(super) state: UnsafeCell<State>,
+}
+
+// SAFETY: `state` is only accessed with the lock of the bucket whose chain holds the entry
+// (see `Locked`), and slots are never freed, only recycled under that lock.
+unsafe impl Sync for Entry {}
+
+impl Linked for Entry {
+    fn next(&self) -> &AtomicU32 {
+        &self.next
+    }
+}
+
+pub(super) struct Bucket {
+    pub(super) lock: AtomicBool,
+    /// The first entry's index plus one (0: empty), so the table is all zeroes and lives in
+    /// `.bss`: its pages cost no memory until a bucket is used.
+    pub(super) head: AtomicU32,
+    /// Entries in this chain that are dirty.
+    pub(super) dirty: AtomicU32,
+}
+
+impl Bucket {
+    /// The first entry's index, or `NONE`.
+    pub(super) fn first(&self, order: Ordering) -> u32 {
+        self.head.load(order).wrapping_sub(1)
+    }
+
+    /// Makes `index` (or `NONE`) the first entry.
+    pub(super) fn set_first(&self, index: u32, order: Ordering) {
+        self.head.store(index.wrapping_add(1), order);
+    }
+}
+
+pub(super) static SLAB: Slab<Entry> = Slab::new();
+
+/// Dirty entries in the whole table, of hold kinds (`[0]`) and of event kinds (`[1]`), on
+/// a cache line of their own: while no lock has waiters (the common case in lock-heavy
+/// code, even with threads parked on condition variables or joins), a lock's fast path
+/// reads only this, not the bucket of the lock, which for many fine-grained locks is a
+/// cache miss of its own.
+#[repr(align(64))]
+pub(super) struct TableDirty([AtomicU32; 2]);
+pub(super) static ANY_DIRTY: TableDirty = TableDirty([AtomicU32::new(0), AtomicU32::new(0)]);
+
+/// One bit per bucket, set while its dirty count is not zero: the fast path reads this
+/// (128 bytes, which stay in cache) rather than the bucket itself.
+pub(super) static DIRTY_BITS: [AtomicU64; BUCKETS / 64] =
+    [const { AtomicU64::new(0) }; BUCKETS / 64];
+
+/// Marks bucket `index` dirty or clean in [`DIRTY_BITS`]; called with its lock held, as its
+/// count goes from 0 to 1 (`dirty`) or from 1 to 0.
+pub(super) fn mark_bucket(index: usize, dirty: bool) {
+    let (word, bit) = dirty_bit(index);
+    if dirty {
+        word.fetch_or(bit, Ordering::AcqRel);
+    } else {
+        word.fetch_and(!bit, Ordering::AcqRel);
+    }
+}
+
+/// Bucket `index`'s word in [`DIRTY_BITS`] and its bit there.
+#[inline(always)]
+pub(super) fn dirty_bit(index: usize) -> (&'static AtomicU64, u64) {
+    (&DIRTY_BITS[index / 64], 1u64 << (index % 64))
+}
+
+/// The [`ANY_DIRTY`] counter of objects of `kind`'s class.
+#[inline(always)]
+pub(super) fn any_dirty(kind_code: u8) -> &'static AtomicU32 {
+    &ANY_DIRTY.0[usize::from(!is_hold_code(kind_code))]
+}
+
+pub(super) static TABLE: [Bucket; BUCKETS] = [const {
+    Bucket {
+        lock: AtomicBool::new(false),
+        head: AtomicU32::new(0),
+        dirty: AtomicU32::new(0),
+    }
+}; BUCKETS];
+
+pub(super) fn bucket_index(address: usize) -> usize {
+    // Fibonacci hashing of the address (the objects are at least 4-byte aligned).
+    ((address as u64 >> 2).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BUCKET_BITS)) as usize
+}
+
+/// A bucket with its lock held; released on drop.
+pub(super) struct Locked {
+    pub(super) bucket: &'static Bucket,
+    pub(super) index: usize,
+}
+
+impl Locked {
+    pub(super) fn new(index: usize) -> Locked {
+        let bucket = &TABLE[index];
+        while bucket
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        Locked { bucket, index }
+    }
+
+    pub(super) fn of(address: usize) -> Locked {
+        Locked::new(bucket_index(address))
+    }
+
+    pub(super) fn find(&self, address: usize) -> Option<(u32, &'static Entry)> {
+        let mut i = self.bucket.first(Ordering::Acquire);
+        while i != NONE {
+            let e = SLAB.get(i)?;
+            if e.key.load(Ordering::Relaxed) == address {
+                return Some((i, e));
+            }
+            i = e.next.load(Ordering::Relaxed);
+        }
+        None
+    }
+
+    pub(super) fn create(&self, address: usize, kind: WaitKind) -> Option<(u32, &'static Entry)> {
+        let index = SLAB.alloc()?;
+        let e = SLAB.get(index)?;
+        // SAFETY: the slot was just allocated: nobody else can reach it yet.
+        unsafe {
+            *e.state.get() = State {
+                kind: kind as u8,
+                gate: !is_hold_kind(kind),
+                ..State::default()
+            };
+        }
+        e.key.store(address, Ordering::Relaxed);
+        e.next
+            .store(self.bucket.first(Ordering::Relaxed), Ordering::Relaxed);
+        self.bucket.set_first(index, Ordering::Release);
+        Some((index, e))
+    }
+
+    /// Runs `f` on the state of the entry for `address` (created for `create` when missing
+    /// and `create` is given), then keeps the bucket's dirty count right and frees the entry
+    /// once it is clean and not retained. `None`: no entry (or no memory for one).
+    pub(super) fn update<R>(
+        &self,
+        address: usize,
+        create: Option<WaitKind>,
+        f: impl FnOnce(&mut State) -> R,
+    ) -> Option<R> {
+        let (index, e) = match self.find(address) {
+            Some(found) => found,
+            None => self.create(address, create?)?,
+        };
+        let (result, dirty, retained) = {
+            // SAFETY: we hold the lock of the bucket whose chain holds `e`, which guards its
+            // state, and this is the only reference to it while `f` runs.
+            let s = unsafe { &mut *e.state.get() };
+            let was_dirty = is_dirty(s);
+            let result = f(s);
+            let dirty = is_dirty(s);
+            if dirty != was_dirty {
+                if dirty {
+                    if self.bucket.dirty.fetch_add(1, Ordering::AcqRel) == 0 {
+                        mark_bucket(self.index, true);
+                    }
+                    any_dirty(s.kind).fetch_add(1, Ordering::AcqRel);
+                } else {
+                    if self.bucket.dirty.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        mark_bucket(self.index, false);
+                    }
+                    any_dirty(s.kind).fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            (result, dirty, s.retained)
+        };
+        if !dirty && !retained {
+            self.unlink(index, e);
+        }
+        Some(result)
+    }
+
+    pub(super) fn unlink(&self, index: u32, e: &'static Entry) {
+        let next = e.next.load(Ordering::Relaxed);
+        let mut i = self.bucket.first(Ordering::Relaxed);
+        if i == index {
+            self.bucket.set_first(next, Ordering::Release);
+        } else {
+            while let Some(p) = SLAB.get(i) {
+                let pn = p.next.load(Ordering::Relaxed);
+                if pn == index {
+                    p.next.store(next, Ordering::Release);
+                    break;
+                }
+                if pn == NONE {
+                    break;
+                }
+                i = pn;
+            }
+        }
+        e.key.store(0, Ordering::Relaxed);
+        SLAB.free(index);
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        self.bucket.lock.store(false, Ordering::Release);
+    }
+}
+
+/// The bucket of `address`, an object of `kind`, if something in it is dirty: one or two
+/// counter reads otherwise (the table's for the kind's class, then the bucket's).
+#[inline(always)]
+pub(super) fn dirty_bucket(address: usize, kind: WaitKind) -> Option<usize> {
+    if any_dirty(kind as u8).load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    let index = bucket_index(address);
+    let (word, bit) = dirty_bit(index);
+    (word.load(Ordering::Acquire) & bit != 0).then_some(index)
+}
+
+/// Whether anything might be pending on the object of `kind` at `address`: false (one or
+/// two counter reads) means releases and events on it have nothing to do.
+#[inline(always)]
+pub fn maybe_dirty(address: usize, kind: WaitKind) -> bool {
+    dirty_bucket(address, kind).is_some()
+}
+
+/// In a fork child: only the forking thread survives, so no wait is in progress, and a
+/// bucket lock another thread held at the fork would never be released. Start afresh; the
+/// parent's entries are abandoned (their slots are not reused).
+pub fn reset_after_fork() {
+    for b in &TABLE {
+        b.set_first(NONE, Ordering::Relaxed);
+        b.dirty.store(0, Ordering::Relaxed);
+        b.lock.store(false, Ordering::Release);
+    }
+    for bits in &DIRTY_BITS {
+        bits.store(0, Ordering::Relaxed);
+    }
+    for counter in &ANY_DIRTY.0 {
+        counter.store(0, Ordering::Release);
+    }
+}
+
+/// Most objects monitored at once (the slab's high-water mark).
+pub fn monitored_high_water() -> u32 {
+    SLAB.high_water()
+}

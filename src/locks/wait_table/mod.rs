@@ -1,0 +1,380 @@
+//! Blame for blocking waits: who kept a thread waiting on a mutex, rwlock, condition
+//! variable, semaphore, barrier, join or futex.
+//!
+//! Job: per waited-on object (keyed by its address), measure the blocked waiters and hand
+//! their waiting time, exactly once, to the threads responsible for it, in turn:
+//! - *hold* kinds (mutex, rwlock): the object accrues waiter-time only while it is *held*;
+//!   each holder takes, at its release ([`settle`]), the integral over its hold of the number
+//!   of blocked waiters. Time a waiter spends blocked while the object is free (woken, not yet
+//!   scheduled) is nobody's fault and accrues to nobody. A waiter registers ([`arrive`]) only
+//!   after its try failed, so it can register after the release of the hold it failed
+//!   against looked for waiters (it was descheduled in between): that hold has been settled
+//!   without it, and the object is free. A mutex's next hold therefore starts accruing when
+//!   it is reported ([`acquired`], or the waiter's own departure), never earlier.
+//! - *event* kinds (condition variable, semaphore, barrier, join, futex): waiters wait for an
+//!   event; whoever provides it ([`wake`]: a signal, post, last barrier arrival, thread exit,
+//!   `FUTEX_WAKE`) takes the waiting accumulated since the previous event on that object,
+//!   and counts as many waiters *woken* as it wakes. A woken waiter may lose the race for
+//!   what it was woken for and go on waiting inside the real call, so it accrues until it
+//!   departs; then its time since the last event (being scheduled) is withdrawn: nobody's.
+//!
+//! A wait that ends without what it waited for (timed out, interrupted, woken with no event
+//! the runtime saw) is never blamed: its contribution since the last settlement is taken
+//! back out of the integral when it departs ([`Outcome`]). Contributions already taken by an
+//! earlier holder or event stay where they are: during that time the taker did hold the
+//! object up, and other waiters' progress depended on it.
+//!
+//! State ([`state`]) lives out of band in a fixed table of buckets ([`buckets`]) keyed by the object's address. An
+//! entry is created at the first wait and freed as soon as nothing is pending (no waiters,
+//! no unsettled time), so memory follows the waits in progress, not the objects ever used;
+//! barrier entries, which carry the barrier's size, are kept from init to destroy. Every
+//! bucket counts its *dirty* entries (something to settle), and so does the table:
+//! releases and wakes of objects nobody waits for read the table's counter (when nothing
+//! anywhere is pending) or their bucket's, and return: the uncontended fast path.
+//!
+//! Each bucket's spin lock guards its chain and every entry in it; it is held for a few
+//! instructions, never across a blocking call, and never two at once except in
+//! [`wake_with_proxies`], which takes two in address order.
+//!
+//! Allocation-free. Not used by the signal handler: a thread that interrupts itself (a
+//! program's signal handler posting a semaphore) must not come here while it holds a bucket
+//! lock; the policy (`locks::policy::bookkeeping`) passes such nested calls through unmonitored.
+
+mod buckets;
+mod state;
+#[cfg(test)]
+mod tests;
+
+pub use buckets::{maybe_dirty, monitored_high_water, reset_after_fork};
+pub use state::{is_hold_kind, WakerId};
+
+use crate::format::WaitKind;
+use buckets::{bucket_index, dirty_bucket, Locked, NONE, TABLE};
+use state::{is_hold_code, State};
+use std::sync::atomic::Ordering;
+
+/// A waiter's registration, from [`arrive`] to [`depart`].
+#[derive(Debug, Clone, Copy)]
+pub struct Wait {
+    pub address: usize,
+    pub start_ns: u64,
+    gated_mark: u64,
+}
+
+/// How a wait ended, as the caller saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It got what it waited for (acquired the lock, returned from the wait with success).
+    Success,
+    /// A timed wait gave up.
+    TimedOut,
+    /// Interrupted by a signal (EINTR).
+    Interrupted,
+    /// Returned at once without waiting (EAGAIN from a futex whose value had changed,
+    /// EDEADLK...): no idleness at all.
+    NoWait,
+}
+
+/// How a departed wait is accounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Departed {
+    /// Blamed on whoever held the object or provided the event. For condition variables,
+    /// `mutex_wait` says whether the waiter then waited for the mutex on a registration the
+    /// signaller made for it, from `woken_at` on.
+    Blamed {
+        woken_at: u64,
+        mutex_wait: bool,
+        /// The event's provider (default for hold kinds).
+        waker: WakerId,
+    },
+    /// Success, but no event the runtime saw woke it (a spurious wake-up, or an event from
+    /// outside the runtime's view): nobody is blamed.
+    Spurious,
+    TimedOut,
+    Interrupted,
+    NoWait,
+}
+
+/// Registers the calling thread as blocked on the object at `address` from `now`. For hold
+/// kinds, the caller's try just failed, so the object is held. `None` when no memory is left.
+pub fn arrive(address: usize, kind: WaitKind, now: u64) -> Option<Wait> {
+    Locked::of(address).update(address, Some(kind), |s| {
+        s.advance(now);
+        s.waiters += 1;
+        if is_hold_kind(kind) {
+            s.gate = true;
+        }
+        Wait {
+            address,
+            start_ns: now,
+            gated_mark: s.gated,
+        }
+    })
+}
+
+/// Ends a wait at `now`.
+pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
+    Locked::of(wait.address)
+        .update(wait.address, None, |s| {
+            s.advance(now);
+            s.waiters = s.waiters.saturating_sub(1);
+            let departed = match outcome {
+                Outcome::Success if is_hold_code(s.kind) => {
+                    s.acquired_by_waiter();
+                    Departed::Blamed {
+                        woken_at: now,
+                        mutex_wait: false,
+                        waker: WakerId::default(),
+                    }
+                }
+                Outcome::Success if s.woken > 0 => {
+                    // Its time since the event (being scheduled) is nobody's fault.
+                    s.withdraw(wait.gated_mark);
+                    s.woken -= 1;
+                    let mutex_wait = s.proxied > 0;
+                    if mutex_wait {
+                        s.proxied -= 1;
+                    }
+                    Departed::Blamed {
+                        woken_at: s.last_wake.clamp(wait.start_ns, now),
+                        mutex_wait,
+                        waker: s.last_waker,
+                    }
+                }
+                other => {
+                    s.withdraw(wait.gated_mark);
+                    unblamed(other)
+                }
+            };
+            s.woken = s.woken.min(s.waiters);
+            s.proxied = s.proxied.min(s.woken);
+            departed
+        })
+        .unwrap_or_else(|| unblamed(outcome))
+}
+
+fn unblamed(outcome: Outcome) -> Departed {
+    match outcome {
+        Outcome::Success => Departed::Spurious,
+        Outcome::TimedOut => Departed::TimedOut,
+        Outcome::Interrupted => Departed::Interrupted,
+        Outcome::NoWait => Departed::NoWait,
+    }
+}
+
+/// After an acquisition that did not wait (a successful try, or a mutex retaken inside a
+/// condition-variable wait): if others wait for the object, it is held again from `now`. One
+/// counter read when nobody waits.
+///
+/// For a mutex, callers report only acquisitions that start a hold (not a recursive mutex's
+/// inner ones), and the hold starts at `now`: nothing that accrued before it is the new
+/// holder's. A try that succeeds proves the mutex was free, yet its gate can be open: a
+/// waiter whose try failed against the previous hold registered only after that hold's
+/// release had looked for waiters (it was descheduled in between, or it registered between
+/// the release's settlement and the real unlock), or registered after this acquisition but
+/// before this call. The time since is nobody's hold: the previous holder has settled, and
+/// the program sees this hold begin when its call returns. Rwlocks keep their gate: a
+/// reader's acquisition may join other readers' hold.
+pub fn acquired(address: usize, kind: WaitKind, now: impl FnOnce() -> u64) {
+    let Some(index) = dirty_bucket(address, kind) else {
+        return;
+    };
+    Locked::new(index).update(address, None, |s| {
+        if kind == WaitKind::Mutex {
+            s.gate = false;
+        }
+        s.advance(now());
+        s.gate = true;
+    });
+}
+
+/// Just before a holder's release: the waiter-time it takes, or `None` on the fast path
+/// (nobody waited: nothing was touched). `still_held`: other holders keep it held (a reader
+/// of an rwlock that is not the last).
+pub fn settle(
+    address: usize,
+    kind: WaitKind,
+    now: impl FnOnce() -> u64,
+    still_held: bool,
+) -> Option<u64> {
+    let index = dirty_bucket(address, kind)?;
+    Locked::new(index).update(address, None, |s| {
+        s.advance(now());
+        s.gate = still_held;
+        s.take()
+    })
+}
+
+/// What an event took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Woke {
+    /// The waiting time since the previous event.
+    pub taken: u64,
+    /// With one waiter only: since when that time accrued (its arrival, the previous event,
+    /// or the last departure of another), so the part of it another interval covers can be
+    /// told apart.
+    pub solo_since: Option<u64>,
+}
+
+/// Just before an event by `waker` that wakes up to `n` waiters of the object: what it
+/// takes, or `None` on the fast path (nobody waits).
+pub fn wake(
+    address: usize,
+    kind: WaitKind,
+    now: impl FnOnce() -> u64,
+    n: u32,
+    waker: WakerId,
+) -> Option<Woke> {
+    let index = dirty_bucket(address, kind)?;
+    let now = now();
+    Locked::new(index).update(address, None, |s| {
+        s.last_waker = waker;
+        let solo = s.waiters == 1;
+        let (taken, _) = wake_state(s, now, n);
+        // With one waiter, the waiting taken is its alone: every departure withdraws what the
+        // departing waiter accrued since the last settlement, and the gate of event kinds is
+        // always open, so it accrued over exactly the last `taken` ns.
+        let solo_since = (solo && taken > 0).then(|| now - taken);
+        Woke { taken, solo_since }
+    })
+}
+
+/// An event at `now` that wakes up to `n` waiters; returns the time taken and the number
+/// newly woken.
+fn wake_state(s: &mut State, now: u64, n: u32) -> (u64, u32) {
+    s.advance(now);
+    let taken = s.take();
+    let before = s.woken;
+    s.woken = s.woken.saturating_add(n).min(s.waiters);
+    s.last_wake = now;
+    (taken, s.woken - before)
+}
+
+/// A condition variable's waiter is about to wait with `mutex`.
+pub fn set_partner(cond: usize, mutex: usize) {
+    Locked::of(cond).update(cond, None, |s| s.partner = mutex);
+}
+
+/// A condition variable's signal or broadcast (`n` = 1 or all): like [`wake`], and each
+/// newly woken waiter is registered as waiting for the partner mutex, which it must retake
+/// (`mutex_held`: the signaller holds it, so that wait accrues to its hold from now).
+pub fn wake_with_proxies(
+    cond: usize,
+    now: impl FnOnce() -> u64,
+    n: u32,
+    mutex_held: impl FnOnce(usize) -> bool,
+) -> Option<u64> {
+    let ci = dirty_bucket(cond, WaitKind::CondVar)?;
+    let now = now();
+    let partner = Locked::new(ci).update(cond, None, |s| s.partner)?;
+    let held = partner != 0 && mutex_held(partner);
+    let mi = bucket_index(partner);
+    // Both buckets, locked in index order (the only place that holds two).
+    let first = Locked::new(ci.min(mi));
+    let second = (ci != mi).then(|| Locked::new(ci.max(mi)));
+    let pick = |index: usize| match &second {
+        Some(b) if index == ci.max(mi) => b,
+        _ => &first,
+    };
+    let (cond_lock, mutex_lock) = (pick(ci), pick(mi));
+    let (taken, newly) = cond_lock.update(cond, None, |s| {
+        let (taken, mut newly) = wake_state(s, now, n);
+        if s.partner != partner || partner == 0 {
+            newly = 0;
+        }
+        s.proxied += newly;
+        (taken, newly)
+    })?;
+    if newly > 0 {
+        let registered = mutex_lock.update(partner, Some(WaitKind::Mutex), |m| {
+            m.advance(now);
+            m.waiters += newly;
+            m.gate = held;
+        });
+        if registered.is_none() {
+            cond_lock.update(cond, None, |s| s.proxied -= newly.min(s.proxied));
+        }
+    }
+    Some(taken)
+}
+
+/// A woken condition-variable waiter retook `mutex` at `now` on the registration its
+/// signaller made for it.
+pub fn depart_proxy(mutex: usize, now: u64) {
+    Locked::of(mutex).update(mutex, None, |s| {
+        s.advance(now);
+        s.waiters = s.waiters.saturating_sub(1);
+        s.acquired_by_waiter();
+    });
+}
+
+/// Gives back waiter-time that could not be charged, so the next settlement of the object
+/// takes it (`still_held`: the release failed, e.g. EPERM, and the hold goes on).
+pub fn unsettle(address: usize, kind: WaitKind, ns: u64, still_held: bool) {
+    if ns == 0 && !still_held {
+        return;
+    }
+    Locked::of(address).update(address, Some(kind), |s| {
+        s.gate |= still_held;
+        s.integral += ns;
+    });
+}
+
+/// `pthread_barrier_init`: a barrier of `parties` threads at `address`.
+pub fn barrier_init(address: usize, parties: u32) {
+    Locked::of(address).update(address, Some(WaitKind::Barrier), |s| {
+        s.retained = true;
+        s.parties = parties;
+    });
+}
+
+/// What a thread arriving at a barrier does.
+#[derive(Debug)]
+pub enum BarrierArrival {
+    /// Others are still to come: it waits.
+    Wait(Wait),
+    /// It is the last: it takes the others' waiting, and the real wait releases them.
+    Last(u64),
+    /// The barrier's size is unknown (not initialised through the runtime).
+    Unknown,
+}
+
+/// A thread arrives at the barrier at `address` at `now`.
+pub fn barrier_arrive(address: usize, now: u64) -> BarrierArrival {
+    Locked::of(address)
+        .update(address, None, |s| {
+            if s.parties == 0 {
+                return BarrierArrival::Unknown;
+            }
+            if s.waiters - s.woken + 1 >= s.parties {
+                return BarrierArrival::Last(wake_state(s, now, u32::MAX).0);
+            }
+            s.advance(now);
+            s.waiters += 1;
+            BarrierArrival::Wait(Wait {
+                address,
+                start_ns: now,
+                gated_mark: s.gated,
+            })
+        })
+        .unwrap_or(BarrierArrival::Unknown)
+}
+
+/// `pthread_*_init`/`destroy`: forget the object at `address`, recycling its entry. Returns
+/// waiter-time that was still unsettled (0 normally).
+pub fn forget(address: usize) -> u64 {
+    let index = bucket_index(address);
+    if TABLE[index].first(Ordering::Acquire) == NONE {
+        return 0;
+    }
+    let locked = Locked::new(index);
+    locked
+        .update(address, None, |s| {
+            s.retained = false;
+            s.waiters = 0;
+            s.woken = 0;
+            s.proxied = 0;
+            std::mem::take(&mut s.integral)
+        })
+        .unwrap_or(0)
+}
