@@ -208,3 +208,4 @@ pub extern "C" fn blameprof_rt_in_signal_handler() -> c_int {
 pub extern "C" fn blameprof_rt_plain_mutex_inline() -> c_int {
     c_int::from(plain_mutex::enabled())
 }
+mod tests;

@@ -163,6 +163,12 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
     clock: libc::clockid_t,
     abstime: *const timespec,
 ) -> c_int {
+    if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
+        // glibc rejects other clocks (EINVAL) before it looks at the mutex: no try first,
+        // which would take a free mutex.
+        // SAFETY: the caller's arguments (this function's contract), forwarded unchanged.
+        return unsafe { real::pthread_mutex_clocklock()(m, clock, abstime) };
+    }
     // SAFETY: `m` is the caller's mutex (this function's contract), forwarded unchanged.
     unsafe { lock_measured(m, || real::pthread_mutex_clocklock()(m, clock, abstime)) }
 }
@@ -231,3 +237,4 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
     // SAFETY: forwarding the caller's mutex to glibc unchanged.
     unsafe { real::pthread_mutex_destroy()(m) }
 }
+mod tests;

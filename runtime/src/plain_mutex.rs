@@ -178,3 +178,4 @@ pub unsafe fn unlock(m: *mut pthread_mutex_t) -> bool {
     nusers.store(users, Ordering::Relaxed);
     false
 }
+mod tests;

@@ -198,3 +198,4 @@ pub unsafe extern "C" fn pthread_rwlock_destroy(rw: *mut pthread_rwlock_t) -> c_
     // SAFETY: forwarding the caller's lock to glibc unchanged.
     unsafe { real::pthread_rwlock_destroy()(rw) }
 }
+mod tests;
