@@ -11,8 +11,8 @@
 use crate::plain_mutex;
 use crate::real;
 use blameprof_format::WaitKind;
+use blameprof_measure::locks::policy::shared_spin::note_spin_sharing;
 use blameprof_measure::locks::policy::{self, SpinGlue};
-use blameprof_measure::locks::shared_spin::note_spin_sharing;
 use blameprof_measure::locks::spin;
 use libc::{c_int, pthread_mutex_t, pthread_spinlock_t, timespec};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -104,7 +104,7 @@ unsafe fn lock_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) 
         acquired(m, rc);
         return rc;
     }
-    wait_measured(m, block)
+    kept_on_the_stack(wait_measured(m, block))
 }
 
 /// A try: glibc's own fast path inline for a plain mutex, else glibc's trylock.
@@ -204,7 +204,18 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
         // SAFETY: forwarding the caller's mutex to glibc unchanged.
         return unsafe { real::pthread_mutex_unlock()(m) };
     }
-    release_measured(m)
+    kept_on_the_stack(release_measured(m))
+}
+
+/// Returns `rc` through an optimisation barrier, so the call that produced it is a call and
+/// not a jump: the entry point's frame stays on the stack while its slow path runs. The
+/// analysis names a run of runtime frames by its outermost one (`... lookup ->
+/// pthread_mutex_lock`); with `panic = "abort"` nothing is left to do after a slow path
+/// returns, and LLVM would turn its call into a tail call, leaving `wait_measured` as the
+/// outermost frame.
+#[inline(always)]
+fn kept_on_the_stack(rc: c_int) -> c_int {
+    std::hint::black_box(rc)
 }
 
 /// The half of `pthread_mutex_unlock` that settles the holder's blame.

@@ -630,16 +630,12 @@ fn barriers_release_one_serial_thread_per_round() {
     }
 }
 
-/// The futex operations and flags (`linux/futex.h`).
-const FUTEX_WAIT: c_long = 0;
-const FUTEX_WAKE: c_long = 1;
-const FUTEX_REQUEUE: c_long = 3;
-const FUTEX_CMP_REQUEUE: c_long = 4;
-const FUTEX_WAKE_OP: c_long = 5;
-const FUTEX_LOCK_PI: c_long = 6;
-const FUTEX_UNLOCK_PI: c_long = 7;
-const FUTEX_WAIT_BITSET: c_long = 9;
-const FUTEX_WAKE_BITSET: c_long = 10;
+use crate::futex::{
+    FUTEX_CMP_REQUEUE, FUTEX_LOCK_PI, FUTEX_REQUEUE, FUTEX_UNLOCK_PI, FUTEX_WAIT,
+    FUTEX_WAIT_BITSET, FUTEX_WAKE, FUTEX_WAKE_BITSET, FUTEX_WAKE_OP,
+};
+
+/// The futex flag for process-private futexes (`linux/futex.h`).
 const FUTEX_PRIVATE: c_long = 128;
 const MATCH_ANY: c_long = 0xffff_ffff;
 /// `FUTEX_OP(FUTEX_OP_SET, 1, FUTEX_OP_CMP_EQ, 0)`: set the second word to 1, and wake its

@@ -8,8 +8,8 @@
 //!   rwlocks, condition variables, semaphores, barriers, joins, futexes) with its measured
 //!   time handed in turn to the holders' releases or the events' providers; [`slab`],
 //!   allocation-free recycled storage for per-lock state; [`thinning`], the arithmetic of
-//!   thinned synchronous samples; [`wake_chain`], futex waits passed along a chain of
-//!   wakes; [`shared_spin`], the process-shared spin locks never converted;
+//!   thinned synchronous samples; and [`wake_chain`], futex waits passed along a chain of
+//!   wakes;
 //! - the [`policy`], above the sampler: the functions the interposed entry points in
 //!   `runtime/` call, one per kind of lock operation, which time waits, settle blame and
 //!   record both through the sampler.
@@ -18,7 +18,6 @@
 //! may be called by allocators and by the runtime itself.
 
 pub mod policy;
-pub mod shared_spin;
 pub mod slab;
 pub mod spin;
 pub mod thinning;

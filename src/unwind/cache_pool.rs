@@ -1,7 +1,7 @@
 //! Unwind caches shared by the threads of the process.
 //!
 //! Job: lend a framehop cache (about 17 KiB: its rule cache and a compact CFI context, see
-//! `walk::NoAllocation`) to each unwind while it runs. An unwind needs one only for its own
+//! `no_alloc::NoAllocation`) to each unwind while it runs. An unwind needs one only for its own
 //! duration, and few run at once: one per CPU in signal handlers, plus the odd one
 //! preempted or in a thread's own context. So the pool holds at most `2 x CPUs + 2` caches,
 //! however many threads the program runs, instead of one per thread. A 64-thread program

@@ -3,7 +3,8 @@
 //! Job: know which modules are loaded ([`modules`]), keep their unwind information in a form
 //! the signal handler can use without allocating or locking ([`module_set`]), and walk a
 //! thread's stack from an interrupted register state into module-relative frames ([`walk`]),
-//! with framehop caches lent by a process-wide pool ([`cache_pool`]).
+//! with framehop caches lent by a process-wide pool ([`cache_pool`]), all of it under an
+//! allocation policy that never allocates ([`no_alloc`]).
 //!
 //! Invariants: the signal handler only ever *reads* the published module set, through a
 //! try-acquire that fails (and the sample is dropped and counted) while an update is under
@@ -14,5 +15,6 @@
 pub mod cache_pool;
 pub mod module_set;
 pub mod modules;
+pub mod no_alloc;
 pub mod stack;
 pub mod walk;

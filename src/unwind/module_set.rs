@@ -15,7 +15,7 @@
 //! [`ModuleSet::refresh`] is not.
 
 use super::modules::{loaded_modules, LoadedModule, SharedBytes};
-use super::walk::NoAllocation;
+use super::no_alloc::NoAllocation;
 use crate::format::Frame;
 use crate::runtime_lock::SpinLock;
 use framehop::x86_64::UnwinderX86_64;

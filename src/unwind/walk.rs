@@ -12,45 +12,14 @@
 //! resident in every threaded program (`clone3`'s entry lies apart from the others).
 
 use super::module_set::Modules;
+use super::no_alloc::NoAllocation;
 use super::stack::StackReader;
 use crate::format::{Frame, MAX_STACK_DEPTH};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64};
-use framehop::{AllocationPolicy, FrameAddress, Unwinder};
+use framehop::{FrameAddress, Unwinder};
 
 /// An unwind cache: used by one unwind at a time (see `cache_pool`).
 pub type UnwindCache = CacheX86_64<NoAllocation>;
-
-/// framehop's allocation-free unwinding, with CFI rows sized for x86-64.
-///
-/// framehop's own `MustNotAllocateDuringUnwind` gives each row of the CFI state machine
-/// room for 192 register rules, which makes every cache's gimli context 25 KiB; x86-64 has
-/// 17 registers that CFI describes (16 general-purpose and the return address), and even
-/// glibc's signal trampoline, which describes them all, stays under 32. A row with more
-/// rules fails to unwind (counted as an unwind error), as one with more than 192 does with
-/// framehop. The context is 4.3 KiB.
-pub struct NoAllocation;
-
-/// Fixed-size storage of gimli's CFI evaluation (see [`NoAllocation`]).
-pub struct CompactCfiStorage;
-
-impl<O: framehop_gimli::ReaderOffset> framehop_gimli::UnwindContextStorage<O>
-    for CompactCfiStorage
-{
-    type Rules = [(framehop_gimli::Register, framehop_gimli::RegisterRule<O>); 32];
-    /// `DW_CFA_remember_state` nesting, as in framehop.
-    type Stack = [framehop_gimli::UnwindTableRow<O, Self>; 4];
-}
-
-impl<R: framehop_gimli::Reader> framehop_gimli::EvaluationStorage<R> for CompactCfiStorage {
-    type Stack = [framehop_gimli::Value; 64];
-    type ExpressionStack = [(R, R); 4];
-    type Result = [framehop_gimli::Piece<R>; 1];
-}
-
-impl AllocationPolicy for NoAllocation {
-    type GimliUnwindContextStorage<O: framehop_gimli::ReaderOffset> = CompactCfiStorage;
-    type GimliEvaluationStorage<R: framehop_gimli::Reader> = CompactCfiStorage;
-}
 
 /// Room needed in the output buffer: the deepest path plus the truncation marker.
 pub const FRAMES_CAPACITY: usize = MAX_STACK_DEPTH + 1;
@@ -114,7 +83,7 @@ impl StackBounds {
 
 /// Unwinds from `regs` into `out`, leaf first, up to the stack's root frame (see
 /// [`StackBounds::root`]) or the end of the unwind information. Async-signal-safe: no
-/// allocation ([`NoAllocation`]), no locks, bounded by the size of `out`.
+/// allocation (`NoAllocation`), no locks, bounded by the size of `out`.
 pub fn walk(
     modules: &Modules,
     cache: &mut UnwindCache,

@@ -16,7 +16,8 @@
 //! Files: [`acquire`] (mutexes, rwlocks: contended waits, tries, releases), [`events`]
 //! (posts, futex wakes), [`condvar`], [`barrier`], [`threads`] (joins, cancellation),
 //! [`spin`] (the spin-lock protocol's hooks); below them [`blocked`] (a wait in progress),
-//! [`record`] (thinning and recording), [`bookkeeping`] (whether a call is monitored) and
+//! [`record`] (thinning and recording), [`shared_spin`] (spin locks never converted),
+//! [`bookkeeping`] (whether a call is monitored) and
 //! [`outcome`] (return codes and `errno`).
 //!
 //! Not async-signal-safe (never called from the sampling handler); allocation-free.
@@ -29,6 +30,7 @@ pub mod condvar;
 pub mod events;
 pub mod outcome;
 pub mod record;
+pub mod shared_spin;
 pub mod spin;
 pub mod threads;
 
