@@ -3,14 +3,17 @@
 #   gcc        compiles the C test programs and the runtime's small C shim
 #   g++        the C++ test programs (shapes.cc, cxx_waits.cc; gcc's C++ compiler, cc1plus)
 #   libc6-dev  C headers, and the static libc the "statically linked program" test links with
+#   valgrind   callgrind, for the test that every runtime function that runs lies in its hot
+#              layout (runtime/hot.ld; benchmarks/scoreboard/tests/smoke.rs)
 # Benchmarks additionally use linux-perf (perf record) when present; tests do not need it.
 set -euo pipefail
 missing=()
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 [ -f /usr/include/stdio.h ] && [ -n "$(gcc -print-file-name=libc.a 2>/dev/null | grep /)" ] || missing+=(libc6-dev)
+command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system packages: all present (gcc, g++, libc6-dev)"
+  echo "system packages: all present (gcc, g++, libc6-dev, valgrind)"
   exit 0
 fi
 echo "system packages: installing ${missing[*]}"

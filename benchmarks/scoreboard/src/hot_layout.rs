@@ -51,12 +51,61 @@ struct Heat {
 
 /// Runs the workloads under callgrind and writes the linker script to `out`.
 pub fn generate(runtime: &Path, workloads: &[Workload], scratch: &Path, out: &Path) -> Result<()> {
-    let (functions, exported) = runtime_functions(runtime)?;
+    let functions = runtime_functions(runtime)?;
+    let cost = executed(runtime, &functions, workloads, scratch)?;
+    let mut rest = previous_patterns(out, &functions);
+    rest.extend(
+        functions
+            .iter()
+            .filter(|f| f.exported)
+            .map(|f| f.name.clone()),
+    );
+    fs::write(out, script(&cost, &rest)).with_context(|| format!("cannot write {}", out.display()))
+}
+
+/// Runs the workloads under callgrind against the runtime as built (with its hot layout):
+/// the functions that ran but lie outside its `.text.hot` section, by name. Empty when the
+/// layout holds everything these workloads run.
+pub fn check(runtime: &Path, workloads: &[Workload], scratch: &Path) -> Result<Vec<String>> {
+    let functions = runtime_functions(runtime)?;
+    let sections = section_ranges(runtime)?;
+    let Some(hot) = sections.get(".text.hot").cloned() else {
+        bail!(
+            "{} has no .text.hot section: was it linked with runtime/hot.ld?",
+            runtime.display()
+        );
+    };
+    let cost = executed(runtime, &functions, workloads, scratch)?;
+    let mut outside: Vec<String> = functions
+        .iter()
+        .filter(|f| cost.contains_key(&f.name) && !hot.contains(&f.address))
+        // Only code sections the layout places: the rest (.init, .fini, the PLT) is not
+        // in the linker's ordinary text either.
+        .filter(|f| {
+            [".text", ".text.cold"]
+                .iter()
+                .any(|s| sections.get(*s).is_some_and(|r| r.contains(&f.address)))
+        })
+        .map(|f| f.name.clone())
+        .collect();
+    outside.sort();
+    outside.dedup();
+    Ok(outside)
+}
+
+/// Each runtime function that ran in any of the workloads (under callgrind, the runtime
+/// preloaded as `blameprof run` would at 1 kHz), with how hot it is.
+fn executed(
+    runtime: &Path,
+    functions: &[Function],
+    workloads: &[Workload],
+    scratch: &Path,
+) -> Result<HashMap<String, Heat>> {
+    let names: HashSet<&str> = functions.iter().map(|f| f.name.as_str()).collect();
     let mut cost: HashMap<String, Heat> = HashMap::new();
     for w in workloads {
         eprintln!("scoreboard: callgrind {}", w.name);
         let dir = scratch.join(format!("hot-{}", w.name));
-        crate::accuracy::remove(&dir)?;
         fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let cg_out = dir.join("callgrind.out");
         let mut cmd = Command::new("valgrind");
@@ -68,11 +117,13 @@ pub fn generate(runtime: &Path, workloads: &[Workload], scratch: &Path, out: &Pa
             .env("LD_PRELOAD", runtime)
             .env(ENV_OUTPUT, &dir)
             .env(ENV_FREQUENCY, "1000");
-        proc::run(&mut cmd, false, Some(LIMIT))?.check(&format!("callgrind {}", w.name))?;
+        proc::run(&mut cmd, false, Some(LIMIT))
+            .context("cannot run valgrind (install it: scripts/install-system-packages.sh)")?
+            .check(&format!("callgrind {}", w.name))?;
         let text = fs::read_to_string(&cg_out)
             .with_context(|| format!("cannot read {}", cg_out.display()))?;
         for (name, ir) in self_costs(&text) {
-            if functions.contains(&name) {
+            if names.contains(name.as_str()) {
                 let heat = cost.entry(name).or_default();
                 heat.runs += 1;
                 heat.instructions += ir;
@@ -83,13 +134,88 @@ pub fn generate(runtime: &Path, workloads: &[Workload], scratch: &Path, out: &Pa
     if cost.is_empty() {
         bail!("callgrind saw no instruction of {}", runtime.display());
     }
-    fs::write(out, script(&cost, &exported))
-        .with_context(|| format!("cannot write {}", out.display()))
+    Ok(cost)
 }
 
-/// The runtime's functions, from `nm`: all of them, and those it exports (its interposed
-/// entry points).
-fn runtime_functions(runtime: &Path) -> Result<(HashSet<String>, Vec<String>)> {
+/// The function patterns of the layout `out` already holds that still match a function of
+/// the runtime: kept after the measured ones, since what a run reaches depends on timing
+/// (a contended path of the standard library's `RwLock`, a futex wake chain) and one
+/// callgrind run per workload can miss what another run takes. A renamed function's
+/// pattern matches nothing and is dropped.
+fn previous_patterns(out: &Path, functions: &[Function]) -> Vec<String> {
+    let text = fs::read_to_string(out).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("*(.text.")?.split_once(' '))
+        .map(|(pattern, _)| pattern.to_string())
+        .filter(|p| functions.iter().any(|f| glob(p, &f.name)))
+        .collect()
+}
+
+/// Whether `name` matches `pattern`, whose only wildcard is `*` (as the linker matches
+/// section names).
+fn glob(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    for (i, part) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            return rest.ends_with(part);
+        }
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+/// A function of the runtime: its symbol, address, and whether it is exported (an
+/// interposed entry point).
+struct Function {
+    name: String,
+    address: u64,
+    exported: bool,
+}
+
+/// The address ranges of the runtime's sections, by name (`readelf -SW`).
+fn section_ranges(runtime: &Path) -> Result<HashMap<String, std::ops::Range<u64>>> {
+    let out = Command::new("readelf")
+        .arg("-SW")
+        .arg(runtime)
+        .output()
+        .context("cannot run readelf (binutils)")?;
+    if !out.status.success() {
+        bail!("readelf {} failed", runtime.display());
+    }
+    Ok(parse_sections(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Section name -> address range, from `readelf -SW` lines such as
+/// `  [14] .text.hot  PROGBITS  0000000000012000 012000 02c5a1 00  AX  0   0 16`.
+fn parse_sections(text: &str) -> HashMap<String, std::ops::Range<u64>> {
+    let mut ranges = HashMap::new();
+    for line in text.lines() {
+        let Some((_, rest)) = line.split_once(']') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if let [name, _kind, address, _offset, size, ..] = fields[..] {
+            if let (Ok(a), Ok(n)) = (
+                u64::from_str_radix(address, 16),
+                u64::from_str_radix(size, 16),
+            ) {
+                ranges.insert(name.to_string(), a..a + n);
+            }
+        }
+    }
+    ranges
+}
+
+/// The runtime's functions, from `nm`, with their addresses.
+fn runtime_functions(runtime: &Path) -> Result<Vec<Function>> {
     let out = Command::new("nm")
         .arg("--defined-only")
         .arg(runtime)
@@ -98,19 +224,20 @@ fn runtime_functions(runtime: &Path) -> Result<(HashSet<String>, Vec<String>)> {
     if !out.status.success() {
         bail!("nm {} failed", runtime.display());
     }
-    let (mut all, mut exported) = (HashSet::new(), Vec::new());
+    let mut functions = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        if let [_, kind, name] = line.split_whitespace().collect::<Vec<_>>()[..] {
+        if let [address, kind, name] = line.split_whitespace().collect::<Vec<_>>()[..] {
             if matches!(kind, "t" | "T" | "W" | "w") {
-                all.insert(name.to_string());
-            }
-            if kind == "T" {
-                exported.push(name.to_string());
+                functions.push(Function {
+                    name: name.to_string(),
+                    address: u64::from_str_radix(address, 16).unwrap_or(0),
+                    exported: kind == "T",
+                });
             }
         }
     }
-    exported.sort();
-    Ok((all, exported))
+    functions.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(functions)
 }
 
 /// Self cost (instructions) of each function named in a callgrind output file.
@@ -168,9 +295,13 @@ fn resolve(table: &mut HashMap<String, String>, field: &str) -> String {
     }
 }
 
-/// A symbol name as a section-name glob: the parts that change between builds become `*`.
+/// The crates of the runtime, whose functions' patterns leave their module path out.
+const OWN_CRATES: [&str; 3] = ["blameprof_measure", "blameprof_format", "blameprof_rt"];
+
+/// A symbol name as a section-name glob: the parts that change between builds become `*`,
+/// and so do the module paths of the runtime's own functions (see [`without_modules`]).
 pub fn name_pattern(name: &str) -> String {
-    let mut s = name.to_string();
+    let mut s = without_modules(name).unwrap_or_else(|| name.to_string());
     // Legacy mangling's hash: `17h` + 16 hex digits + `E`.
     if let Some(pos) = s.rfind("17h") {
         let tail = &s[pos + 3..];
@@ -204,10 +335,51 @@ pub fn name_pattern(name: &str) -> String {
     out
 }
 
+/// A legacy-mangled name of one of the runtime's own functions with the modules between
+/// its crate and the function as `*`, keeping the type of a method (a segment that starts
+/// with a capital letter): `_ZN17blameprof_measure5locks6policy6record4Kept2of17h…E`
+/// becomes `_ZN17blameprof_measure*4Kept2of17h…E`. Moving a function to another module then
+/// leaves the hot layout valid; renaming it does not (the check finds that). `None` for
+/// other names.
+fn without_modules(name: &str) -> Option<String> {
+    let mut rest = name.strip_prefix("_ZN")?;
+    let mut segments = Vec::new();
+    while let Some(len_end) = rest.find(|c: char| !c.is_ascii_digit()).filter(|&e| e > 0) {
+        let len: usize = rest[..len_end].parse().ok()?;
+        let segment = rest.get(len_end..len_end + len)?;
+        segments.push(segment);
+        rest = &rest[len_end + len..];
+    }
+    let (&krate, path) = segments.split_first()?;
+    if !OWN_CRATES.contains(&krate) || path.len() < 2 {
+        return None;
+    }
+    // The last segment is the hash (`h` + 16 hex digits); the one before, the function.
+    let (&hash, named) = path.split_last()?;
+    if hash.len() != 17 || !hash.starts_with('h') {
+        return None;
+    }
+    let (&function, owners) = named.split_last()?;
+    let mut kept = vec![function];
+    if let Some(&owner) = owners
+        .last()
+        .filter(|o| o.starts_with(|c: char| c.is_ascii_uppercase()))
+    {
+        kept.insert(0, owner);
+    }
+    let mut out = format!("_ZN{}{krate}*", krate.len());
+    for k in kept {
+        out.push_str(&format!("{}{k}", k.len()));
+    }
+    out.push_str(&format!("17{hash}{rest}"));
+    Some(out)
+}
+
 /// The linker script: rules first, then the measured functions, those that ran in the most
 /// runs first (what every program runs comes first, packed in the fewest pages), then by
-/// instructions, then the exported functions that did not run.
-fn script(cost: &HashMap<String, Heat>, exported: &[String]) -> String {
+/// instructions, then `rest` (patterns kept from the previous layout, the exported
+/// functions), each pattern once.
+fn script(cost: &HashMap<String, Heat>, rest: &[String]) -> String {
     let mut hot: Vec<(&String, &Heat)> = cost.iter().collect();
     hot.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let mut s = String::from(
@@ -215,9 +387,13 @@ fn script(cost: &HashMap<String, Heat>, exported: &[String]) -> String {
          * its code so that the kernel's 64 KiB fault-around windows make little of it resident.\n \
          * Generated by `scoreboard --hot-layout runtime/hot.ld` (callgrind over the workloads;\n \
          * what runs in the most workloads first); regenerate after large changes to the\n \
-         * runtime. A pattern that matches nothing costs nothing; a function it misses only\n \
-         * lands in the ordinary .text. The PLT (calls from the C parts to libc) goes first:\n \
-         * lld would put it after all the code, in a fault-around window of its own. */\n\
+         * runtime. The runtime's own functions are named without their module path, so moving\n \
+         * one between modules keeps it here; renaming one does not, and the scoreboard's\n \
+         * `--check-hot-layout` (run by its tests) fails when a function that runs lies outside.\n \
+         * Patterns of the previous layout that still match are kept (what runs depends on\n \
+         * timing). A pattern that matches nothing costs nothing. The PLT (calls from the C\n \
+         * parts to libc) goes first: lld would put it after all the code, in a fault-around\n \
+         * window of its own. */\n\
          SECTIONS {\n  .plt : { *(.plt) }\n  .text.hot : {\n",
     );
     let mut seen = HashSet::new();
@@ -225,7 +401,7 @@ fn script(cost: &HashMap<String, Heat>, exported: &[String]) -> String {
         s.push_str(&format!("    {rule}\n"));
     }
     let measured = hot.into_iter().map(|(n, _)| n.as_str());
-    for name in measured.chain(exported.iter().map(String::as_str)) {
+    for name in measured.chain(rest.iter().map(String::as_str)) {
         if name.starts_with("0x") {
             continue; // an address callgrind could not name (no symbol): nothing to match
         }
@@ -257,6 +433,47 @@ mod tests {
             "_ZN4core3str7pattern*"
         );
         assert_eq!(name_pattern("pthread_mutex_lock"), "pthread_mutex_lock");
+    }
+
+    #[test]
+    fn own_functions_are_matched_wherever_their_module_is() {
+        assert_eq!(
+            name_pattern("_ZN17blameprof_measure5locks6policy6record4Kept2of17h0123456789abcdefE"),
+            "_ZN17blameprof_measure*4Kept2of17h*E"
+        );
+        assert_eq!(
+            name_pattern("_ZN17blameprof_measure5locks10wait_table6depart17h0123456789abcdefE"),
+            "_ZN17blameprof_measure*6depart17h*E"
+        );
+        assert_eq!(
+            name_pattern("_ZN5gimli4read3cfi8next_row17h0123456789abcdefE"),
+            "_ZN5gimli4read3cfi8next_row17h*E",
+            "other crates keep their paths"
+        );
+    }
+
+    #[test]
+    fn globs_match_as_the_linker_does() {
+        assert!(glob(
+            "_ZN17blameprof_measure*4Kept2of17h*E",
+            "_ZN17blameprof_measure5locks6policy6record4Kept2of17h0123456789abcdefE"
+        ));
+        assert!(!glob(
+            "_ZN17blameprof_measure*4Kept2of17h*E",
+            "_ZN17blameprof_measure4Kept3off17h0E"
+        ));
+        assert!(glob("pthread_mutex_lock", "pthread_mutex_lock"));
+        assert!(!glob("pthread_mutex_lock", "pthread_mutex_lock2"));
+        assert!(glob("_ZN101_$LT$framehop*", "_ZN101_$LT$framehop..x"));
+    }
+
+    #[test]
+    fn sections_are_read_from_readelf() {
+        let text = "  [12] .plt              PROGBITS        0000000000011000 011000 000a10 10  AX  0   0 16\n  \
+                    [14] .text.hot         PROGBITS        0000000000012000 012000 000100 00  AX  0   0 16\n";
+        let s = parse_sections(text);
+        assert_eq!(s[".text.hot"], 0x12000..0x12100);
+        assert_eq!(s[".plt"], 0x11000..0x11a10);
     }
 
     #[test]

@@ -61,6 +61,11 @@ struct Args {
     /// layout (a linker script, `runtime/hot.ld`) to FILE. Needs valgrind.
     #[arg(long, value_name = "FILE")]
     hot_layout: Option<PathBuf>,
+    /// Instead of measuring: run the workloads under callgrind and fail, naming them, when
+    /// functions of the runtime that ran lie outside its hot layout (regenerate it with
+    /// --hot-layout runtime/hot.ld). Needs valgrind.
+    #[arg(long, conflicts_with = "hot_layout")]
+    check_hot_layout: bool,
 }
 
 /// The repository root (this crate lives in `benchmarks/scoreboard`).
@@ -148,10 +153,28 @@ fn real_main(args: Args) -> Result<bool> {
     }
     let (scale_wl, truth_wl): (Vec<Workload>, Vec<Workload>) =
         built.into_iter().partition(Workload::is_scale);
+    let runtime = tools
+        .blameprof
+        .with_file_name(blameprof_format::protocol::RUNTIME_LIBRARY);
+    if args.check_hot_layout {
+        let outside = hot_layout::check(&runtime, &truth_wl, &tools.scratch)?;
+        for f in &outside {
+            note(&format!("ran outside the hot layout: {f}"));
+        }
+        if !outside.is_empty() {
+            note(&format!(
+                "{} functions of {} ran outside .text.hot: regenerate it with \
+                 'cargo run --release -p blameprof-scoreboard -- --hot-layout runtime/hot.ld'",
+                outside.len(),
+                runtime.display()
+            ));
+        }
+        for e in &errors {
+            note(&format!("error: {e}"));
+        }
+        return Ok(outside.is_empty() && errors.is_empty());
+    }
     if let Some(out) = &args.hot_layout {
-        let runtime = tools
-            .blameprof
-            .with_file_name(blameprof_format::protocol::RUNTIME_LIBRARY);
         hot_layout::generate(&runtime, &truth_wl, &tools.scratch, out)?;
         note(&format!("wrote {}", out.display()));
         for e in &errors {

@@ -170,3 +170,24 @@ fn quick_accuracy_on_fixture_and_workloads() {
     let results = quick(&blameprof, "workloads", &["--only", &picked.join(",")]);
     check(&results, &picked);
 }
+
+/// Workloads the hot-layout check runs under callgrind: mutexes and condition variables
+/// (C), spin locks and barriers, and Rust's futex-based locks.
+const HOT_LAYOUT_WORKLOADS: &str = "lockheavy,syncperf_trybarrier,rust_std";
+
+#[test]
+fn functions_that_run_lie_in_the_hot_layout() {
+    let blameprof = blameprof();
+    let out = Command::new(env!("CARGO_BIN_EXE_scoreboard"))
+        .arg("--check-hot-layout")
+        .arg("--blameprof")
+        .arg(&blameprof)
+        .args(["--only", HOT_LAYOUT_WORKLOADS])
+        .output()
+        .expect("cannot run scoreboard");
+    assert!(
+        out.status.success(),
+        "scoreboard --check-hot-layout failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
