@@ -62,24 +62,40 @@ fn imports(module: &str, file: &Path, known: &BTreeMap<String, PathBuf>) -> BTre
     let mut found = BTreeSet::new();
     for (prefix, root) in [("crate::", String::new()), ("super::", base)] {
         for (i, _) in code.match_indices(prefix) {
-            let path: String = code[i + prefix.len()..]
+            let after = &code[i + prefix.len()..];
+            let path: String = after
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
                 .collect();
             let full = if root.is_empty() {
-                path
+                path.clone()
             } else {
                 format!("{root}::{path}")
             };
-            let mut candidate = full.trim_end_matches(':').to_string();
-            loop {
-                if known.contains_key(&candidate) && candidate != module {
-                    found.insert(candidate);
-                    break;
+            let full = full.trim_end_matches(':').to_string();
+            // A group (`a::{b, c::D}`): each member is a path of its own.
+            let mut paths = vec![full.clone()];
+            if let Some(group) = after[path.len()..].strip_prefix('{') {
+                let members = group.split('}').next().unwrap_or_default();
+                for member in members.split(',') {
+                    let member: String = member
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                        .collect();
+                    paths.push(format!("{full}::{member}"));
                 }
-                match candidate.rsplit_once("::") {
-                    Some((p, _)) => candidate = p.to_string(),
-                    None => break,
+            }
+            for mut candidate in paths {
+                loop {
+                    if known.contains_key(&candidate) && candidate != module {
+                        found.insert(candidate);
+                        break;
+                    }
+                    match candidate.rsplit_once("::") {
+                        Some((p, _)) => candidate = p.to_string(),
+                        None => break,
+                    }
                 }
             }
         }
