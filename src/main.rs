@@ -17,9 +17,9 @@ enum Command {
     /// Run a program under the profiler: blameprof run [OPTIONS] -- COMMAND [ARGS...]
     Run(cli::run::RunArgs),
     /// Show a profile: top-down, bottom-up or flat, as text or JSON
-    Report(blameprof::viewer::cli::ReportArgs),
+    Report(blameprof::viewer::commands::ReportArgs),
     /// Render a profile as a flame graph SVG
-    Flamegraph(blameprof::viewer::cli::FlamegraphArgs),
+    Flamegraph(blameprof::viewer::commands::FlamegraphArgs),
 }
 
 fn main() {
@@ -56,9 +56,9 @@ fn main() {
         Command::Run(args) => cli::run::run(args),
         Command::Report(args) => {
             let mut out = std::io::stdout().lock();
-            blameprof::viewer::cli::report(args, &mut out).map(|()| 0)
+            blameprof::viewer::commands::report(args, &mut out).map(|()| 0)
         }
-        Command::Flamegraph(args) => blameprof::viewer::cli::flamegraph(args).map(|()| {
+        Command::Flamegraph(args) => blameprof::viewer::commands::flamegraph(args).map(|()| {
             eprintln!(
                 "blameprof: flame graph written to {}",
                 args.output.display()

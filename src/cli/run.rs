@@ -119,8 +119,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     };
     let mut err = std::io::stderr().lock();
     let told = match args.quiet {
-        true => blameprof::viewer::cli::warn_losses(&dir, &mut err),
-        false => blameprof::viewer::cli::summary(&dir, args.top, &mut err),
+        true => blameprof::viewer::commands::warn_losses(&dir, &mut err),
+        false => blameprof::viewer::commands::summary(&dir, args.top, &mut err),
     };
     if let Err(e) = told {
         eprintln!(

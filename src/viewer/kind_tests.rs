@@ -2,7 +2,7 @@
 //! (see `testutil::kinds_process`: idleness 10.75 ms = mutex 7 + condvar 3.5 + 0.25 kind-less,
 //! 0.75 unblamed; blame 8.3 ms = mutex 6.3 + condvar 2; work 10 ms).
 
-use super::cli;
+use super::commands;
 use super::tests::{render, report_args};
 use super::text::Text;
 use super::*;
@@ -39,9 +39,9 @@ fn kinds_dir(tmp: &TempDir) -> PathBuf {
     dir
 }
 
-fn cli_report(args: &cli::ReportArgs) -> anyhow::Result<String> {
+fn cli_report(args: &commands::ReportArgs) -> anyhow::Result<String> {
     let mut out = Vec::new();
-    cli::report(args, &mut out)?;
+    commands::report(args, &mut out)?;
     Ok(String::from_utf8(out).unwrap())
 }
 
@@ -206,7 +206,7 @@ fn cli_report_and_flamegraph_by_derived_metric() {
 
     // JSON: the derived metrics are listed, totalled and in every node.
     let mut args = report_args(dir.clone());
-    args.format = cli::OutputFormat::Json;
+    args.format = commands::OutputFormat::Json;
     args.view = View::Flat;
     args.metric = Some("idleness.condvar".into());
     let doc: Value = serde_json::from_str(&cli_report(&args).unwrap()).unwrap();
@@ -269,7 +269,7 @@ fn cli_report_and_flamegraph_by_derived_metric() {
     assert!(err.contains("unknown metric 'idleness.unblamed'"), "{err}");
 
     let output = tmp.0.join("condvar.svg");
-    cli::flamegraph(&cli::FlamegraphArgs {
+    commands::flamegraph(&commands::FlamegraphArgs {
         path: Some(dir),
         metric: "blame.condvar".into(),
         output: output.clone(),

@@ -2,7 +2,7 @@
 //! idleness and blame, runtime frames at the leaves (see `testutil::lock_process`: work 9,
 //! idleness 7, blame 6.3, effort 16 ms).
 
-use super::cli::{self, FlamegraphArgs};
+use super::commands::{self, FlamegraphArgs};
 use super::json::Json;
 use super::tests::{render, report_args};
 use super::text::Text;
@@ -282,9 +282,9 @@ fn lock_dir(tmp: &TempDir) -> PathBuf {
     dir
 }
 
-fn cli_report(args: &cli::ReportArgs) -> anyhow::Result<String> {
+fn cli_report(args: &commands::ReportArgs) -> anyhow::Result<String> {
     let mut out = Vec::new();
-    cli::report(args, &mut out)?;
+    commands::report(args, &mut out)?;
     Ok(String::from_utf8(out).unwrap())
 }
 
@@ -325,7 +325,7 @@ fn cli_report_metrics_and_percent_of() {
 
     // JSON: every metric, absolute values, whatever --metrics says.
     let mut args = report_args(dir.clone());
-    args.format = cli::OutputFormat::Json;
+    args.format = commands::OutputFormat::Json;
     args.metrics = vec!["idleness".into()];
     args.percent_of = PercentOf::Effort;
     let doc: Value = serde_json::from_str(&cli_report(&args).unwrap()).unwrap();
@@ -361,7 +361,7 @@ fn cli_flamegraph_and_summary_of_blame() {
         pid: None,
         salvage: false,
     };
-    cli::flamegraph(&args).unwrap();
+    commands::flamegraph(&args).unwrap();
     let svg = std::fs::read_to_string(&output).unwrap();
     assert!(svg.contains("blameprof: blame"), "title");
     assert!(
@@ -369,7 +369,7 @@ fn cli_flamegraph_and_summary_of_blame() {
         "unlock frame missing"
     );
     let mut out = Vec::new();
-    cli::summary(&dir, 5, &mut out).unwrap();
+    commands::summary(&dir, 5, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(
         text.contains("[unknown] 0x70  (libblameprof_rt.so+0x300)"),

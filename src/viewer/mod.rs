@@ -3,7 +3,8 @@
 //! Job: a [`Report`] is one view (top-down, bottom-up, flat, threads) of an analysis, sorted
 //! by one metric, with the pruning and hot-path marking every output shares. Outputs are
 //! sinks behind the small [`Renderer`] trait ([`text::Text`], [`json::Json`]);
-//! [`flamegraph`] draws SVGs; [`cli`] holds the command-line entry points.
+//! [`flamegraph`] draws SVGs; [`commands`] holds the entry points of `report` and `flamegraph` and the run summary (the
+//! binary's own `src/cli` parses arguments and launches programs).
 //!
 //! A report shows one or more metric *columns* and gives percentages either of each
 //! metric's own total or of the effort (work + idleness, see [`PercentOf`]).
@@ -14,7 +15,7 @@
 //!
 //! Not async-signal-safe (allocates, does I/O); single-threaded.
 
-pub mod cli;
+pub mod commands;
 pub mod flamegraph;
 pub mod json;
 mod summary;

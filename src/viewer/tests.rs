@@ -1,6 +1,6 @@
 //! Tests of the rendered outputs and the command-line entry points.
 
-use super::cli::{self, FlamegraphArgs, OutputFormat, ReportArgs};
+use super::commands::{self, FlamegraphArgs, OutputFormat, ReportArgs};
 use super::json::Json;
 use super::text::Text;
 use super::*;
@@ -264,7 +264,7 @@ fn cli_report_and_its_errors() {
     let tmp = TempDir::new("view-report");
     let dir = profile_dir(&tmp);
     let mut out = Vec::new();
-    cli::report(&report_args(dir.clone()), &mut out).unwrap();
+    commands::report(&report_args(dir.clone()), &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("[unknown] 0x30"), "{text}");
 
@@ -273,7 +273,7 @@ fn cli_report_and_its_errors() {
     args.view = View::Threads;
     args.thread = Some(101);
     let mut out = Vec::new();
-    cli::report(&args, &mut out).unwrap();
+    commands::report(&args, &mut out).unwrap();
     let doc: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(doc["view"], "threads");
     assert_eq!(doc["threads"].as_array().unwrap().len(), 1);
@@ -281,21 +281,27 @@ fn cli_report_and_its_errors() {
 
     let mut args = report_args(dir.clone());
     args.metric = Some("cycles".into());
-    let err = cli::report(&args, &mut Vec::new()).unwrap_err().to_string();
+    let err = commands::report(&args, &mut Vec::new())
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("unknown metric 'cycles'") && err.contains("work, idleness"),
         "{err}"
     );
     let mut args = report_args(dir.clone());
     args.thread = Some(999);
-    let err = cli::report(&args, &mut Vec::new()).unwrap_err().to_string();
+    let err = commands::report(&args, &mut Vec::new())
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("no thread with tid 999") && err.contains("101 (worker)"),
         "{err}"
     );
     let mut args = report_args(dir.clone());
     args.pid = Some(5);
-    let err = cli::report(&args, &mut Vec::new()).unwrap_err().to_string();
+    let err = commands::report(&args, &mut Vec::new())
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("no process with pid 5") && err.contains("100"),
         "{err}"
@@ -316,11 +322,11 @@ fn cli_flamegraph_writes_svg_and_reports_unwritable_output() {
         pid: None,
         salvage: false,
     };
-    cli::flamegraph(&args).unwrap();
+    commands::flamegraph(&args).unwrap();
     let svg = std::fs::read_to_string(&output).unwrap();
     assert!(svg.contains("[unknown] 0x10"), "leaf missing from svg");
     args.output = "/nonexistent-dir/fg.svg".into();
-    let err = cli::flamegraph(&args).unwrap_err().to_string();
+    let err = commands::flamegraph(&args).unwrap_err().to_string();
     assert!(
         err.contains("/nonexistent-dir/fg.svg") && err.contains("-o"),
         "{err}"
@@ -332,7 +338,7 @@ fn cli_summary_lines_are_prefixed() {
     let tmp = TempDir::new("view-summary");
     let dir = profile_dir(&tmp);
     let mut out = Vec::new();
-    cli::summary(&dir, 5, &mut out).unwrap();
+    commands::summary(&dir, 5, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.lines().all(|l| l.starts_with("blameprof: ")), "{text}");
     assert!(
@@ -362,8 +368,11 @@ fn newest_profile_directory_is_the_default() {
     std::thread::sleep(std::time::Duration::from_millis(20));
     std::fs::create_dir_all(root.join("blameprof-a")).unwrap();
     std::fs::write(root.join("blameprof-z"), b"not a directory").unwrap();
-    assert_eq!(cli::newest_profile(root), Some(root.join("blameprof-a")));
-    assert_eq!(cli::newest_profile(&root.join("blameprof-a")), None);
+    assert_eq!(
+        commands::newest_profile(root),
+        Some(root.join("blameprof-a"))
+    );
+    assert_eq!(commands::newest_profile(&root.join("blameprof-a")), None);
 }
 
 /// Builds every view over a synthetic profile of one million samples (prints the times).
@@ -511,7 +520,7 @@ fn quiet_runs_still_warn_of_lost_samples() {
             .extend(lost.iter().map(|&(n, v)| (n.to_owned(), v)));
         write_part(&dir, &p);
         let mut told = Vec::new();
-        cli::warn_losses(&dir, &mut told).unwrap();
+        commands::warn_losses(&dir, &mut told).unwrap();
         (dir, String::from_utf8(told).unwrap())
     };
     assert_eq!(write("blameprof-sound", &[]).1, "");
