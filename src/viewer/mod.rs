@@ -3,8 +3,9 @@
 //! Job: a [`Report`] is one view (top-down, bottom-up, flat, threads) of an analysis, sorted
 //! by one metric, with the pruning and hot-path marking every output shares. Outputs are
 //! sinks behind the small [`Renderer`] trait ([`text::Text`], [`json::Json`]);
-//! [`flamegraph`] draws SVGs; [`commands`] holds the entry points of `report` and `flamegraph` and the run summary (the
-//! binary's own `src/cli` parses arguments and launches programs).
+//! [`flamegraph`] draws SVGs; [`commands`] holds the entry points of `report` and
+//! `flamegraph` and the run summary (the binary's own `src/cli` parses arguments and
+//! launches programs).
 //!
 //! A report shows one or more metric *columns* and gives percentages either of each
 //! metric's own total or of the effort (work + idleness, see [`PercentOf`]).
