@@ -229,20 +229,7 @@ fn a_lock_of_an_unrecoverable_mutex_leaves_it_free() {
 fn every_kind_of_mutex_excludes_under_contention() {
     const THREADS: usize = 3;
     const ROUNDS: usize = 2_000;
-    let kinds = [
-        MutexAttr::of_kind(libc::PTHREAD_MUTEX_RECURSIVE),
-        MutexAttr::of_kind(libc::PTHREAD_MUTEX_ERRORCHECK),
-        MutexAttr::of_kind(PTHREAD_MUTEX_ADAPTIVE_NP),
-        MutexAttr {
-            robust: true,
-            ..MutexAttr::of_kind(libc::PTHREAD_MUTEX_NORMAL)
-        },
-        MutexAttr {
-            protocol: libc::PTHREAD_PRIO_INHERIT,
-            ..MutexAttr::of_kind(libc::PTHREAD_MUTEX_NORMAL)
-        },
-    ];
-    for attr in kinds {
+    for attr in MutexAttr::other_than_default() {
         let t = MutexTwin::new(Some(attr));
         let mutex = &t.twin.ours;
         let counter = Raw::<u64>::zeroed();

@@ -17,8 +17,7 @@ use super::{enabled, published_tid_offset, thread_id_at, try_lock, unlock, TID_O
 use crate::real;
 use crate::tests::support::{
     assert_unprofiled, gettid, glibc_mutex, mutex_fields, our_mutex, MutexAttr, MutexFields,
-    MutexOp, MutexTwin, Raw, BAD_NSEC, MUTEX_LOCK_AT, PAST, PTHREAD_MUTEX_ADAPTIVE_NP,
-    UNSUPPORTED_CLOCK,
+    MutexOp, MutexTwin, Raw, BAD_NSEC, MUTEX_LOCK_AT, PAST, UNSUPPORTED_CLOCK,
 };
 use libc::{pthread_mutex_t, EBUSY, EINVAL, ETIMEDOUT};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,24 +112,7 @@ fn the_fast_path_writes_what_glibc_writes() {
 
 #[test]
 fn the_fast_path_declines_every_other_mutex() {
-    let kinds = [
-        MutexAttr::of_kind(libc::PTHREAD_MUTEX_RECURSIVE),
-        MutexAttr::of_kind(libc::PTHREAD_MUTEX_ERRORCHECK),
-        MutexAttr::of_kind(PTHREAD_MUTEX_ADAPTIVE_NP),
-        MutexAttr {
-            robust: true,
-            ..MutexAttr::of_kind(libc::PTHREAD_MUTEX_NORMAL)
-        },
-        MutexAttr {
-            pshared: true,
-            ..MutexAttr::of_kind(libc::PTHREAD_MUTEX_NORMAL)
-        },
-        MutexAttr {
-            protocol: libc::PTHREAD_PRIO_INHERIT,
-            ..MutexAttr::of_kind(libc::PTHREAD_MUTEX_NORMAL)
-        },
-    ];
-    for attr in kinds {
+    for attr in MutexAttr::other_than_default() {
         let t = MutexTwin::new(Some(attr));
         let m = t.twin.ours.ptr();
         assert_ne!(t.ours_fields().kind, 0, "{attr:?}");

@@ -237,6 +237,29 @@ impl MutexAttr {
         }
     }
 
+    /// One mutex of every kind but the default one (which `plain_mutex` takes inline): the
+    /// other types, robust, process-shared and priority-inheritance.
+    pub fn other_than_default() -> [MutexAttr; 6] {
+        let normal = MutexAttr::of_kind(libc::PTHREAD_MUTEX_NORMAL);
+        [
+            MutexAttr::of_kind(libc::PTHREAD_MUTEX_RECURSIVE),
+            MutexAttr::of_kind(libc::PTHREAD_MUTEX_ERRORCHECK),
+            MutexAttr::of_kind(PTHREAD_MUTEX_ADAPTIVE_NP),
+            MutexAttr {
+                robust: true,
+                ..normal
+            },
+            MutexAttr {
+                pshared: true,
+                ..normal
+            },
+            MutexAttr {
+                protocol: libc::PTHREAD_PRIO_INHERIT,
+                ..normal
+            },
+        ]
+    }
+
     /// Runs `f` with a glibc attribute object set to these attributes (the
     /// `pthread_mutexattr_*` functions are not interposed: these are glibc's).
     fn with<R>(&self, f: impl FnOnce(*const pthread_mutexattr_t) -> R) -> R {
