@@ -248,6 +248,54 @@ fn queued_short_holds_stay_accurate_past_the_sample_budget() {
     );
 }
 
+/// Past the budget of measured contended acquisitions (here 1 a millisecond per thread,
+/// tens a millisecond happen), the runtime measures a random subset and scales it: blame
+/// must still land on the right holder, each within 20% of the program's own overlap
+/// accounting (a sampled estimate: docs/lock-blame.md says why it reads a little low).
+#[test]
+fn sampled_contended_acquisitions_still_blame_the_right_holder() {
+    let prog = lock_prog("sampled_holders");
+    let dir = scratch_dir("sampled_holders").join("prof");
+    let run = {
+        let _one_at_a_time = machine();
+        let mut cmd = Command::new(blameprof());
+        cmd.args(["run", "-F", "1000", "--contended-per-ms", "1", "-o"])
+            .arg(&dir)
+            .arg("--")
+            .arg(&prog)
+            .args(["1", "2", "1000", "3000", "1000"]);
+        run_with_timeout(&mut cmd, RUN_TIMEOUT)
+    };
+    assert!(run.status.success(), "{}", run.describe());
+    let t = truth(&run.stdout);
+    assert!(
+        run.stderr.contains("measured (sampled"),
+        "the contended acquisitions were not sampled:\n{}",
+        run.stderr
+    );
+    let flat = report_json_metric(&dir, "blame.mutex", &["--view", "flat"]);
+    let mut lines = String::new();
+    let mut bad = Vec::new();
+    for f in ["short_hold", "long_hold"] {
+        let got = flat_metric(&flat, f, "blame.mutex").0;
+        let want = t[&format!("blame_{f}_ns")];
+        lines += &format!(
+            "  {f}: blame {} vs truth {} ({:+.1}%)\n",
+            ms(got),
+            ms(want),
+            err_pct(got, want)
+        );
+        if !within(got, want, 0.20) {
+            bad.push(f);
+        }
+    }
+    eprintln!("sampled holders:\n{lines}");
+    assert!(
+        bad.is_empty(),
+        "blame of {bad:?} off by more than 20%:\n{lines}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. three holders in turn
 

@@ -185,7 +185,8 @@ pub struct Analysis {
     pub samples: u64,
     /// Samples the runtime lost in the selected processes.
     pub lost_samples: u64,
-    /// Process counters summed over the selected processes, by name (non-zero only).
+    /// Process counters summed over the selected processes (gauges, `*_peak*`: their
+    /// largest), by name (non-zero only).
     pub counters: Vec<(String, u64)>,
     /// Damage notes of parts read in salvage mode.
     pub damage: Vec<String>,
@@ -222,7 +223,12 @@ pub fn analyze(
     for &p in &selected {
         let proc = &profile.processes[p];
         for (name, value) in &proc.counters {
-            *counters.entry(name).or_default() += value;
+            let total = counters.entry(name).or_default();
+            // Gauges (the most of something at once) are not added up across processes.
+            *total = match name.contains("_peak") {
+                true => (*total).max(*value),
+                false => *total + value,
+            };
         }
         for t in &proc.threads {
             if filter.tid.is_some_and(|tid| tid != t.tid) {

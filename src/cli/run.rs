@@ -8,7 +8,10 @@
 
 use super::preflight::{self, LaunchError};
 use anyhow::{bail, Context};
-use blameprof::format::protocol::{ENV_FREQUENCY, ENV_OUTPUT, RUNTIME_LIBRARY as RUNTIME_NAME};
+use blameprof::format::protocol::{
+    CONTENDED_MEASURED_PER_MS, ENV_CONTENDED_PER_MS, ENV_FREQUENCY, ENV_OUTPUT,
+    RUNTIME_LIBRARY as RUNTIME_NAME,
+};
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -33,6 +36,11 @@ pub struct RunArgs {
     /// Print no summary, only warnings of damage or lost samples
     #[arg(short, long)]
     pub quiet: bool,
+    /// Contended lock acquisitions a millisecond per thread measured exactly; past that, a
+    /// random subset of about this many is measured and scaled (0: measure them all, at
+    /// whatever cost to a heavily contended program)
+    #[arg(long = "contended-per-ms", value_name = "N", default_value_t = CONTENDED_MEASURED_PER_MS)]
+    pub contended_per_ms: u64,
     /// The program to profile and its arguments (put them after --)
     #[arg(
         trailing_var_arg = true,
@@ -85,7 +93,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         .args(rest)
         .env("LD_PRELOAD", preload)
         .env(ENV_OUTPUT, &dir)
-        .env(ENV_FREQUENCY, args.frequency.to_string());
+        .env(ENV_FREQUENCY, args.frequency.to_string())
+        .env(ENV_CONTENDED_PER_MS, args.contended_per_ms.to_string());
     let mut child = command
         .spawn()
         .with_context(|| format!("cannot start '{program_str}'"))?;

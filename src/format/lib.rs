@@ -211,6 +211,16 @@ pub mod counters {
     /// The longest thinning window of short synchronous samples a thread went up to, when
     /// a thread kept more of them than the runtime's budget (a rate gauge; 0 otherwise).
     pub const THINNING_WINDOW_PEAK: &str = "thinning_window_peak_ns";
+    /// Contended lock acquisitions (mutexes, rwlocks) the runtime saw: a try failed and the
+    /// thread went on to wait.
+    pub const CONTENDED_ACQUISITIONS: &str = "contended_acquisitions";
+    /// Of those, how many were measured. When a thread has more than the runtime's budget,
+    /// it measures a random subset and scales each one's idleness and blame by its sampling
+    /// period, so totals stay unbiased (`locks::contention_sampling`).
+    pub const CONTENDED_MEASURED: &str = "contended_measured";
+    /// The longest sampling period of contended acquisitions a thread went up to (1: every
+    /// one was measured; a rate gauge).
+    pub const CONTENDED_PERIOD_PEAK: &str = "contended_sampling_period_peak";
 
     /// Counters that count lost samples (summed into "lost samples" by reports).
     pub const LOST_SAMPLE_COUNTERS: &[&str] = &[

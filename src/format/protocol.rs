@@ -25,6 +25,14 @@ pub const DEFAULT_FREQUENCY: u64 = 200;
 /// Highest rate the POSIX CPU-time timers can deliver: they expire on the scheduler tick.
 pub const TICK_LIMITED_HZ: u64 = 250;
 
+/// Contended lock acquisitions a millisecond per thread that the runtime measures every
+/// one of, by default; a thread with more measures a random subset of about this many,
+/// scaled (`locks::contention_sampling` in the measurement crate).
+pub const CONTENDED_MEASURED_PER_MS: u64 = 4;
+/// Overrides [`CONTENDED_MEASURED_PER_MS`] (`blameprof run --contended-per-ms N`; 0: measure
+/// every contended acquisition, whatever it costs).
+pub const ENV_CONTENDED_PER_MS: &str = "BLAMEPROF_CONTENDED_PER_MS";
+
 /// File name suffix of part files inside a profile directory.
 pub const PART_SUFFIX: &str = ".bpp";
 /// File name of the runtime library. Frames in a module whose path ends with it are the

@@ -8,8 +8,9 @@
 //!   rwlocks, condition variables, semaphores, barriers, joins, futexes) with its measured
 //!   time handed in turn to the holders' releases or the events' providers; [`slab`],
 //!   allocation-free recycled storage for per-lock state; [`thinning`], the arithmetic of
-//!   thinned synchronous samples; and [`wake_chain`], futex waits passed along a chain of
-//!   wakes;
+//!   thinned synchronous samples; [`contention_sampling`], which contended acquisitions a
+//!   thread measures when it has too many to measure all; and [`wake_chain`], futex waits
+//!   passed along a chain of wakes;
 //! - the [`policy`], above the sampler: the functions the interposed entry points in
 //!   `runtime/` call, one per kind of lock operation, which time waits, settle blame and
 //!   record both through the sampler.
@@ -17,6 +18,7 @@
 //! Nothing here allocates with `malloc` or takes a pthread lock, so the interposed functions
 //! may be called by allocators and by the runtime itself.
 
+pub mod contention_sampling;
 pub mod policy;
 pub mod slab;
 pub mod spin;

@@ -55,6 +55,7 @@ pub fn init() {
 
 fn try_init(cfg: Config) -> std::io::Result<()> {
     thread_state::init_table()?;
+    crate::locks::contention_sampling::set_budget(cfg.contended_per_ms);
     install_handler(cfg.signal)?;
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: `key` is writable; `thread_exit` matches the destructor signature.
@@ -251,6 +252,7 @@ extern "C" fn thread_exit(value: *mut libc::c_void) {
     crate::locks::policy::abandon_wait(state);
     stop_timer(state);
     flush_thread(state);
+    fold_contention(state);
     let name = records::thread_name(tid);
     let cpu = thread_cpu_ns();
     records::write(tid, |w| {
@@ -268,6 +270,16 @@ fn stop_timer(state: &ThreadState) {
         timer.stop();
     }
     state.perf_fd.store(-1, Ordering::Relaxed);
+}
+
+/// Adds a thread's count of contended acquisitions (seen and measured) to the process's
+/// counters: at its end, or at the process's for the threads still alive (whose last few
+/// acquisitions may race with the read).
+fn fold_contention(state: &ThreadState) {
+    let taken = state.contention.take();
+    counters::add(Counter::ContendedAcquisitions, taken.seen);
+    counters::add(Counter::ContendedMeasured, taken.measured);
+    counters::raise(Counter::ContendedPeriodPeak, taken.peak_period);
 }
 
 fn flush_thread(state: &ThreadState) {
@@ -334,6 +346,7 @@ fn finish(reason: u8) -> bool {
     let mut ends = Vec::new();
     thread_state::for_each_live(|state| {
         flush_thread(state);
+        fold_contention(state);
         let tid = state.tid.load(Ordering::Acquire);
         let cpu = if tid == me {
             thread_cpu_ns()

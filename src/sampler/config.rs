@@ -6,8 +6,8 @@
 //! `docs/profile-format.md`.
 
 use crate::format::protocol::{
-    DEFAULT_FREQUENCY, ENV_FREQUENCY, ENV_OUTPUT, ENV_SIGNAL, ENV_SOURCE, SOURCE_CPU_TIMER,
-    SOURCE_PERF_TASK_CLOCK, TICK_LIMITED_HZ,
+    CONTENDED_MEASURED_PER_MS, DEFAULT_FREQUENCY, ENV_CONTENDED_PER_MS, ENV_FREQUENCY, ENV_OUTPUT,
+    ENV_SIGNAL, ENV_SOURCE, SOURCE_CPU_TIMER, SOURCE_PERF_TASK_CLOCK, TICK_LIMITED_HZ,
 };
 use std::path::PathBuf;
 
@@ -38,6 +38,9 @@ pub struct Config {
     pub signal: i32,
     /// The source asked for, if forced.
     pub forced_source: Option<Source>,
+    /// Contended acquisitions a millisecond per thread measured before sampling starts
+    /// (0: all).
+    pub contended_per_ms: u64,
 }
 
 impl Config {
@@ -59,11 +62,16 @@ impl Config {
             Ok(s) if s == SOURCE_PERF_TASK_CLOCK => Some(Source::PerfTaskClock),
             _ => None,
         };
+        let contended_per_ms = std::env::var(ENV_CONTENDED_PER_MS)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(CONTENDED_MEASURED_PER_MS);
         Some(Config {
             output_dir,
             frequency,
             signal,
             forced_source,
+            contended_per_ms,
         })
     }
 

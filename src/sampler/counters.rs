@@ -33,9 +33,12 @@ pub enum Counter {
     HandlerAllocations,
     RuntimeHeapPeak,
     ThinningWindowPeak,
+    ContendedAcquisitions,
+    ContendedMeasured,
+    ContendedPeriodPeak,
 }
 
-const ALL: [(Counter, &str); 22] = [
+const ALL: [(Counter, &str); 25] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -76,6 +79,12 @@ const ALL: [(Counter, &str); 22] = [
     (Counter::HandlerAllocations, names::HANDLER_ALLOCATIONS),
     (Counter::RuntimeHeapPeak, names::RUNTIME_HEAP_PEAK),
     (Counter::ThinningWindowPeak, names::THINNING_WINDOW_PEAK),
+    (
+        Counter::ContendedAcquisitions,
+        names::CONTENDED_ACQUISITIONS,
+    ),
+    (Counter::ContendedMeasured, names::CONTENDED_MEASURED),
+    (Counter::ContendedPeriodPeak, names::CONTENDED_PERIOD_PEAK),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

@@ -21,6 +21,7 @@ use super::clock::current_tid;
 use super::timer::Timer;
 use super::wake_path::WakePath;
 use crate::format::Frame;
+use crate::locks::contention_sampling::ContentionSampler;
 use crate::locks::thinning::{ThinRate, THIN_CLASSES, THIN_UNSTARTED};
 use crate::locks::wait_table::Wait;
 use crate::locks::wake_chain::LastWait;
@@ -87,6 +88,8 @@ pub struct ThreadState {
     pub thinned: [[AtomicU64; THIN_CLASSES]; 2],
     /// The call path of its latest blame-taking futex wake, for the threads it woke.
     pub wake_path: WakePath,
+    /// Which of its contended lock acquisitions are measured. Owner only.
+    pub contention: ContentionSampler,
     pub owner: UnsafeCell<OwnerPart>,
     pub buffer: UnsafeCell<BufferPart>,
 }
@@ -109,6 +112,7 @@ impl ThreadState {
             wake_seq: AtomicU64::new(0),
             thinned: [THIN_CELLS, THIN_CELLS],
             wake_path: WakePath::new(),
+            contention: ContentionSampler::default(),
             owner: UnsafeCell::new(OwnerPart {
                 frames: frame_array(),
                 timer: None,
@@ -245,6 +249,7 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     for cell in state.thinned.iter().flatten() {
         cell.store(THIN_UNSTARTED, Ordering::Relaxed);
     }
+    state.contention.reset();
     // SAFETY: the state is not yet published, so nothing else can reach its owner part.
     unsafe {
         let owner = &mut *state.owner.get();

@@ -228,6 +228,34 @@ pub fn describe_sources(analysis: &Analysis) -> String {
     seen.iter().map(describe).collect::<Vec<_>>().join("; ")
 }
 
+/// How the contended lock acquisitions were measured, when there were any: "1200, all
+/// measured", or how many were and the sampling that picked them.
+pub fn describe_contention(analysis: &Analysis) -> Option<String> {
+    use crate::format::counters::{
+        CONTENDED_ACQUISITIONS, CONTENDED_MEASURED, CONTENDED_PERIOD_PEAK,
+    };
+    let get = |name: &str| {
+        analysis
+            .counters
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |&(_, v)| v)
+    };
+    let (seen, measured) = (get(CONTENDED_ACQUISITIONS), get(CONTENDED_MEASURED));
+    if seen == 0 {
+        return None;
+    }
+    if measured >= seen {
+        return Some(format!("{seen}, all measured"));
+    }
+    Some(format!(
+        "{seen}, {measured} measured (sampled: past its budget a thread measures 1 in up to \
+         {} of them at random and scales each by its period, so lock idleness and blame \
+         are unbiased estimates; `blameprof run --contended-per-ms 0` measures all)",
+        get(CONTENDED_PERIOD_PEAK).max(2)
+    ))
+}
+
 /// "12 (samples_dropped_busy 10, samples_dropped_no_thread_state 2)" or "0".
 pub fn describe_lost(analysis: &Analysis) -> String {
     let reasons = lost_reasons(analysis.counters.iter().map(|(n, v)| (n.as_str(), *v)));

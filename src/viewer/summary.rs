@@ -16,16 +16,27 @@
 
 use super::text::location;
 use super::units::{format_value, percent};
-use super::{describe_lost, describe_sources, lost_reasons, Prune, Report, View};
+use super::{
+    describe_contention, describe_lost, describe_sources, lost_reasons, Prune, Report, View,
+};
 use crate::attribution::lock_sites::lock_sites;
 use crate::attribution::metrics::{derived_name, Part, BLAME, IDLENESS, WORK};
 use crate::attribution::Analysis;
-use crate::format::counters::LOST_SAMPLE_COUNTERS;
+use crate::format::counters::{
+    CONTENDED_ACQUISITIONS, CONTENDED_MEASURED, CONTENDED_PERIOD_PEAK, LOST_SAMPLE_COUNTERS,
+};
 use crate::format::read::Profile;
 use crate::format::WaitKind;
 use std::io::{self, Write};
 
 const PREFIX: &str = "blameprof: ";
+
+/// Counters the summary states on a line of their own.
+const CONTENTION_COUNTERS: [&str; 3] = [
+    CONTENDED_ACQUISITIONS,
+    CONTENDED_MEASURED,
+    CONTENDED_PERIOD_PEAK,
+];
 
 /// What `blameprof run -q` prints instead of the summary: a warning per damaged part and
 /// one for the samples lost, summed over the processes of `profile` (whose samples need not
@@ -90,13 +101,19 @@ pub(super) fn write(analysis: &Analysis, top: usize, out: &mut dyn Write) -> io:
     let notes: Vec<String> = a
         .counters
         .iter()
-        .filter(|(name, _)| !LOST_SAMPLE_COUNTERS.contains(&name.as_str()))
+        .filter(|(name, _)| {
+            !LOST_SAMPLE_COUNTERS.contains(&name.as_str())
+                && !CONTENTION_COUNTERS.contains(&name.as_str())
+        })
         .map(|(name, v)| format!("{name} {v}"))
         .collect();
     if !notes.is_empty() {
         writeln!(out, "{PREFIX}note: {}", notes.join(", "))?;
     }
     writeln!(out, "{PREFIX}sample source: {}", describe_sources(a))?;
+    if let Some(contention) = describe_contention(a) {
+        writeln!(out, "{PREFIX}contended lock acquisitions: {contention}")?;
+    }
     if a.samples == 0 || a.metrics.is_empty() {
         writeln!(
             out,

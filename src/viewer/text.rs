@@ -11,7 +11,9 @@
 //! ASCII apart from the names found in the profile. Not async-signal-safe (allocates).
 
 use super::units::format_value;
-use super::{describe_lost, describe_sources, PercentOf, Renderer, Report, View};
+use super::{
+    describe_contention, describe_lost, describe_sources, PercentOf, Renderer, Report, View,
+};
 use crate::attribution::cct::NodeId;
 use crate::attribution::metrics::IDLENESS;
 use crate::attribution::symbolize::module_name;
@@ -69,6 +71,9 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "threads:    {}", a.threads.len())?;
     writeln!(out, "samples:    {}, lost {}", a.samples, describe_lost(a))?;
     writeln!(out, "source:     {}", describe_sources(a))?;
+    if let Some(contention) = describe_contention(a) {
+        writeln!(out, "contended:  {contention} acquisitions")?;
+    }
     let def = &a.metrics.defs()[r.metric];
     writeln!(
         out,

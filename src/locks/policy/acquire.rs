@@ -7,11 +7,12 @@
 //!
 //! Not async-signal-safe (not called from the handler); allocation-free.
 
-use super::blocked::{begin_wait, worth_capturing};
+use super::blocked::{register_wait, start_wait, worth_capturing};
 use super::bookkeeping::{bookkeeping, may_be_pending};
 use super::outcome::{errno, set_errno};
 use super::record::{charge, give_back};
 use crate::format::WaitKind;
+use crate::locks::contention_sampling::Draw;
 use crate::locks::wait_table::{self as table, Outcome};
 use crate::sampler::clock::monotonic_ns;
 use crate::sampler::sync_sample::capture_wait_path;
@@ -20,23 +21,61 @@ use crate::sampler::sync_sample::capture_wait_path;
 /// event): `block` performs the real call and `outcome` classifies its result. Measures the
 /// wait, registers it with the object for the blame, and records it as idleness. Preserves
 /// the call's `errno`.
+///
+/// A contended acquisition (hold kinds) is measured only if the thread's contention
+/// sampling draws it (`locks::contention_sampling`: all of them while the thread has few);
+/// one that is not waits in the real call with no bookkeeping but what starting its hold
+/// needs when others' waits are being measured.
 pub fn wait<R: Copy>(
     address: usize,
     kind: WaitKind,
     block: impl FnOnce() -> R,
     outcome: impl FnOnce(R, i32) -> Outcome,
 ) -> R {
-    let Some(blocked) = begin_wait(address, kind) else {
+    let Some((state, start)) = start_wait() else {
         return block();
     };
-    if table::is_hold_kind(kind) && worth_capturing(blocked.state) {
+    let weight = if table::is_hold_kind(kind) {
+        let seed = u64::from(state.tid.load(std::sync::atomic::Ordering::Relaxed)) << 32 ^ start;
+        match state.contention.draw(start, seed) {
+            Draw::Measure { weight } => weight,
+            Draw::Skip => return unmeasured(address, kind, block, outcome),
+        }
+    } else {
+        1
+    };
+    let Some(blocked) = register_wait(state, address, kind, start, weight) else {
+        return block();
+    };
+    if table::is_hold_kind(kind) && weight == 1 && worth_capturing(blocked.state) {
         // The lock is held by another thread: unwinding now costs this thread's waiting
-        // rather than its coming hold.
+        // rather than its coming hold. Not when the wait stands for others it was sampled
+        // from: they went straight to the real call, and an unwind first (microseconds)
+        // would make this one wait less than they do, so that its scaled time would not
+        // represent theirs.
         capture_wait_path();
     }
     let rc = block();
     let saved = errno();
     blocked.finish(kind, outcome(rc, saved));
+    set_errno(saved);
+    rc
+}
+
+/// A contended acquisition the sampling left unmeasured: the real call, then, if it
+/// acquired, the start of its hold (others' measured waits accrue to it).
+#[inline(never)]
+fn unmeasured<R: Copy>(
+    address: usize,
+    kind: WaitKind,
+    block: impl FnOnce() -> R,
+    outcome: impl FnOnce(R, i32) -> Outcome,
+) -> R {
+    let rc = block();
+    let saved = errno();
+    if outcome(rc, saved) == Outcome::Success {
+        acquired(address, kind);
+    }
     set_errno(saved);
     rc
 }

@@ -1,7 +1,7 @@
 //! A blocking wait in progress: registered with the wait table, timed, and recorded as the
 //! waiter's idleness when it ends.
 //!
-//! Job: [`begin_wait`] registers the calling thread as waiting on an object and marks it
+//! Job: [`start_wait`] and [`register_wait`] register the calling thread as waiting on an object and marks it
 //! blocked (the timer's samples meanwhile record nothing: the measurement covers the time);
 //! [`Blocked::finish`] ends the wait, departs the object (which says whom to blame, if
 //! anyone) and records the idleness, at the path captured before the thread blocked when
@@ -32,13 +32,6 @@ pub(super) struct Blocked {
     pub(super) futex: bool,
 }
 
-/// Registers the calling thread as waiting on `address` (`None`: not monitored, or a wait
-/// nested in another one, from a signal handler).
-pub(super) fn begin_wait(address: usize, kind: WaitKind) -> Option<Blocked> {
-    let (state, start) = start_wait()?;
-    register_wait(state, address, kind, start)
-}
-
 /// The calling thread and the start of its wait.
 pub(super) fn start_wait() -> Option<(&'static ThreadState, u64)> {
     let state = monitored_thread()?;
@@ -49,16 +42,18 @@ pub(super) fn start_wait() -> Option<(&'static ThreadState, u64)> {
     Some((state, monotonic_ns()))
 }
 
-/// Registers the calling thread, which started waiting at `start`, with `address`.
+/// Registers the calling thread, which started waiting at `start`, with `address`, as
+/// `weight` waiters (1, or a sampled contended acquisition's weight).
 pub(super) fn register_wait(
     state: &'static ThreadState,
     address: usize,
     kind: WaitKind,
     start: u64,
+    weight: u32,
 ) -> Option<Blocked> {
     let wait = {
         let _busy = Bookkeeping::enter(state);
-        table::arrive(address, kind, start)
+        table::arrive(address, kind, start, weight)
     };
     let Some(wait) = wait else {
         counters::add(Counter::WaitsUnmonitored, 1);
@@ -124,6 +119,7 @@ impl Blocked {
     pub(super) fn finish(self, kind: WaitKind, outcome: Outcome) {
         let start = self.wait.start_ns;
         let (state, futex) = (self.state, self.futex);
+        let weight = u64::from(self.wait.weight);
         if table::is_hold_kind(kind) && outcome == Outcome::Success {
             // It holds the lock now: write the record first and only then start the hold
             // (others' waiting accrues to it from its departure), as the program, which
@@ -131,7 +127,7 @@ impl Blocked {
             // are thinned away: then the hold starts at the wait's end (one clock read
             // fewer inside the program's critical section).
             let end = monotonic_ns();
-            let waited = end.saturating_sub(start);
+            let waited = end.saturating_sub(start) * weight;
             let wrote = record_wait(state, &[idleness(kind, waited, true)]);
             {
                 let _busy = Bookkeeping::enter(state);
@@ -144,7 +140,7 @@ impl Blocked {
         let (end, departed) = self.end(outcome);
         let blamed = matches!(departed, Departed::Blamed { .. });
         let waited = if departed != Departed::NoWait {
-            end.saturating_sub(start)
+            end.saturating_sub(start) * weight
         } else {
             0
         };

@@ -43,7 +43,7 @@ pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) 
         table::settle(mutex, WaitKind::Mutex, monotonic_ns, false)
     })
     .unwrap_or(0);
-    let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start) else {
+    let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start, 1) else {
         let rc = block();
         if held > 0 {
             record(&[blame(WaitKind::Mutex, held)]);

@@ -58,6 +58,8 @@ use std::sync::atomic::Ordering;
 pub struct Wait {
     pub address: usize,
     pub start_ns: u64,
+    /// How many waits this one stands for (1, or a sampled contended acquisition's weight).
+    pub weight: u32,
     gated_mark: u64,
 }
 
@@ -95,18 +97,20 @@ pub enum Departed {
     NoWait,
 }
 
-/// Registers the calling thread as blocked on the object at `address` from `now`. For hold
-/// kinds, the caller's try just failed, so the object is held. `None` when no memory is left.
-pub fn arrive(address: usize, kind: WaitKind, now: u64) -> Option<Wait> {
+/// Registers the calling thread as blocked on the object at `address` from `now`, counting
+/// for `weight` waiters. For hold kinds, the caller's try just failed, so the object is
+/// held. `None` when no memory is left.
+pub fn arrive(address: usize, kind: WaitKind, now: u64, weight: u32) -> Option<Wait> {
     Locked::of(address).update(address, Some(kind), |s| {
         s.advance(now);
-        s.waiters += 1;
+        s.add_waiter(weight);
         if is_hold_kind(kind) {
             s.gate = true;
         }
         Wait {
             address,
             start_ns: now,
+            weight,
             gated_mark: s.gated,
         }
     })
@@ -117,7 +121,7 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
     Locked::of(wait.address)
         .update(wait.address, None, |s| {
             s.advance(now);
-            s.waiters = s.waiters.saturating_sub(1);
+            s.remove_waiter(wait.weight);
             let departed = match outcome {
                 Outcome::Success if is_hold_code(s.kind) => {
                     s.acquired_by_waiter();
@@ -129,7 +133,7 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
                 }
                 Outcome::Success if s.woken > 0 => {
                     // Its time since the event (being scheduled) is nobody's fault.
-                    s.withdraw(wait.gated_mark);
+                    s.withdraw(wait.gated_mark, wait.weight);
                     s.woken -= 1;
                     let mutex_wait = s.proxied > 0;
                     if mutex_wait {
@@ -142,7 +146,7 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
                     }
                 }
                 other => {
-                    s.withdraw(wait.gated_mark);
+                    s.withdraw(wait.gated_mark, wait.weight);
                     unblamed(other)
                 }
             };
@@ -289,6 +293,7 @@ pub fn wake_with_proxies(
         let registered = mutex_lock.update(partner, Some(WaitKind::Mutex), |m| {
             m.advance(now);
             m.waiters += newly;
+            m.weight += u64::from(newly);
             m.gate = held;
         });
         if registered.is_none() {
@@ -303,7 +308,7 @@ pub fn wake_with_proxies(
 pub fn depart_proxy(mutex: usize, now: u64) {
     Locked::of(mutex).update(mutex, None, |s| {
         s.advance(now);
-        s.waiters = s.waiters.saturating_sub(1);
+        s.remove_waiter(1);
         s.acquired_by_waiter();
     });
 }
@@ -350,10 +355,11 @@ pub fn barrier_arrive(address: usize, now: u64) -> BarrierArrival {
                 return BarrierArrival::Last(wake_state(s, now, u32::MAX).0);
             }
             s.advance(now);
-            s.waiters += 1;
+            s.add_waiter(1);
             BarrierArrival::Wait(Wait {
                 address,
                 start_ns: now,
+                weight: 1,
                 gated_mark: s.gated,
             })
         })
@@ -372,6 +378,7 @@ pub fn forget(address: usize) -> u64 {
         .update(address, None, |s| {
             s.retained = false;
             s.waiters = 0;
+            s.weight = 0;
             s.woken = 0;
             s.proxied = 0;
             std::mem::take(&mut s.integral)

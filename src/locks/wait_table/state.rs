@@ -16,6 +16,10 @@ pub(super) struct State {
     /// Waiter-time accrues only while this is set: hold kinds while held, event kinds always.
     pub(super) gate: bool,
     pub(super) waiters: u32,
+    /// What the waiters count for: the sum of their weights (1 each, but a sampled
+    /// contended acquisition counts for the acquisitions it stands for; see
+    /// `locks::contention_sampling`). Waiter-time accrues at this rate.
+    pub(super) weight: u64,
     /// Waiters an event has woken that have not departed yet. They go on accruing until they
     /// depart (one may have lost the race for what it was woken for and wait on inside the
     /// real call); a departure withdraws what accrued since the last event.
@@ -71,7 +75,7 @@ impl State {
         if now > self.stamp && self.gate {
             let dt = now - self.stamp;
             self.gated += dt;
-            self.integral += u64::from(self.waiters) * dt;
+            self.integral += self.weight * dt;
         }
         self.stamp = self.stamp.max(now);
     }
@@ -92,10 +96,23 @@ impl State {
         self.gate = true;
     }
 
-    /// Removes the unsettled contribution of a waiter that arrived at `gated_mark`.
-    pub(super) fn withdraw(&mut self, gated_mark: u64) {
+    /// Removes the unsettled contribution of a waiter of `weight` that arrived at
+    /// `gated_mark`.
+    pub(super) fn withdraw(&mut self, gated_mark: u64, weight: u32) {
         let since = gated_mark.max(self.gated_at_settle);
-        let mine = self.gated.saturating_sub(since);
+        let mine = self.gated.saturating_sub(since) * u64::from(weight);
         self.integral = self.integral.saturating_sub(mine);
+    }
+
+    /// A waiter of `weight` comes.
+    pub(super) fn add_waiter(&mut self, weight: u32) {
+        self.waiters += 1;
+        self.weight += u64::from(weight);
+    }
+
+    /// A waiter of `weight` goes.
+    pub(super) fn remove_waiter(&mut self, weight: u32) {
+        self.waiters = self.waiters.saturating_sub(1);
+        self.weight = self.weight.saturating_sub(u64::from(weight));
     }
 }

@@ -14,8 +14,8 @@ fn dirty_count(address: usize) -> u32 {
 fn each_holder_takes_the_waiter_time_of_its_own_hold() {
     let mutex = 0x7000_0000usize;
     // Holder A holds from 0; W1 blocks at 10, W2 at 20; A unlocks at 30.
-    let w1 = arrive(mutex, WaitKind::Mutex, 10).unwrap();
-    let w2 = arrive(mutex, WaitKind::Mutex, 20).unwrap();
+    let w1 = arrive(mutex, WaitKind::Mutex, 10, 1).unwrap();
+    let w2 = arrive(mutex, WaitKind::Mutex, 20, 1).unwrap();
     assert_eq!(
         settle(mutex, WaitKind::Mutex, || 30, false),
         Some((30 - 10) + (30 - 20))
@@ -37,7 +37,7 @@ fn each_holder_takes_the_waiter_time_of_its_own_hold() {
 #[test]
 fn a_barging_holder_pays_only_for_its_own_hold() {
     let mutex = 0x7200_0000usize;
-    let w = arrive(mutex, WaitKind::Mutex, 0).unwrap();
+    let w = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
     assert_eq!(settle(mutex, WaitKind::Mutex, || 10, false), Some(10));
     // Free from 10 to 40 while W is not yet scheduled: nobody's fault. B barges in.
     acquired(mutex, WaitKind::Mutex, || 40);
@@ -56,7 +56,7 @@ fn a_waiter_registered_after_the_release_is_not_the_next_holders() {
     // W's try fails at 0 while A holds; A's release looks for waiters before W registers
     // (W is descheduled in between), so it settles nothing. B's try succeeds at 40 and
     // B holds to 45; W, scheduled again, waits for B and gets the mutex at 50.
-    let w = arrive(mutex, WaitKind::Mutex, 0).unwrap();
+    let w = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
     acquired(mutex, WaitKind::Mutex, || 40);
     assert_eq!(
         settle(mutex, WaitKind::Mutex, || 45, false),
@@ -74,9 +74,9 @@ fn a_waiter_registered_between_the_settlement_and_the_unlock_is_not_the_next_hol
     // W1 waits from 0; A's release settles at 10 (W1's 10 ns) and unlocks at 13. W2's
     // try failed against A's hold, but it registers at 12, after the settlement. B's try
     // succeeds at 30, before the woken W1 runs, and B holds to 35.
-    let w1 = arrive(mutex, WaitKind::Mutex, 0).unwrap();
+    let w1 = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
     assert_eq!(settle(mutex, WaitKind::Mutex, || 10, false), Some(10));
-    let w2 = arrive(mutex, WaitKind::Mutex, 12).unwrap();
+    let w2 = arrive(mutex, WaitKind::Mutex, 12, 1).unwrap();
     acquired(mutex, WaitKind::Mutex, || 30);
     assert_eq!(
         settle(mutex, WaitKind::Mutex, || 35, false),
@@ -94,7 +94,7 @@ fn a_reader_joining_a_held_rwlock_does_not_end_the_others_hold() {
     let rw = 0x7d00_0000usize;
     // R1 reads; writer W blocks at 0; R2's try-read succeeds at 10, joining R1's hold.
     // R1 leaves at 20 (R2 still reads), R2 at 30; W gets it at 31.
-    let w = arrive(rw, WaitKind::RwLock, 0).unwrap();
+    let w = arrive(rw, WaitKind::RwLock, 0, 1).unwrap();
     acquired(rw, WaitKind::RwLock, || 10);
     assert_eq!(settle(rw, WaitKind::RwLock, || 20, true), Some(20));
     assert_eq!(settle(rw, WaitKind::RwLock, || 30, false), Some(10));
@@ -105,8 +105,8 @@ fn a_reader_joining_a_held_rwlock_does_not_end_the_others_hold() {
 #[test]
 fn a_timed_out_waiter_is_not_blamed_for_its_current_stretch() {
     let mutex = 0x7300_0000usize;
-    let w1 = arrive(mutex, WaitKind::Mutex, 0).unwrap();
-    let w2 = arrive(mutex, WaitKind::Mutex, 0).unwrap();
+    let w1 = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
+    let w2 = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
     // W2 gives up at 30; W1 keeps waiting until the unlock at 50.
     assert_eq!(depart(w2, 30, Outcome::TimedOut), Departed::TimedOut);
     assert_eq!(
@@ -123,7 +123,7 @@ fn readers_in_turn_share_a_blocked_writer() {
     let rw = 0x7400_0000usize;
     // Readers R1 and R2 hold; writer W blocks at 0; R1 leaves at 10 (R2 still holds),
     // R2 leaves at 25; W gets it at 26.
-    let w = arrive(rw, WaitKind::RwLock, 0).unwrap();
+    let w = arrive(rw, WaitKind::RwLock, 0, 1).unwrap();
     assert_eq!(settle(rw, WaitKind::RwLock, || 10, true), Some(10));
     assert_eq!(settle(rw, WaitKind::RwLock, || 25, false), Some(15));
     depart(w, 26, Outcome::Success);
@@ -133,8 +133,8 @@ fn readers_in_turn_share_a_blocked_writer() {
 #[test]
 fn an_event_takes_the_waiting_since_the_previous_one() {
     let cond = 0x7500_0000usize;
-    let c1 = arrive(cond, WaitKind::CondVar, 0).unwrap();
-    let c2 = arrive(cond, WaitKind::CondVar, 10).unwrap();
+    let c1 = arrive(cond, WaitKind::CondVar, 0, 1).unwrap();
+    let c2 = arrive(cond, WaitKind::CondVar, 10, 1).unwrap();
     // A signal at 20 wakes one and takes both waits so far.
     assert_eq!(wake_taken(cond, 20, 1), Some(20 + 10));
     // The woken one departs at 25: blamed, woken at 20. The other waits on.
@@ -158,7 +158,7 @@ fn an_event_takes_the_waiting_since_the_previous_one() {
 #[test]
 fn a_woken_waiter_that_lost_the_race_is_blamed_on_the_next_event() {
     let sem = 0x7900_0000usize;
-    let w = arrive(sem, WaitKind::Semaphore, 0).unwrap();
+    let w = arrive(sem, WaitKind::Semaphore, 0, 1).unwrap();
     // A post at 20 whose token another thread takes at once: the waiter sleeps on.
     assert_eq!(wake_taken(sem, 20, 1), Some(20));
     // The post at 120 ends its wait: the 100 ns since the first are this post's doing.
@@ -173,7 +173,7 @@ fn a_woken_waiter_that_lost_the_race_is_blamed_on_the_next_event() {
 #[test]
 fn a_solo_waiters_accrual_start_and_its_waker_are_known() {
     let futex = 0x7a00_0000usize;
-    let w = arrive(futex, WaitKind::Futex, 100).unwrap();
+    let w = arrive(futex, WaitKind::Futex, 100, 1).unwrap();
     let waker = WakerId { tid: 42, seq: 7 };
     let woke = wake(futex, WaitKind::Futex, || 150, 1, waker).unwrap();
     assert_eq!(
@@ -187,8 +187,8 @@ fn a_solo_waiters_accrual_start_and_its_waker_are_known() {
         Departed::Blamed { waker: by, .. } => assert_eq!(by, waker),
         other => panic!("{other:?}"),
     }
-    let a = arrive(futex, WaitKind::Futex, 200).unwrap();
-    let b = arrive(futex, WaitKind::Futex, 210).unwrap();
+    let a = arrive(futex, WaitKind::Futex, 200, 1).unwrap();
+    let b = arrive(futex, WaitKind::Futex, 210, 1).unwrap();
     let woke = wake(futex, WaitKind::Futex, || 250, 1, waker).unwrap();
     assert_eq!(woke.solo_since, None, "two waiters: no single start");
     depart(a, 251, Outcome::Success);
@@ -207,10 +207,10 @@ fn a_solo_waiters_accrual_start_and_its_waker_are_known() {
 #[test]
 fn timed_out_and_spurious_waits_are_never_blamed() {
     let sem = 0x7600_0000usize;
-    let w = arrive(sem, WaitKind::Semaphore, 0).unwrap();
+    let w = arrive(sem, WaitKind::Semaphore, 0, 1).unwrap();
     assert_eq!(depart(w, 100, Outcome::TimedOut), Departed::TimedOut);
     assert_eq!(wake_taken(sem, 110, 1), None, "its 100 ns went to nobody");
-    let w = arrive(sem, WaitKind::Semaphore, 200).unwrap();
+    let w = arrive(sem, WaitKind::Semaphore, 200, 1).unwrap();
     assert_eq!(depart(w, 300, Outcome::Success), Departed::Spurious);
     assert_eq!(dirty_count(sem), 0);
 }
@@ -219,7 +219,7 @@ fn timed_out_and_spurious_waits_are_never_blamed() {
 fn woken_condvar_waiters_wait_for_the_signallers_mutex() {
     let cond = 0x7700_0000usize;
     let mutex = 0x7700_0040usize;
-    let c = arrive(cond, WaitKind::CondVar, 0).unwrap();
+    let c = arrive(cond, WaitKind::CondVar, 0, 1).unwrap();
     set_partner(cond, mutex);
     // The producer signals at 40 holding the mutex, and unlocks at 45.
     assert_eq!(wake_with_proxies(cond, || 40, 1, |m| m == mutex), Some(40));
@@ -279,7 +279,7 @@ fn the_last_to_arrive_at_a_barrier_takes_the_others_wait() {
 #[test]
 fn unsettled_blame_waits_for_the_next_release() {
     let mutex = 0x7100_0000usize;
-    let w = arrive(mutex, WaitKind::Mutex, 0).unwrap();
+    let w = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
     let taken = settle(mutex, WaitKind::Mutex, || 100, false).unwrap();
     assert_eq!(taken, 100);
     unsettle(mutex, WaitKind::Mutex, taken, false);

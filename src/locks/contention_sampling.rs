@@ -1,0 +1,235 @@
+//! Which contended lock acquisitions are measured: all of them while a thread has few, an
+//! unbiased random subset, scaled, when it has many.
+//!
+//! Job: a measured contended acquisition registers with the wait table, reads clocks and
+//! records samples; at tens of thousands a second per thread that bookkeeping is what makes
+//! a contended program slower and more contended under the profiler than without it. Each
+//! thread therefore counts its contended acquisitions in windows of at least
+//! [`WINDOW_NS`]; when a window had more than the budget (by default
+//! `CONTENDED_MEASURED_PER_MS`, 4) a millisecond, the next
+//! windows measure each acquisition with probability 2^-shift (the smallest shift that
+//! brings the expected measured rate within the budget) and count the waiting of each one
+//! measured 2^shift times, as idleness at the waiter and in the waiter-time the holder is
+//! blamed for. Whether an acquisition is measured is drawn before it waits and does not
+//! depend on how long it will wait, so every context's expected idleness and blame are
+//! exact (Horvitz-Thompson); the period in force is chosen from past windows only. While a
+//! thread stays under the budget every acquisition is measured, exactly.
+//!
+//! Invariants: a [`ContentionSampler`] is touched only by its owner thread, outside the
+//! signal handler (its atomics are relaxed: plain loads and stores). Async-signal-safe,
+//! allocation-free, no clock of its own (callers pass the time).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Shortest window over which a thread's rate of contended acquisitions is counted.
+pub const WINDOW_NS: u64 = 1_000_000;
+
+/// Measured contended acquisitions a millisecond per thread that the sampling aims at
+/// (when a thread has more, it measures a random subset of about this many); 0: no limit.
+/// Set once at start-up from the configuration ([`set_budget`]).
+static MEASURED_PER_MS: AtomicU64 =
+    AtomicU64::new(crate::format::protocol::CONTENDED_MEASURED_PER_MS);
+
+/// Sets the budget of measured contended acquisitions a millisecond per thread (0: every
+/// one is measured).
+pub fn set_budget(per_ms: u64) {
+    MEASURED_PER_MS.store(per_ms, Ordering::Relaxed);
+}
+
+/// Largest sampling shift: at least 1 contended acquisition in 2^10 is measured, so that
+/// no single one stands for more than 1024 (the estimates' variance stays bounded; past
+/// that, the runtime measures more than its budget rather than less).
+pub const MAX_SHIFT: u32 = 10;
+
+/// A thread's contended-acquisition sampling state. Owner only.
+#[derive(Default)]
+pub struct ContentionSampler {
+    /// Start of the current window (monotonic ns; 0: none yet).
+    window_start: AtomicU64,
+    /// Contended acquisitions seen in the current window.
+    in_window: AtomicU64,
+    /// The shift in force: each acquisition is measured with probability 2^-shift.
+    shift: AtomicU32,
+    /// The largest shift since the last [`ContentionSampler::take`].
+    peak_shift: AtomicU32,
+    /// xorshift64 state (0: not seeded yet).
+    rng: AtomicU64,
+    /// Contended acquisitions seen and measured since the last [`ContentionSampler::take`].
+    seen: AtomicU64,
+    measured: AtomicU64,
+}
+
+/// What [`ContentionSampler::take`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    pub seen: u64,
+    pub measured: u64,
+    pub peak_period: u64,
+}
+
+/// Whether one contended acquisition is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draw {
+    /// Measure it; its waiting counts `weight` times.
+    Measure { weight: u32 },
+    /// Let it wait unmeasured.
+    Skip,
+}
+
+impl ContentionSampler {
+    /// Draws for a contended acquisition at `now` (monotonic ns). `seed` seeds the thread's
+    /// generator at its first draw.
+    pub fn draw(&self, now: u64, seed: u64) -> Draw {
+        let start = self.window_start.load(Ordering::Relaxed);
+        let in_window = self.in_window.load(Ordering::Relaxed) + 1;
+        if start == 0 {
+            self.window_start.store(now, Ordering::Relaxed);
+            self.in_window.store(1, Ordering::Relaxed);
+        } else if now.saturating_sub(start) >= WINDOW_NS {
+            self.shift
+                .store(shift_for(in_window - 1, now - start), Ordering::Relaxed);
+            self.window_start.store(now, Ordering::Relaxed);
+            self.in_window.store(1, Ordering::Relaxed);
+        } else {
+            self.in_window.store(in_window, Ordering::Relaxed);
+        }
+        self.seen
+            .store(self.seen.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let shift = self.shift.load(Ordering::Relaxed);
+        if shift > self.peak_shift.load(Ordering::Relaxed) {
+            self.peak_shift.store(shift, Ordering::Relaxed);
+        }
+        if shift > 0 && self.next_random(seed) >> (64 - shift) != 0 {
+            return Draw::Skip;
+        }
+        self.measured
+            .store(self.measured.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        Draw::Measure { weight: 1 << shift }
+    }
+
+    /// The acquisitions seen and measured since the last call, and the longest sampling
+    /// period in force meanwhile; resets them.
+    pub fn take(&self) -> Taken {
+        Taken {
+            seen: self.seen.swap(0, Ordering::Relaxed),
+            measured: self.measured.swap(0, Ordering::Relaxed),
+            peak_period: 1 << self.peak_shift.swap(0, Ordering::Relaxed),
+        }
+    }
+
+    /// The sampling period in force (1: every acquisition is measured).
+    pub fn period(&self) -> u64 {
+        1 << self.shift.load(Ordering::Relaxed)
+    }
+
+    /// Back to measuring everything (a recycled state, a fork child).
+    pub fn reset(&self) {
+        self.window_start.store(0, Ordering::Relaxed);
+        self.in_window.store(0, Ordering::Relaxed);
+        self.shift.store(0, Ordering::Relaxed);
+        self.take();
+    }
+
+    fn next_random(&self, seed: u64) -> u64 {
+        let mut x = match self.rng.load(Ordering::Relaxed) {
+            0 => seed | 1,
+            x => x,
+        };
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.store(x, Ordering::Relaxed);
+        x
+    }
+}
+
+/// The shift for a thread that saw `seen` contended acquisitions in `elapsed` ns: the
+/// smallest that keeps the expected measured rate within the budget ([`set_budget`]).
+pub fn shift_for(seen: u64, elapsed: u64) -> u32 {
+    let budget = MEASURED_PER_MS.load(Ordering::Relaxed);
+    if budget == 0 {
+        return 0;
+    }
+    let per_ms = u128::from(seen) * 1_000_000 / u128::from(elapsed.max(1));
+    (0..MAX_SHIFT)
+        .find(|&shift| per_ms >> shift <= u128::from(budget))
+        .unwrap_or(MAX_SHIFT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn few_acquisitions_are_all_measured() {
+        let s = ContentionSampler::default();
+        for i in 0..100u64 {
+            // One a millisecond: under the budget.
+            assert_eq!(s.draw(1 + i * WINDOW_NS, 7), Draw::Measure { weight: 1 });
+        }
+        assert_eq!(
+            s.take(),
+            Taken {
+                seen: 100,
+                measured: 100,
+                peak_period: 1
+            }
+        );
+        assert_eq!(s.period(), 1);
+    }
+
+    #[test]
+    fn the_shift_keeps_the_measured_rate_within_the_budget() {
+        assert_eq!(shift_for(0, WINDOW_NS), 0);
+        assert_eq!(shift_for(4, WINDOW_NS), 0);
+        assert_eq!(shift_for(5, WINDOW_NS), 1);
+        assert_eq!(shift_for(1000, WINDOW_NS), 8); // 1000 >> 8 = 3
+        assert_eq!(shift_for(1000, 250 * WINDOW_NS), 0); // 4 a millisecond
+        assert_eq!(shift_for(u64::MAX / 2, 1), MAX_SHIFT);
+        assert_eq!(shift_for(1_000_000, WINDOW_NS), MAX_SHIFT);
+    }
+
+    #[test]
+    fn many_acquisitions_are_sampled_with_weights_that_keep_the_total() {
+        let s = ContentionSampler::default();
+        // 100 acquisitions a millisecond for a second: the first window measures all.
+        let (mut weighted, mut measured) = (0u64, 0u64);
+        let n = 100_000u64;
+        for i in 0..n {
+            if let Draw::Measure { weight } = s.draw(1 + i * 10_000, 12345) {
+                weighted += u64::from(weight);
+                measured += 1;
+            }
+        }
+        assert_eq!(s.period(), 32); // 100 >> 5 = 3 within the budget of 4
+        let taken = s.take();
+        assert_eq!((taken.seen, taken.measured), (n, measured));
+        assert_eq!(taken.peak_period, 32);
+        // About MEASURED_PER_MS a millisecond after the first window, 4 of the 1000 ms...
+        assert!(measured < 5_000, "{measured} measured");
+        // ... and the weights add up to the acquisitions seen, within sampling error
+        // (about 1/sqrt(3000) relative: 5 sd is under 10%).
+        let err = (weighted as f64 - n as f64).abs() / n as f64;
+        assert!(err < 0.1, "weighted {weighted} of {n}");
+    }
+
+    #[test]
+    fn the_period_falls_again_when_the_rate_does() {
+        let s = ContentionSampler::default();
+        let mut now = 1;
+        for _ in 0..10_000 {
+            now += 1_000; // 1000 a millisecond
+            s.draw(now, 3);
+        }
+        assert!(s.period() >= 256);
+        // The first acquisition after a quiet spell closes the busy window; the next closes
+        // a quiet one of 5 ms with one acquisition in it.
+        for _ in 0..2 {
+            now += 5 * WINDOW_NS;
+            s.draw(now, 3);
+        }
+        assert_eq!(s.period(), 1);
+        s.reset();
+        assert_eq!(s.take().seen, 0);
+    }
+}
