@@ -8,6 +8,7 @@
 //! malformed one).
 
 mod accuracy;
+mod fidelity;
 mod hot_layout;
 mod overhead;
 mod proc;
@@ -151,6 +152,8 @@ fn real_main(args: Args) -> Result<bool> {
             Err(e) => errors.push(format!("{}: {e:#}", w.name)),
         }
     }
+    let (fidelity_wl, built): (Vec<Workload>, Vec<Workload>) =
+        built.into_iter().partition(Workload::is_fidelity);
     let (scale_wl, truth_wl): (Vec<Workload>, Vec<Workload>) =
         built.into_iter().partition(Workload::is_scale);
     let runtime = tools
@@ -202,7 +205,7 @@ fn real_main(args: Args) -> Result<bool> {
         }
     }
 
-    let (mut overhead, mut scale_runs) = (None, None);
+    let (mut overhead, mut scale_runs, mut fidelity_runs) = (None, None, None);
     if !args.quick {
         let peers = Peers::detect();
         let mut notes = peer_notes(&peers);
@@ -226,6 +229,14 @@ fn real_main(args: Args) -> Result<bool> {
             match scale::run(&tools, w, &scale::cases(cpus), args.runs as usize) {
                 Ok(r) => scale_runs = Some(r),
                 Err(e) => errors.push(format!("{} (scale): {e:#}", w.name)),
+            }
+        }
+        if let Some(w) = fidelity_wl.first() {
+            note("contention fidelity section");
+            let threads = fidelity::thread_counts(cpus);
+            match fidelity::run(&tools, w, &threads, args.runs as usize) {
+                Ok(r) => fidelity_runs = Some(r),
+                Err(e) => errors.push(format!("{} (fidelity): {e:#}", w.name)),
             }
         }
     }
@@ -254,7 +265,7 @@ fn real_main(args: Args) -> Result<bool> {
                 } else {
                     "full (scale 1)"
                 },
-                truth_wl.len() + scale_wl.len(),
+                truth_wl.len() + scale_wl.len() + fidelity_wl.len(),
                 dir.display()
             ),
         ],
@@ -262,6 +273,7 @@ fn real_main(args: Args) -> Result<bool> {
         accuracy,
         overhead,
         scale_runs,
+        fidelity_runs,
         errors,
     };
     let text = render::markdown(&results);

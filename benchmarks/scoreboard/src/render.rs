@@ -8,6 +8,7 @@ use scoreboard::stats;
 use serde_json::{json, Value};
 
 use crate::accuracy::AccuracyRun;
+use crate::fidelity::{self, Fidelity};
 use crate::overhead::{Cell, Config, Row};
 use crate::scale::{self, Measured};
 
@@ -26,6 +27,8 @@ pub struct Results {
     /// `None`: not measured (`--quick`).
     pub overhead: Option<Overhead>,
     pub scale_runs: Option<Vec<Measured>>,
+    /// `None`: not measured (`--quick`, or no `fidelity_*` workload selected).
+    pub fidelity_runs: Option<Vec<Fidelity>>,
     /// One message per workload that failed.
     pub errors: Vec<String>,
 }
@@ -143,6 +146,27 @@ fn verdicts(r: &Results) -> Vec<String> {
             pct(w)
         ));
     }
+    if let Some(runs) = r.fidelity_runs.as_ref().filter(|f| !f.is_empty()) {
+        let cases: Vec<String> = runs
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} threads: contended {:.2}% -> {:.2}%, wall {:.2}x",
+                    f.threads,
+                    f.plain_fraction * 100.0,
+                    f.blameprof_fraction * 100.0,
+                    f.wall_ratio
+                )
+            })
+            .collect();
+        v.push(format!(
+            "contention fidelity (contended fraction within {:.0}%, wall time at most {}x): {} ({})",
+            fidelity::FRACTION_TOLERANCE * 100.0,
+            fidelity::WALL_TARGET,
+            met(runs.iter().all(Fidelity::met)),
+            cases.join("; ")
+        ));
+    }
     v
 }
 
@@ -176,7 +200,38 @@ pub fn markdown(r: &Results) -> String {
     if let Some(runs) = &r.scale_runs {
         scale_tables(&mut s, runs);
     }
+    if let Some(runs) = &r.fidelity_runs {
+        fidelity_table(&mut s, runs);
+    }
     s
+}
+
+fn fidelity_table(s: &mut String, runs: &[Fidelity]) {
+    let _ = writeln!(
+        s,
+        "\n## Contention fidelity (`fidelity_trylock`: one mutex, a failed trylock before a lock \
+         counts as contended; {} acquisitions, unprofiled vs `blameprof run -q -F 200`)\n",
+        fidelity::ACQUISITIONS
+    );
+    let _ = writeln!(
+        s,
+        "| threads | contended unprofiled | contended profiled | ratio | wall unprofiled | wall profiled | wall ratio | met |"
+    );
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---|");
+    for f in runs {
+        let _ = writeln!(
+            s,
+            "| {} | {:.2}% | {:.2}% | {:.2} | {:.3} s | {:.3} s | {:.3} | {} |",
+            f.threads,
+            f.plain_fraction * 100.0,
+            f.blameprof_fraction * 100.0,
+            f.fraction_ratio(),
+            f.plain_s,
+            f.blameprof_s,
+            f.wall_ratio,
+            yes(f.met())
+        );
+    }
 }
 
 fn accuracy_tables(s: &mut String, r: &Results) {

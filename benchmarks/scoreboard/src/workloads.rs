@@ -13,6 +13,10 @@ use anyhow::{bail, Context, Result};
 /// run only by the scale section.
 pub const SCALE_PREFIX: &str = "scale_";
 
+/// Workloads whose name starts with this count their own contended acquisitions
+/// (`fidelity_trylock`): no truth lines, run only by the contention-fidelity section.
+pub const FIDELITY_PREFIX: &str = "fidelity_";
+
 /// One workload program.
 #[derive(Debug, Clone)]
 pub struct Workload {
@@ -25,6 +29,10 @@ pub struct Workload {
 impl Workload {
     pub fn is_scale(&self) -> bool {
         self.name.starts_with(SCALE_PREFIX)
+    }
+
+    pub fn is_fidelity(&self) -> bool {
+        self.name.starts_with(FIDELITY_PREFIX)
     }
 }
 
