@@ -14,3 +14,15 @@ median() {
 
 # a / b with 3 decimals, or n/a
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
+
+# Builds blameprof unless SKIP_BUILD=1, checks that $BLAMEPROF and gcc are there, and makes
+# $WORK. The sourcing script sets ROOT, BLAMEPROF and WORK first.
+build_and_check() {
+    if [[ ${SKIP_BUILD:-0} != 1 ]]; then
+        log "building blameprof (release)"
+        (cd "$ROOT" && cargo build --release --workspace >&2)
+    fi
+    [[ -x $BLAMEPROF ]] || die "no blameprof binary at $BLAMEPROF"
+    command -v gcc >/dev/null || die "gcc is required"
+    mkdir -p "$WORK"
+}

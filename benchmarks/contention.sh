@@ -27,13 +27,7 @@ NAME=contention.sh
 . "$ROOT/benchmarks/common.sh"
 fmt() { awk -v x="$1" -v d="${2:-3}" 'BEGIN { printf "%.*f", d, x }'; }
 
-if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-    log "building blameprof (release)"
-    (cd "$ROOT" && cargo build --release --workspace >&2)
-fi
-[[ -x $BLAMEPROF ]] || die "no blameprof binary at $BLAMEPROF"
-command -v gcc >/dev/null || die "gcc is required"
-mkdir -p "$WORK"
+build_and_check
 gcc -O2 -g -pthread "$ROOT/benchmarks/workloads/scale_locks.c" -o "$WORK/scale_locks"
 gcc -O2 -g -pthread "$ROOT/benchmarks/workloads/fidelity_trylock.c" -o "$WORK/fidelity_trylock"
 

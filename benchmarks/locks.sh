@@ -35,13 +35,7 @@ field() { # name, text -> value of name=value
     tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'
 }
 
-if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-    log "building blameprof (release)"
-    (cd "$ROOT" && cargo build --release --workspace >&2)
-fi
-[[ -x $BLAMEPROF ]] || die "no blameprof binary at $BLAMEPROF"
-command -v gcc >/dev/null || die "gcc is required"
-mkdir -p "$WORK"
+build_and_check
 PROG=$WORK/lockbench
 gcc -O2 -g -pthread "$ROOT/benchmarks/programs/lockbench.c" -o "$PROG"
 

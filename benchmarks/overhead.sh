@@ -30,14 +30,7 @@ NAME=overhead.sh
 # seconds with 3 decimals from nanoseconds
 secs() { awk -v ns="$1" 'BEGIN { printf "%.3f", ns / 1e9 }'; }
 
-if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-    log "building blameprof (release)"
-    (cd "$ROOT" && cargo build --release --workspace >&2)
-fi
-[[ -x $BLAMEPROF ]] || die "no blameprof binary at $BLAMEPROF"
-command -v gcc >/dev/null || die "gcc is required"
-
-mkdir -p "$WORK"
+build_and_check
 PROG=$WORK/split
 gcc -O2 -g -pthread "$ROOT/tests/programs/split.c" -o "$PROG"
 

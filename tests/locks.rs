@@ -248,6 +248,33 @@ fn queued_short_holds_stay_accurate_past_the_sample_budget() {
     );
 }
 
+/// Each of `functions`' flat-view `blame.mutex` against the workload's truth
+/// `blame_<function>_ns`: one line per function for messages, and those off by more than
+/// `tolerance` (relative).
+fn blame_against_truth(
+    flat: &Value,
+    truth: &std::collections::HashMap<String, u64>,
+    functions: &[&'static str],
+    tolerance: f64,
+) -> (String, Vec<&'static str>) {
+    let mut lines = String::new();
+    let mut bad = Vec::new();
+    for &f in functions {
+        let got = flat_metric(flat, f, "blame.mutex").0;
+        let want = truth[&format!("blame_{f}_ns")];
+        lines += &format!(
+            "  {f}: blame {} vs truth {} ({:+.1}%)\n",
+            ms(got),
+            ms(want),
+            err_pct(got, want)
+        );
+        if !within(got, want, tolerance) {
+            bad.push(f);
+        }
+    }
+    (lines, bad)
+}
+
 /// Past the budget of measured contended acquisitions (here 1 a millisecond per thread,
 /// tens a millisecond happen), the runtime measures a random subset and scales it: blame
 /// must still land on the right holder, each within 20% of the program's own overlap
@@ -274,21 +301,7 @@ fn sampled_contended_acquisitions_still_blame_the_right_holder() {
         run.stderr
     );
     let flat = report_json_metric(&dir, "blame.mutex", &["--view", "flat"]);
-    let mut lines = String::new();
-    let mut bad = Vec::new();
-    for f in ["short_hold", "long_hold"] {
-        let got = flat_metric(&flat, f, "blame.mutex").0;
-        let want = t[&format!("blame_{f}_ns")];
-        lines += &format!(
-            "  {f}: blame {} vs truth {} ({:+.1}%)\n",
-            ms(got),
-            ms(want),
-            err_pct(got, want)
-        );
-        if !within(got, want, 0.20) {
-            bad.push(f);
-        }
-    }
+    let (lines, bad) = blame_against_truth(&flat, &t, &["short_hold", "long_hold"], 0.20);
     eprintln!("sampled holders:\n{lines}");
     assert!(
         bad.is_empty(),
@@ -304,21 +317,8 @@ fn successive_holders_each_take_the_waiting_of_their_own_hold() {
     let p = profile_lock_prog("three_holders", 1000, &["1.5", "3", "2"]);
     let t = truth(&p.stdout);
     let flat = report_json_metric(&p.dir, "blame.mutex", &["--view", "flat"]);
-    let mut lines = String::new();
-    let mut bad = Vec::new();
-    for f in ["hold_1ms", "hold_2ms", "hold_3ms"] {
-        let got = flat_metric(&flat, f, "blame.mutex").0;
-        let want = t[&format!("blame_{f}_ns")];
-        lines += &format!(
-            "  {f}: blame {} vs truth {} ({:+.1}%)\n",
-            ms(got),
-            ms(want),
-            err_pct(got, want)
-        );
-        if !within(got, want, 0.15) {
-            bad.push(f);
-        }
-    }
+    let (mut lines, bad) =
+        blame_against_truth(&flat, &t, &["hold_1ms", "hold_2ms", "hold_3ms"], 0.15);
     let poke = flat_metric(&flat, "poke", "blame.mutex").0;
     lines += &format!(
         "  poke: blame {} vs truth {}\n  totals: {}\n",

@@ -304,6 +304,14 @@ impl Analysis {
     pub fn total_of(&self, name: &str) -> u64 {
         self.metrics.id(name).map_or(0, |id| self.totals[id])
     }
+
+    /// The value of the process counter `name` (0 when absent).
+    pub fn counter(&self, name: &str) -> u64 {
+        self.counters
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |&(_, v)| v)
+    }
 }
 
 fn summarize_process(proc: &ProcessProfile) -> ProcessSummary {

@@ -81,17 +81,17 @@ impl ContentionSampler {
     /// generator at its first draw.
     pub fn draw(&self, now: u64, seed: u64) -> Draw {
         let start = self.window_start.load(Ordering::Relaxed);
-        let in_window = self.in_window.load(Ordering::Relaxed) + 1;
-        if start == 0 {
-            self.window_start.store(now, Ordering::Relaxed);
-            self.in_window.store(1, Ordering::Relaxed);
-        } else if now.saturating_sub(start) >= WINDOW_NS {
-            self.shift
-                .store(shift_for(in_window - 1, now - start), Ordering::Relaxed);
+        let in_window = self.in_window.load(Ordering::Relaxed);
+        if start == 0 || now.saturating_sub(start) >= WINDOW_NS {
+            if start != 0 {
+                // The window just closed sets the shift of the next.
+                self.shift
+                    .store(shift_for(in_window, now - start), Ordering::Relaxed);
+            }
             self.window_start.store(now, Ordering::Relaxed);
             self.in_window.store(1, Ordering::Relaxed);
         } else {
-            self.in_window.store(in_window, Ordering::Relaxed);
+            self.in_window.store(in_window + 1, Ordering::Relaxed);
         }
         self.seen
             .store(self.seen.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -118,7 +118,8 @@ impl ContentionSampler {
     }
 
     /// The sampling period in force (1: every acquisition is measured).
-    pub fn period(&self) -> u64 {
+    #[cfg(test)]
+    fn period(&self) -> u64 {
         1 << self.shift.load(Ordering::Relaxed)
     }
 

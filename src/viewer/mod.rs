@@ -234,14 +234,10 @@ pub fn describe_contention(analysis: &Analysis) -> Option<String> {
     use crate::format::counters::{
         CONTENDED_ACQUISITIONS, CONTENDED_MEASURED, CONTENDED_PERIOD_PEAK,
     };
-    let get = |name: &str| {
-        analysis
-            .counters
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(0, |&(_, v)| v)
-    };
-    let (seen, measured) = (get(CONTENDED_ACQUISITIONS), get(CONTENDED_MEASURED));
+    let (seen, measured) = (
+        analysis.counter(CONTENDED_ACQUISITIONS),
+        analysis.counter(CONTENDED_MEASURED),
+    );
     if seen == 0 {
         return None;
     }
@@ -252,7 +248,7 @@ pub fn describe_contention(analysis: &Analysis) -> Option<String> {
         "{seen}, {measured} measured (sampled: past its budget a thread measures 1 in up to \
          {} of them at random and scales each by its period, so lock idleness and blame \
          are unbiased estimates; `blameprof run --contended-per-ms 0` measures all)",
-        get(CONTENDED_PERIOD_PEAK).max(2)
+        analysis.counter(CONTENDED_PERIOD_PEAK).max(2)
     ))
 }
 

@@ -1,8 +1,8 @@
 //! A blocking wait in progress: registered with the wait table, timed, and recorded as the
 //! waiter's idleness when it ends.
 //!
-//! Job: [`start_wait`] and [`register_wait`] register the calling thread as waiting on an object and marks it
-//! blocked (the timer's samples meanwhile record nothing: the measurement covers the time);
+//! Job: [`start_wait`] and [`register_wait`] register the calling thread as waiting on an
+//! object and mark it blocked (the timer's samples meanwhile record nothing: the measurement covers the time);
 //! [`Blocked::finish`] ends the wait, departs the object (which says whom to blame, if
 //! anyone) and records the idleness, at the path captured before the thread blocked when
 //! there is one. A lock acquired after a wait starts its hold only after that record.
