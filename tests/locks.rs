@@ -307,6 +307,16 @@ fn sampled_contended_acquisitions_still_blame_the_right_holder() {
         bad.is_empty(),
         "blame of {bad:?} off by more than 20%:\n{lines}"
     );
+    // The waiting itself, scaled up from the measured few and calibrated by the waiting of
+    // all of them: within 20% of what the program measured around its lock calls.
+    let idle = total_of(&flat, "idleness.mutex") as f64;
+    let truth_idle = t["idle_ns"] as f64;
+    assert!(
+        (idle - truth_idle).abs() <= 0.20 * truth_idle,
+        "mutex idleness {:.1} ms, the program measured {:.1} ms",
+        idle / 1e6,
+        truth_idle / 1e6
+    );
 }
 
 // ---------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 //!
 //! Not async-signal-safe (allocates, reads files); single-threaded.
 
+mod calibration;
 pub mod callers;
 pub mod cct;
 pub mod lock_sites;

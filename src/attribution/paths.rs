@@ -21,12 +21,14 @@
 //!
 //! Invariants: each distinct (process, frame, address kind) is symbolized once; the values
 //! of the returned paths add up to the returned totals; a sample's value counts in its base
-//! metric and in the derived metrics its flags select ([`super::metrics::merge`]); a sample
+//! metric and in the derived metrics its flags select ([`super::metrics::merge`]), at its
+//! process's calibration if it is a sampled estimate ([`super::calibration`]); a sample
 //! whose metric index is not declared by its process header is ignored (neither counted nor
 //! charged); no path holds two consecutive runtime locations.
 //!
 //! Not async-signal-safe (allocates); single-threaded.
 
+use super::calibration::Calibration;
 use super::lock_sites::is_runtime_module;
 use super::metrics::SampleMap;
 use super::symbolize::{CodeAddress, SourceFrame, Symbolizer};
@@ -70,6 +72,7 @@ pub(super) fn weigh(
 
     for &p in selected {
         let proc = &profile.processes[p];
+        let calibration = Calibration::of(proc);
         for s in &proc.samples {
             if tid.is_some_and(|t| t != s.tid) {
                 continue;
@@ -87,10 +90,11 @@ pub(super) fn weigh(
                 raw_values.resize(raw_values.len() + metric_count, 0);
                 raw_keys.len() - 1
             });
+            let value = calibration.apply(s.value, s.flags);
             for &m in targets {
-                totals[m] += s.value;
-                thread[m] += s.value;
-                raw_values[slot * metric_count + m] += s.value;
+                totals[m] += value;
+                thread[m] += value;
+                raw_values[slot * metric_count + m] += value;
             }
         }
     }

@@ -79,6 +79,10 @@ pub const SAMPLE_KIND_MASK: u8 = 0xF;
 /// Sample flag: an idleness sample of a wait that ended without the event it waited for
 /// (timed out, interrupted, or returned with no wake the runtime saw): nobody is blamed.
 pub const SAMPLE_UNBLAMED: u8 = 0x40;
+/// Sample flag: the value of an idleness or blame sample is a sampled estimate (a contended
+/// acquisition measured for several, see the `contended_*_wait_ns` counters): the analysis
+/// calibrates it by its process's ratio of measured to estimated contended waiting.
+pub const SAMPLE_SCALED: u8 = 0x80;
 
 /// What a thread waited on: the primitive behind an idleness or blame sample. Carried in the
 /// sample flags; the analysis derives one metric per kind (`idleness.condvar`, ...).
@@ -221,6 +225,16 @@ pub mod counters {
     /// The longest sampling period of contended acquisitions a thread went up to (1: every
     /// one was measured; a rate gauge).
     pub const CONTENDED_PERIOD_PEAK: &str = "contended_sampling_period_peak";
+    /// Nanoseconds waited by every contended acquisition a thread made while it was
+    /// sampling them (measured or not: each one's wait is timed, only its registration for
+    /// the blame is sampled).
+    pub const CONTENDED_SAMPLED_WAIT: &str = "contended_sampled_wait_ns";
+    /// The same waiting as estimated by the measured ones, each scaled by its sampling
+    /// period. The analysis multiplies every [`super::SAMPLE_SCALED`] sample of the process
+    /// by [`CONTENDED_SAMPLED_WAIT`] / this: a measured wait slows the holds it overlaps
+    /// (their releases take its blame), so measured waits run longer than the ones they
+    /// stand for, and this ratio takes that out of the totals.
+    pub const CONTENDED_SCALED_WAIT: &str = "contended_scaled_wait_ns";
 
     /// Counters that count lost samples (summed into "lost samples" by reports).
     pub const LOST_SAMPLE_COUNTERS: &[&str] = &[

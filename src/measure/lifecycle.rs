@@ -272,14 +272,16 @@ fn stop_timer(state: &ThreadState) {
     state.perf_fd.store(-1, Ordering::Relaxed);
 }
 
-/// Adds a thread's count of contended acquisitions (seen and measured) to the process's
-/// counters: at its end, or at the process's for the threads still alive (whose last few
-/// acquisitions may race with the read).
+/// Adds a thread's count of contended acquisitions (seen and measured, and the waiting that
+/// calibrates the sampled ones) to the process's counters: at its end, or at the process's
+/// for the threads still alive (whose last few acquisitions may race with the read).
 fn fold_contention(state: &ThreadState) {
     let taken = state.contention.take();
     counters::add(Counter::ContendedAcquisitions, taken.seen);
     counters::add(Counter::ContendedMeasured, taken.measured);
     counters::raise(Counter::ContendedPeriodPeak, taken.peak_period);
+    counters::add(Counter::ContendedSampledWait, taken.sampled_wait_ns);
+    counters::add(Counter::ContendedScaledWait, taken.scaled_wait_ns);
 }
 
 fn flush_thread(state: &ThreadState) {

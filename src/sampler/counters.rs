@@ -36,9 +36,11 @@ pub enum Counter {
     ContendedAcquisitions,
     ContendedMeasured,
     ContendedPeriodPeak,
+    ContendedSampledWait,
+    ContendedScaledWait,
 }
 
-const ALL: [(Counter, &str); 25] = [
+const ALL: [(Counter, &str); 27] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -85,6 +87,8 @@ const ALL: [(Counter, &str); 25] = [
     ),
     (Counter::ContendedMeasured, names::CONTENDED_MEASURED),
     (Counter::ContendedPeriodPeak, names::CONTENDED_PERIOD_PEAK),
+    (Counter::ContendedSampledWait, names::CONTENDED_SAMPLED_WAIT),
+    (Counter::ContendedScaledWait, names::CONTENDED_SCALED_WAIT),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

@@ -16,6 +16,7 @@ use crate::locks::contention_sampling::Draw;
 use crate::locks::wait_table::{self as table, Outcome};
 use crate::sampler::clock::monotonic_ns;
 use crate::sampler::sync_sample::capture_wait_path;
+use crate::sampler::thread_state::ThreadState;
 
 /// A blocking wait on the object at `address` (a contended acquisition, or a wait for an
 /// event): `block` performs the real call and `outcome` classifies its result. Measures the
@@ -39,7 +40,7 @@ pub fn wait<R: Copy>(
         let seed = u64::from(state.tid.load(std::sync::atomic::Ordering::Relaxed)) << 32 ^ start;
         match state.contention.draw(start, seed) {
             Draw::Measure { weight } => weight,
-            Draw::Skip => return unmeasured(address, kind, block, outcome),
+            Draw::Skip => return unmeasured(state, start, address, kind, block, outcome),
         }
     } else {
         1
@@ -50,32 +51,43 @@ pub fn wait<R: Copy>(
     if table::is_hold_kind(kind) && weight == 1 && worth_capturing(blocked.state) {
         // The lock is held by another thread: unwinding now costs this thread's waiting
         // rather than its coming hold. Not when the wait stands for others it was sampled
-        // from: they went straight to the real call, and an unwind first (microseconds)
-        // would make this one wait less than they do, so that its scaled time would not
-        // represent theirs.
+        // from: they went straight to the real call (capturing them all as well gained
+        // nothing in benchmarks/contention.sh's fidelity runs).
         capture_wait_path();
     }
     let rc = block();
     let saved = errno();
-    blocked.finish(kind, outcome(rc, saved));
+    let end = blocked.finish(kind, outcome(rc, saved));
+    if weight > 1 {
+        state
+            .contention
+            .note_sampled_wait(end.saturating_sub(start), weight);
+    }
     set_errno(saved);
     rc
 }
 
-/// A contended acquisition the sampling left unmeasured: the real call, then, if it
-/// acquired, the start of its hold (others' measured waits accrue to it).
+/// A contended acquisition the sampling left unmeasured, which started waiting at `start`:
+/// the real call, then, if it acquired, the start of its hold (others' measured waits
+/// accrue to it); its waiting is timed for the calibration of the measured ones.
 #[inline(never)]
 fn unmeasured<R: Copy>(
+    state: &ThreadState,
+    start: u64,
     address: usize,
     kind: WaitKind,
     block: impl FnOnce() -> R,
     outcome: impl FnOnce(R, i32) -> Outcome,
 ) -> R {
     let rc = block();
+    let end = monotonic_ns();
     let saved = errno();
-    if outcome(rc, saved) == Outcome::Success {
-        acquired(address, kind);
+    if outcome(rc, saved) == Outcome::Success && may_be_pending(address, kind) {
+        bookkeeping(|| table::acquired(address, kind, || end));
     }
+    state
+        .contention
+        .note_sampled_wait(end.saturating_sub(start), 0);
     set_errno(saved);
     rc
 }

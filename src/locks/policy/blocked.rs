@@ -11,7 +11,7 @@
 //! passes through unmonitored). Not async-signal-safe; allocation-free.
 
 use super::bookkeeping::{monitored_thread, Bookkeeping};
-use super::record::{count_unblamed, count_unrecorded, idleness, Kept};
+use super::record::{count_unblamed, count_unrecorded, weighted_idleness, Kept};
 use crate::format::WaitKind;
 use crate::locks::thinning::{thin_class, Window};
 use crate::locks::wait_table::{self as table, Departed, Outcome, Wait};
@@ -115,11 +115,11 @@ impl Blocked {
     }
 
     /// Ends the wait and records it as idleness of `kind` at the caller's context (at the
-    /// path captured before it blocked, if any).
-    pub(super) fn finish(self, kind: WaitKind, outcome: Outcome) {
+    /// path captured before it blocked, if any). Returns when the wait ended.
+    pub(super) fn finish(self, kind: WaitKind, outcome: Outcome) -> u64 {
         let start = self.wait.start_ns;
         let (state, futex) = (self.state, self.futex);
-        let weight = u64::from(self.wait.weight);
+        let weight = self.wait.weight;
         if table::is_hold_kind(kind) && outcome == Outcome::Success {
             // It holds the lock now: write the record first and only then start the hold
             // (others' waiting accrues to it from its departure), as the program, which
@@ -127,27 +127,28 @@ impl Blocked {
             // are thinned away: then the hold starts at the wait's end (one clock read
             // fewer inside the program's critical section).
             let end = monotonic_ns();
-            let waited = end.saturating_sub(start) * weight;
-            let wrote = record_wait(state, &[idleness(kind, waited, true)]);
+            let waited = end.saturating_sub(start) * u64::from(weight);
+            let wrote = record_wait(state, &[weighted_idleness(kind, waited, true, weight)]);
             {
                 let _busy = Bookkeeping::enter(state);
                 // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
                 unsafe { (*state.owner.get()).last_lock_wait_ns = waited };
             }
             self.end_at(outcome, end, if wrote { monotonic_ns() } else { end });
-            return;
+            return end;
         }
         let (end, departed) = self.end(outcome);
         let blamed = matches!(departed, Departed::Blamed { .. });
         let waited = if departed != Departed::NoWait {
-            end.saturating_sub(start) * weight
+            end.saturating_sub(start) * u64::from(weight)
         } else {
             0
         };
-        record_wait(state, &[idleness(kind, waited, blamed)]);
+        record_wait(state, &[weighted_idleness(kind, waited, blamed, weight)]);
         if futex && blamed {
             resumed(state);
         }
+        end
     }
 }
 

@@ -10,9 +10,9 @@
 use super::blocked::{register_wait, start_wait};
 use super::bookkeeping::{bookkeeping, pending};
 use super::outcome::outcome_of_rc;
-use super::record::{blame, charge, idleness, record};
+use super::record::{blames, charge, idleness, record};
 use crate::format::WaitKind;
-use crate::locks::wait_table::{self as table, Departed};
+use crate::locks::wait_table::{self as table, Departed, WaiterTime};
 use crate::sampler::clock::monotonic_ns;
 
 /// Whether the mutex at `address` is held (glibc x86-64: the owner's tid at byte 8, set for
@@ -42,12 +42,10 @@ pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) 
     let held = pending(mutex, WaitKind::Mutex, || {
         table::settle(mutex, WaitKind::Mutex, monotonic_ns, false)
     })
-    .unwrap_or(0);
+    .unwrap_or_default();
     let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start, 1) else {
         let rc = block();
-        if held > 0 {
-            record(&[blame(WaitKind::Mutex, held)]);
-        }
+        record(&blames(WaitKind::Mutex, held));
         return rc;
     };
     bookkeeping(|| table::set_partner(cond, mutex));
@@ -62,8 +60,10 @@ pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) 
         ),
         _ => (end.saturating_sub(start), 0, false),
     };
+    let [held_exact, held_scaled] = blames(WaitKind::Mutex, held);
     let samples = [
-        blame(WaitKind::Mutex, held),
+        held_exact,
+        held_scaled,
         idleness(WaitKind::CondVar, cond_ns, blamed),
         idleness(WaitKind::Mutex, mutex_ns, true),
     ];
@@ -92,7 +92,7 @@ pub fn cond_wake(cond: usize, n: u32, op: impl FnOnce() -> i32) -> i32 {
     });
     let rc = op();
     if let Some(taken) = taken {
-        charge(cond, WaitKind::CondVar, taken);
+        charge(cond, WaitKind::CondVar, WaiterTime::exact(taken));
     }
     rc
 }

@@ -11,7 +11,7 @@ use super::bookkeeping::pending;
 use super::outcome::{errno, set_errno};
 use super::record::{blame, charge, give_back, Kept};
 use crate::format::WaitKind;
-use crate::locks::wait_table::{self as table, WakerId};
+use crate::locks::wait_table::{self as table, WaiterTime, WakerId};
 use crate::locks::wake_chain::LastWait;
 use crate::sampler::clock::{current_tid, monotonic_ns};
 use crate::sampler::sync_sample::{record_at_wake, record_wake};
@@ -53,9 +53,9 @@ pub fn event<R: Copy>(
     let rc = op();
     let saved = errno();
     if ok(rc) {
-        charge(address, kind, woke.taken);
+        charge(address, kind, WaiterTime::exact(woke.taken));
     } else {
-        give_back(address, kind, woke.taken, false);
+        give_back(address, kind, WaiterTime::exact(woke.taken), false);
     }
     set_errno(saved);
     rc
@@ -106,7 +106,7 @@ pub(super) fn futex_wake<R: Copy>(
     let rc = op();
     if !recorded {
         let saved = errno();
-        give_back(address, kind, own, false);
+        give_back(address, kind, WaiterTime::exact(own), false);
         set_errno(saved);
     }
     rc

@@ -11,11 +11,11 @@
 //! Not async-signal-safe (not called from the handler); allocation-free.
 
 use super::bookkeeping::bookkeeping;
-use crate::format::{protocol, WaitKind, SAMPLE_UNBLAMED};
+use crate::format::{protocol, WaitKind, SAMPLE_SCALED, SAMPLE_UNBLAMED};
 use crate::locks::thinning::{
     rate_weight, rescale, thin_class, ThinRate, Window, THIN_NS, THIN_RATE_EPOCH,
 };
-use crate::locks::wait_table::{self as table, Departed};
+use crate::locks::wait_table::{self as table, Departed, WaiterTime};
 use crate::sampler::clock::{current_tid, monotonic_ns};
 use crate::sampler::counters::{self, Counter};
 use crate::sampler::path::Sample;
@@ -31,6 +31,29 @@ pub(super) fn blame(kind: WaitKind, ns: u64) -> Sample {
     }
 }
 
+/// The blame samples of waiter-time `t`: its exact part, and its sampled part flagged as
+/// an estimate to calibrate ([`SAMPLE_SCALED`]).
+pub(super) fn blames(kind: WaitKind, t: WaiterTime) -> [Sample; 2] {
+    let scaled = blame(kind, t.scaled);
+    [
+        blame(kind, t.exact),
+        Sample {
+            flags: scaled.flags | SAMPLE_SCALED,
+            ..scaled
+        },
+    ]
+}
+
+/// The idleness sample of a wait measured for `weight` of them (1: for itself only), that
+/// waited `ns` (already scaled): flagged as an estimate when it stands for others.
+pub(super) fn weighted_idleness(kind: WaitKind, ns: u64, blamed: bool, weight: u32) -> Sample {
+    let s = idleness(kind, ns, blamed);
+    Sample {
+        flags: s.flags | if weight > 1 { SAMPLE_SCALED } else { 0 },
+        ..s
+    }
+}
+
 pub(super) fn idleness(kind: WaitKind, ns: u64, blamed: bool) -> Sample {
     Sample {
         metric: protocol::IDLENESS.index,
@@ -41,14 +64,14 @@ pub(super) fn idleness(kind: WaitKind, ns: u64, blamed: bool) -> Sample {
 
 /// The samples to record of some samples after thinning (see [`THIN_NS`]).
 pub(super) struct Kept {
-    pub(super) samples: [Sample; 3],
+    pub(super) samples: [Sample; 4],
     pub(super) n: usize,
 }
 
 impl Kept {
     pub(super) fn of(samples: &[Sample]) -> Kept {
         let mut kept = Kept {
-            samples: [NO_SAMPLE; 3],
+            samples: [NO_SAMPLE; 4],
             n: 0,
         };
         let state = lookup(current_tid());
@@ -167,16 +190,16 @@ pub(super) fn count_unrecorded(kept: &Kept, recorded: bool) {
 
 /// Gives back blame that could not be recorded, so the object's next release or event takes
 /// it (`still_held`: the release failed and the hold goes on).
-pub(super) fn give_back(address: usize, kind: WaitKind, ns: u64, still_held: bool) {
-    if bookkeeping(|| table::unsettle(address, kind, ns, still_held)).is_none() {
-        counters::add(Counter::BlameUnsettled, ns);
+pub(super) fn give_back(address: usize, kind: WaitKind, t: WaiterTime, still_held: bool) {
+    if bookkeeping(|| table::unsettle(address, kind, t, still_held)).is_none() {
+        counters::add(Counter::BlameUnsettled, t.total());
     }
 }
 
 /// Records blame (thinned) at the caller's context, or gives it back.
-pub(super) fn charge(address: usize, kind: WaitKind, ns: u64) {
-    if !Kept::of(&[blame(kind, ns)]).record_here() {
-        give_back(address, kind, ns, false);
+pub(super) fn charge(address: usize, kind: WaitKind, t: WaiterTime) {
+    if !Kept::of(&blames(kind, t)).record_here() {
+        give_back(address, kind, t, false);
     }
 }
 

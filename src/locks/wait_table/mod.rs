@@ -46,7 +46,7 @@ mod state;
 mod tests;
 
 pub use buckets::{maybe_dirty, monitored_high_water, reset_after_fork};
-pub use state::{is_hold_kind, WakerId};
+pub use state::{is_hold_kind, WaiterTime, WakerId};
 
 use crate::format::WaitKind;
 use buckets::{bucket_index, dirty_bucket, Locked, NONE, TABLE};
@@ -200,7 +200,7 @@ pub fn settle(
     kind: WaitKind,
     now: impl FnOnce() -> u64,
     still_held: bool,
-) -> Option<u64> {
+) -> Option<WaiterTime> {
     let index = dirty_bucket(address, kind)?;
     Locked::new(index).update(address, None, |s| {
         s.advance(now());
@@ -247,7 +247,8 @@ pub fn wake(
 /// newly woken.
 fn wake_state(s: &mut State, now: u64, n: u32) -> (u64, u32) {
     s.advance(now);
-    let taken = s.take();
+    // Events are waited for by waiters that stand for themselves only.
+    let taken = s.take().total();
     let before = s.woken;
     s.woken = s.woken.saturating_add(n).min(s.waiters);
     s.last_wake = now;
@@ -293,7 +294,7 @@ pub fn wake_with_proxies(
         let registered = mutex_lock.update(partner, Some(WaitKind::Mutex), |m| {
             m.advance(now);
             m.waiters += newly;
-            m.weight += u64::from(newly);
+            m.weight[0] += u64::from(newly);
             m.gate = held;
         });
         if registered.is_none() {
@@ -315,13 +316,13 @@ pub fn depart_proxy(mutex: usize, now: u64) {
 
 /// Gives back waiter-time that could not be charged, so the next settlement of the object
 /// takes it (`still_held`: the release failed, e.g. EPERM, and the hold goes on).
-pub fn unsettle(address: usize, kind: WaitKind, ns: u64, still_held: bool) {
-    if ns == 0 && !still_held {
+pub fn unsettle(address: usize, kind: WaitKind, t: WaiterTime, still_held: bool) {
+    if t == WaiterTime::default() && !still_held {
         return;
     }
     Locked::of(address).update(address, Some(kind), |s| {
         s.gate |= still_held;
-        s.integral += ns;
+        s.give(t);
     });
 }
 
@@ -378,10 +379,10 @@ pub fn forget(address: usize) -> u64 {
         .update(address, None, |s| {
             s.retained = false;
             s.waiters = 0;
-            s.weight = 0;
+            s.weight = [0, 0];
             s.woken = 0;
             s.proxied = 0;
-            std::mem::take(&mut s.integral)
+            s.take().total()
         })
         .unwrap_or(0)
 }

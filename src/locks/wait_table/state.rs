@@ -16,16 +16,18 @@ pub(super) struct State {
     /// Waiter-time accrues only while this is set: hold kinds while held, event kinds always.
     pub(super) gate: bool,
     pub(super) waiters: u32,
-    /// What the waiters count for: the sum of their weights (1 each, but a sampled
-    /// contended acquisition counts for the acquisitions it stands for; see
-    /// `locks::contention_sampling`). Waiter-time accrues at this rate.
-    pub(super) weight: u64,
+    /// What the waiters count for, exact ones (`[0]`, 1 each) and sampled ones (`[1]`: a
+    /// sampled contended acquisition counts for the acquisitions it stands for; see
+    /// `locks::contention_sampling`). Waiter-time accrues at these rates, into
+    /// `integral[0]` and `integral[1]`, kept apart so that the blame estimated from sampled
+    /// waiters can be calibrated on its own ([`WaiterTime`]).
+    pub(super) weight: [u64; 2],
     /// Waiters an event has woken that have not departed yet. They go on accruing until they
     /// depart (one may have lost the race for what it was woken for and wait on inside the
     /// real call); a departure withdraws what accrued since the last event.
     pub(super) woken: u32,
-    /// Waiter-nanoseconds accumulated since the last settlement.
-    pub(super) integral: u64,
+    /// Waiter-nanoseconds accumulated since the last settlement: exact, sampled.
+    pub(super) integral: [u64; 2],
     /// Time (monotonic ns) the integral was last brought up to date.
     pub(super) stamp: u64,
     /// Nanoseconds the gate has been open, ever: a waiter's contribution since it arrived is
@@ -54,8 +56,36 @@ pub struct WakerId {
     pub seq: u64,
 }
 
+/// Waiter-time taken from an object: `exact` from waiters that stand for themselves,
+/// `scaled` from sampled contended acquisitions, each counted for the ones it stands for
+/// (an estimate the analysis calibrates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WaiterTime {
+    pub exact: u64,
+    pub scaled: u64,
+}
+
+impl WaiterTime {
+    /// Exact waiter-time only.
+    pub fn exact(ns: u64) -> WaiterTime {
+        WaiterTime {
+            exact: ns,
+            scaled: 0,
+        }
+    }
+
+    pub fn total(self) -> u64 {
+        self.exact.saturating_add(self.scaled)
+    }
+}
+
 pub(super) fn is_dirty(s: &State) -> bool {
-    s.waiters > 0 || s.integral > 0 || s.proxied > 0
+    s.waiters > 0 || s.integral != [0, 0] || s.proxied > 0
+}
+
+/// Which part of [`State::weight`] and [`State::integral`] a waiter of `weight` counts in.
+fn part(weight: u32) -> usize {
+    usize::from(weight > 1)
 }
 
 /// Whether waiters of `kind` wait for a holder's release (rather than for an event).
@@ -75,15 +105,24 @@ impl State {
         if now > self.stamp && self.gate {
             let dt = now - self.stamp;
             self.gated += dt;
-            self.integral += self.weight * dt;
+            for (sum, rate) in self.integral.iter_mut().zip(self.weight) {
+                *sum += rate * dt;
+            }
         }
         self.stamp = self.stamp.max(now);
     }
 
     /// Takes the accumulated waiter-time.
-    pub(super) fn take(&mut self) -> u64 {
+    pub(super) fn take(&mut self) -> WaiterTime {
         self.gated_at_settle = self.gated;
-        std::mem::take(&mut self.integral)
+        let [exact, scaled] = std::mem::take(&mut self.integral);
+        WaiterTime { exact, scaled }
+    }
+
+    /// Adds waiter-time back (a release that could not record it).
+    pub(super) fn give(&mut self, t: WaiterTime) {
+        self.integral[0] += t.exact;
+        self.integral[1] += t.scaled;
     }
 
     /// A waiter has acquired the object (hold kinds): the waiting accrues to its hold from
@@ -101,18 +140,20 @@ impl State {
     pub(super) fn withdraw(&mut self, gated_mark: u64, weight: u32) {
         let since = gated_mark.max(self.gated_at_settle);
         let mine = self.gated.saturating_sub(since) * u64::from(weight);
-        self.integral = self.integral.saturating_sub(mine);
+        let sum = &mut self.integral[part(weight)];
+        *sum = sum.saturating_sub(mine);
     }
 
     /// A waiter of `weight` comes.
     pub(super) fn add_waiter(&mut self, weight: u32) {
         self.waiters += 1;
-        self.weight += u64::from(weight);
+        self.weight[part(weight)] += u64::from(weight);
     }
 
     /// A waiter of `weight` goes.
     pub(super) fn remove_waiter(&mut self, weight: u32) {
         self.waiters = self.waiters.saturating_sub(1);
-        self.weight = self.weight.saturating_sub(u64::from(weight));
+        let rate = &mut self.weight[part(weight)];
+        *rate = rate.saturating_sub(u64::from(weight));
     }
 }

@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// [`super::settle`] of waiters that all stand for themselves: the exact waiter-time.
+fn settle(address: usize, kind: WaitKind, now: impl FnOnce() -> u64, held: bool) -> Option<u64> {
+    let taken = super::settle(address, kind, now, held)?;
+    assert_eq!(taken.scaled, 0);
+    Some(taken.exact)
+}
+
 fn wake_taken(address: usize, now: u64, n: u32) -> Option<u64> {
     wake(address, WaitKind::Semaphore, || now, n, WakerId::default()).map(|w| w.taken)
 }
@@ -282,8 +289,40 @@ fn unsettled_blame_waits_for_the_next_release() {
     let w = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
     let taken = settle(mutex, WaitKind::Mutex, || 100, false).unwrap();
     assert_eq!(taken, 100);
-    unsettle(mutex, WaitKind::Mutex, taken, false);
+    unsettle(mutex, WaitKind::Mutex, WaiterTime::exact(taken), false);
     depart(w, 101, Outcome::TimedOut);
     assert_eq!(settle(mutex, WaitKind::Mutex, || 120, false), Some(100));
+    assert_eq!(forget(mutex), 0);
+}
+
+#[test]
+fn sampled_waiters_accrue_apart_from_exact_ones() {
+    let mutex = 0x7200_0000usize;
+    // An exact waiter from 10 and a sampled one standing for 8 from 20; released at 30.
+    let exact = arrive(mutex, WaitKind::Mutex, 10, 1).unwrap();
+    let sampled = arrive(mutex, WaitKind::Mutex, 20, 8).unwrap();
+    assert_eq!(
+        super::settle(mutex, WaitKind::Mutex, || 30, false),
+        Some(WaiterTime {
+            exact: 30 - 10,
+            scaled: 8 * (30 - 20),
+        })
+    );
+    // The exact one takes it at 31 and holds until 40; the sampled one times out at 35:
+    // its stretch in this hold (8 x 4 ns) is withdrawn from its own part, which leaves
+    // nothing pending: the unlock at 40 takes the fast path.
+    depart(exact, 31, Outcome::Success);
+    depart(sampled, 35, Outcome::TimedOut);
+    assert_eq!(super::settle(mutex, WaitKind::Mutex, || 40, false), None);
+    // Given back (an unlock that failed), both parts wait for the next release.
+    let both = WaiterTime {
+        exact: 3,
+        scaled: 40,
+    };
+    unsettle(mutex, WaitKind::Mutex, both, false);
+    assert_eq!(
+        super::settle(mutex, WaitKind::Mutex, || 50, false),
+        Some(both)
+    );
     assert_eq!(forget(mutex), 0);
 }
