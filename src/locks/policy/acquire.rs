@@ -80,8 +80,8 @@ fn unmeasured<R: Copy>(
     outcome: impl FnOnce(R, i32) -> Outcome,
 ) -> R {
     let rc = block();
-    let end = monotonic_ns();
     let saved = errno();
+    let end = monotonic_ns();
     if outcome(rc, saved) == Outcome::Success && may_be_pending(address, kind) {
         bookkeeping(|| table::acquired(address, kind, || end));
     }
