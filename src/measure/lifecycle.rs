@@ -248,6 +248,7 @@ extern "C" fn thread_exit(value: *mut libc::c_void) {
     if state.tid.load(Ordering::Acquire) != tid || !state.live.load(Ordering::Acquire) {
         return;
     }
+    crate::locks::policy::record_deferred_wait(state);
     state.in_runtime.store(true, Ordering::Relaxed);
     crate::locks::policy::abandon_wait(state);
     stop_timer(state);
@@ -333,6 +334,9 @@ fn finish(reason: u8) -> bool {
     if PID.load(Ordering::Relaxed) != sys::getpid() {
         return false; // a vfork child: the state belongs to the parent
     }
+    if let Some(state) = thread_state::lookup(gettid()) {
+        crate::locks::policy::record_deferred_wait(state);
+    }
     if !process::disable() {
         return false;
     }
@@ -347,6 +351,10 @@ fn finish(reason: u8) -> bool {
     let me = gettid();
     let mut ends = Vec::new();
     thread_state::for_each_live(|state| {
+        // Another thread's lock wait whose record waits for its hold to end is lost: its
+        // path is that thread's to write.
+        let deferred = state.deferred_wait_ns.swap(0, Ordering::Relaxed);
+        counters::add(Counter::IdlenessUnrecorded, deferred);
         flush_thread(state);
         fold_contention(state);
         let tid = state.tid.load(Ordering::Acquire);

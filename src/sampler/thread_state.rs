@@ -50,6 +50,9 @@ pub struct OwnerPart {
     /// `wait_frames`.
     pub wait_capture: Option<(usize, u8)>,
     pub wait_frames: Box<[Frame; FRAMES_CAPACITY]>,
+    /// The sample flags of the deferred wait record whose value is
+    /// [`ThreadState::deferred_wait_ns`] (its path is `wait_capture`).
+    pub deferred_wait_flags: u8,
     /// How long its latest lock wait (mutex, rwlock) lasted: whether the next one is worth
     /// unwinding before it blocks.
     pub last_lock_wait_ns: u64,
@@ -81,6 +84,11 @@ pub struct ThreadState {
     pub blocked: AtomicBool,
     /// The thread's count of futex wakes (their `WakerId::seq`).
     pub wake_seq: AtomicU64,
+    /// The idleness (ns) of the thread's latest lock wait, which acquired the lock, when
+    /// its record waits for the hold to end (`locks::policy::blocked`): the owner sets it
+    /// and takes it back by swapping; at the process's end another thread may take it (and
+    /// count it unrecorded), so exactly one of them accounts for it. 0: none.
+    pub deferred_wait_ns: AtomicU64,
     /// The current thinning window of the thread's synchronous samples, blame
     /// (`[0]`) and idleness (`[1]`), per size class (`locks::thinning::thin_class`): its length,
     /// how far the samples have got into it and its picked point, packed by
@@ -110,6 +118,7 @@ impl ThreadState {
             perf_fd: AtomicI32::new(-1),
             blocked: AtomicBool::new(false),
             wake_seq: AtomicU64::new(0),
+            deferred_wait_ns: AtomicU64::new(0),
             thinned: [THIN_CELLS, THIN_CELLS],
             wake_path: WakePath::new(),
             contention: ContentionSampler::default(),
@@ -121,6 +130,7 @@ impl ThreadState {
                 last_wait: None,
                 wait_capture: None,
                 wait_frames: frame_array(),
+                deferred_wait_flags: 0,
                 last_lock_wait_ns: 0,
                 thin_rate: ThinRate::default(),
             }),
@@ -246,6 +256,7 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     state.in_runtime.store(false, Ordering::Release);
     state.in_handler.store(false, Ordering::Release);
     state.blocked.store(false, Ordering::Release);
+    state.deferred_wait_ns.store(0, Ordering::Release);
     for cell in state.thinned.iter().flatten() {
         cell.store(THIN_UNSTARTED, Ordering::Relaxed);
     }

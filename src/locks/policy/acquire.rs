@@ -7,8 +7,8 @@
 //!
 //! Not async-signal-safe (not called from the handler); allocation-free.
 
-use super::blocked::{register_wait, start_wait, worth_capturing};
-use super::bookkeeping::{bookkeeping, may_be_pending};
+use super::blocked::{record_deferred_wait, register_wait, start_wait, worth_capturing};
+use super::bookkeeping::{bookkeeping, may_be_pending, monitored_thread};
 use super::outcome::{errno, set_errno};
 use super::record::{charge, give_back};
 use crate::format::WaitKind;
@@ -48,11 +48,11 @@ pub fn wait<R: Copy>(
     let Some(blocked) = register_wait(state, address, kind, start, weight) else {
         return block();
     };
-    if table::is_hold_kind(kind) && weight == 1 && worth_capturing(blocked.state) {
+    if table::is_hold_kind(kind) && (weight > 1 || worth_capturing(blocked.state)) {
         // The lock is held by another thread: unwinding now costs this thread's waiting
-        // rather than its coming hold. Not when the wait stands for others it was sampled
-        // from: they went straight to the real call (capturing them all as well gained
-        // nothing in benchmarks/contention.sh's fidelity runs).
+        // rather than its coming hold, and the record can wait until the hold is over
+        // (`Blocked::finish`). A wait that stands for others (weight over 1) is scaled and
+        // almost always kept whole.
         capture_wait_path();
     }
     let rc = block();
@@ -137,6 +137,10 @@ pub fn release(
         Some(taken) if rc != 0 => give_back(address, kind, taken, true),
         Some(taken) => charge(address, kind, taken),
         None => {}
+    }
+    // The hold is over: the record of the wait that began it, if deferred, is written now.
+    if let Some(state) = monitored_thread() {
+        record_deferred_wait(state);
     }
     rc
 }

@@ -5,14 +5,18 @@
 //! object and mark it blocked (the timer's samples meanwhile record nothing: the measurement covers the time);
 //! [`Blocked::finish`] ends the wait, departs the object (which says whom to blame, if
 //! anyone) and records the idleness, at the path captured before the thread blocked when
-//! there is one. A lock acquired after a wait starts its hold only after that record.
+//! there is one. A lock acquired after a wait with a captured path starts its hold at the
+//! wait's end and its record is deferred ([`record_deferred_wait`]) until the thread comes
+//! back into the runtime: outside the program's critical section.
 //!
 //! Invariants: one registered wait per thread at a time (a wait nested in a signal handler
-//! passes through unmonitored). Not async-signal-safe; allocation-free.
+//! passes through unmonitored); at most one deferred record per thread, whose path is the
+//! captured one, written before any other wait of the thread registers. Not
+//! async-signal-safe; allocation-free.
 
 use super::bookkeeping::{monitored_thread, Bookkeeping};
 use super::record::{count_unblamed, count_unrecorded, weighted_idleness, Kept};
-use crate::format::WaitKind;
+use crate::format::{protocol, WaitKind};
 use crate::locks::thinning::{thin_class, Window};
 use crate::locks::wait_table::{self as table, Departed, Outcome, Wait};
 use crate::locks::wake_chain::LastWait;
@@ -64,6 +68,9 @@ pub(super) fn register_wait(
 
 impl Blocked {
     pub(super) fn new(state: &'static ThreadState, wait: Wait, kind: WaitKind) -> Blocked {
+        // Its previous lock wait's record, if still deferred, before this wait's path
+        // replaces that record's.
+        record_deferred_wait(state);
         {
             let _busy = Bookkeeping::enter(state);
             // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
@@ -121,19 +128,34 @@ impl Blocked {
         let (state, futex) = (self.state, self.futex);
         let weight = self.wait.weight;
         if table::is_hold_kind(kind) && outcome == Outcome::Success {
-            // It holds the lock now: write the record first and only then start the hold
-            // (others' waiting accrues to it from its departure), as the program, which
-            // sees the hold begin when the call returns, would count it. Most short waits
-            // are thinned away: then the hold starts at the wait's end (one clock read
-            // fewer inside the program's critical section).
+            // It holds the lock now, and the program's critical section has begun: the
+            // hold starts at the wait's end, and the record, at the path captured before
+            // the wait, is deferred until the thread next comes into the runtime after it
+            // (its release of a lock others wait for, its next wait, its end), so that the
+            // program's critical section does not pay for it (issue 22). Without a
+            // captured path the record must be written here, at this call's path.
             let end = monotonic_ns();
             let waited = end.saturating_sub(start) * u64::from(weight);
-            let wrote = record_wait(state, &[weighted_idleness(kind, waited, true, weight)]);
-            {
+            let sample = weighted_idleness(kind, waited, true, weight);
+            let deferred = {
                 let _busy = Bookkeeping::enter(state);
                 // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
-                unsafe { (*state.owner.get()).last_lock_wait_ns = waited };
+                let owner = unsafe { &mut *state.owner.get() };
+                owner.last_lock_wait_ns = waited;
+                let deferred = owner.wait_capture.is_some() && waited > 0;
+                if deferred {
+                    owner.deferred_wait_flags = sample.flags;
+                    state.deferred_wait_ns.store(waited, Ordering::Relaxed);
+                }
+                deferred
+            };
+            if deferred {
+                self.end_at(outcome, end, end);
+                return end;
             }
+            // The hold starts after the record (as the program sees it begin when the
+            // call returns).
+            let wrote = record_wait(state, &[sample]);
             self.end_at(outcome, end, if wrote { monotonic_ns() } else { end });
             return end;
         }
@@ -162,6 +184,24 @@ pub(super) fn worth_capturing(state: &ThreadState) -> bool {
         Some(window) => window.may_keep(last),
         None => true,
     }
+}
+
+/// Writes the record of the thread's latest lock wait if it was deferred (see
+/// [`Blocked::finish`]): at the path captured before that wait. Call on the owner thread,
+/// outside the runtime's bookkeeping.
+pub fn record_deferred_wait(state: &ThreadState) {
+    let ns = state.deferred_wait_ns.swap(0, Ordering::Relaxed);
+    if ns == 0 {
+        return;
+    }
+    // SAFETY: reading the owner part on the owner thread, outside the handler.
+    let flags = unsafe { (*state.owner.get()).deferred_wait_flags };
+    let sample = Sample {
+        metric: protocol::IDLENESS.index,
+        value: ns,
+        flags,
+    };
+    record_wait(state, &[sample]);
 }
 
 /// Records a wait's samples (thinned) at the path captured before it blocked, or at the

@@ -36,6 +36,7 @@ pub mod threads;
 
 pub use acquire::{acquired, acquired_if, release, wait};
 pub use barrier::{barrier_init, barrier_wait};
+pub use blocked::record_deferred_wait;
 pub use bookkeeping::{forget, may_be_pending};
 pub use condvar::{cond_wait, cond_wake};
 pub use events::event;
