@@ -149,6 +149,7 @@ fn mutexes_look_the_same_to_the_program() {
     for must in [
         "contended: counter=808000 owner_ok=1",
         "plain held: lock=1 owner=me users=1",
+        "single threaded: 1",
     ] {
         assert!(
             plain.stdout.contains(must),

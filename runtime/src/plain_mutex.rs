@@ -8,8 +8,10 @@
 //!
 //! Invariants:
 //! - Only `__kind == 0` mutexes, and only the uncontended cases: the lock word goes 0 → 1 by
-//!   CAS, tried only when a load saw it 0 (glibc's trylock), and 1 → 0 by CAS. Every other case (a held mutex at unlock
-//!   with waiters, word 2; any other type, robust, shared, PI, PP, elided) is glibc's call.
+//!   CAS, tried only when a load saw it 0 (glibc's trylock), and 1 → 0 by CAS; while the
+//!   process has only one thread (glibc's `__libc_single_threaded`), by plain stores, as
+//!   glibc 2.34 on does for private mutexes. Every other case (a held mutex at unlock with
+//!   waiters, word 2; any other type, robust, shared, PI, PP, elided) is glibc's call.
 //! - The fields glibc keeps for this type are kept as glibc keeps them: `__owner` is the
 //!   holder's thread id while held and 0 after, `__nusers` counts holds (what
 //!   `pthread_mutex_destroy` checks), both written only by the holder.
@@ -24,10 +26,13 @@
 //! constructor.
 
 use libc::{c_int, pthread_mutex_t};
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 
 /// Offset of glibc's `struct pthread.tid` from the thread pointer; 0: this path is off.
 static TID_OFFSET: AtomicUsize = AtomicUsize::new(0);
+
+/// Address of glibc's `__libc_single_threaded` (`<sys/single_threaded.h>`), or null.
+static SINGLE_THREADED: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 
 /// glibc's x86-64 `pthread_mutex_t` layout (fixed by the ABI of its static initialisers):
 /// byte offsets of the lock word, the recursion count, the owner, the users and the kind
@@ -46,6 +51,22 @@ pub fn init() {
     if let Some(offset) = published_tid_offset().filter(|&o| thread_id_at(o) == gettid()) {
         TID_OFFSET.store(offset, Ordering::Relaxed);
     }
+    // SAFETY: a NUL-terminated name; RTLD_DEFAULT searches the loaded objects.
+    let single = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) };
+    SINGLE_THREADED.store(single.cast(), Ordering::Relaxed);
+}
+
+/// Whether the process has only ever had one thread, as glibc itself asks before it takes
+/// or releases a private mutex with plain loads and stores instead of atomic instructions
+/// (`lll_mutex_lock_optimized`, glibc 2.34 on). glibc clears the flag, in the creating
+/// thread, before a second thread can run, and never sets it again while threads may
+/// exist; so a true reading means no other thread can touch the mutex.
+#[inline(always)]
+fn single_threaded() -> bool {
+    let flag = SINGLE_THREADED.load(Ordering::Relaxed);
+    // SAFETY: a non-null flag is glibc's `__libc_single_threaded`, a `char` that lives as
+    // long as the process and that only the process's sole thread writes.
+    !flag.is_null() && unsafe { std::ptr::read_volatile(flag) } != 0
 }
 
 /// Whether this path is on.
@@ -133,10 +154,16 @@ pub unsafe fn try_lock(m: *mut pthread_mutex_t) -> Option<c_int> {
     // from the holder, whose unlock then misses: with it, four threads on one mutex on two
     // CPUs failed 70% of their trylocks instead of 14% (benchmarks/contention.sh,
     // fidelity).
-    if lock.load(Ordering::Relaxed) != 0
-        || lock
-            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
+    if lock.load(Ordering::Relaxed) != 0 {
+        return Some(libc::EBUSY);
+    }
+    if single_threaded() {
+        // As glibc's lock of a private mutex in a single-threaded process: a store, no
+        // locked instruction (a pair of them cost 14 ns more than glibc's, benchmarks/locks.sh).
+        lock.store(1, Ordering::Relaxed);
+    } else if lock
+        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
     {
         return Some(libc::EBUSY);
     }
@@ -172,6 +199,12 @@ pub unsafe fn unlock(m: *mut pthread_mutex_t) -> bool {
     owner.store(0, Ordering::Relaxed);
     let users = nusers.load(Ordering::Relaxed);
     nusers.store(users.wrapping_sub(1), Ordering::Relaxed);
+    if single_threaded() {
+        // As glibc's unlock of a private mutex in a single-threaded process: nobody can
+        // wait for it.
+        lock.store(0, Ordering::Release);
+        return true;
+    }
     if lock
         .compare_exchange(1, 0, Ordering::Release, Ordering::Relaxed)
         .is_ok()

@@ -1,7 +1,8 @@
 /* mutex_fields: what a program can see of its mutexes must be the same profiled or not (the
  * runtime takes glibc's fast path for plain mutexes itself). Prints, deterministically:
  *   - a plain mutex's fields while held and after (owner = the holder's thread id, users,
- *     lock word), trylock's EBUSY, destroy's result;
+ *     lock word), trylock's EBUSY, destroy's result, while the process is single-threaded
+ *     (glibc then uses plain loads and stores, and so does the runtime);
  *   - the same counted by 4 threads contending on one plain mutex (exact total, fields back
  *     to zero), with a condition variable handing a token around the same mutex (glibc's
  *     internal unlock and relock mixed with the interposed ones);
@@ -16,6 +17,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/single_threaded.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,6 +70,9 @@ int main(void)
     else
         fprintf(stderr, "inline: none\n");
 
+    /* Single-threaded so far (profiled too: the runtime starts no thread), so glibc, and the
+     * runtime's fast path, take and release a plain mutex without atomic instructions. */
+    printf("single threaded: %d\n", __libc_single_threaded != 0);
     pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
     fields("plain fresh", &m);
     printf("lock: %d\n", pthread_mutex_lock(&m));
