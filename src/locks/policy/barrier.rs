@@ -2,7 +2,7 @@
 //!
 //! Not async-signal-safe; allocation-free.
 
-use super::blocked::Blocked;
+use super::blocked::{record_deferred_wait, Blocked};
 use super::bookkeeping::{forget, monitored_thread, Bookkeeping};
 use super::record::{blame, record};
 use crate::format::WaitKind;
@@ -21,6 +21,7 @@ pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
     let Some(state) = monitored_thread() else {
         return block();
     };
+    record_deferred_wait(state);
     let arrival = {
         let _busy = Bookkeeping::enter(state);
         table::barrier_arrive(address, monotonic_ns())

@@ -37,12 +37,15 @@ pub(super) struct Blocked {
 }
 
 /// The calling thread and the start of its wait.
+/// Writes the thread's deferred wait record first, if any, so that its cost is not part of
+/// this wait.
 pub(super) fn start_wait() -> Option<(&'static ThreadState, u64)> {
     let state = monitored_thread()?;
     // SAFETY: reading the owner part's wait on the owner thread, outside the handler.
     if unsafe { (*state.owner.get()).wait.is_some() } {
         return None;
     }
+    record_deferred_wait(state);
     Some((state, monotonic_ns()))
 }
 
@@ -68,13 +71,17 @@ pub(super) fn register_wait(
 
 impl Blocked {
     pub(super) fn new(state: &'static ThreadState, wait: Wait, kind: WaitKind) -> Blocked {
-        // Its previous lock wait's record, if still deferred, before this wait's path
-        // replaces that record's.
+        // Its previous lock wait's record, if still deferred (callers normally wrote it
+        // before this wait started), before this wait's path replaces that record's; a
+        // path left captured without its record (taken at a failed exec's end, or not
+        // written) must not be taken for this wait's.
         record_deferred_wait(state);
         {
             let _busy = Bookkeeping::enter(state);
             // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
-            unsafe { (*state.owner.get()).wait = Some(wait) };
+            let owner = unsafe { &mut *state.owner.get() };
+            owner.wait_capture = None;
+            owner.wait = Some(wait);
         }
         state.blocked.store(true, Ordering::Relaxed);
         Blocked {
