@@ -47,25 +47,18 @@ impl Config {
     /// Reads the configuration; `None` when the runtime was preloaded without `blameprof run`.
     pub fn from_env() -> Option<Config> {
         let output_dir = PathBuf::from(std::env::var_os(ENV_OUTPUT)?);
-        let frequency = std::env::var(ENV_FREQUENCY)
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
+        let frequency = env_number::<u64>(ENV_FREQUENCY)
             .filter(|&hz| hz > 0)
             .unwrap_or(DEFAULT_FREQUENCY)
             .min(1_000_000);
-        let signal = std::env::var(ENV_SIGNAL)
-            .ok()
-            .and_then(|v| v.parse::<i32>().ok())
-            .unwrap_or_else(|| libc::SIGRTMIN() + 8);
+        let signal = env_number::<i32>(ENV_SIGNAL).unwrap_or_else(|| libc::SIGRTMIN() + 8);
         let forced_source = match std::env::var(ENV_SOURCE) {
             Ok(s) if s == SOURCE_CPU_TIMER => Some(Source::CpuTimer),
             Ok(s) if s == SOURCE_PERF_TASK_CLOCK => Some(Source::PerfTaskClock),
             _ => None,
         };
-        let contended_per_ms = std::env::var(ENV_CONTENDED_PER_MS)
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(CONTENDED_MEASURED_PER_MS);
+        let contended_per_ms =
+            env_number::<u64>(ENV_CONTENDED_PER_MS).unwrap_or(CONTENDED_MEASURED_PER_MS);
         Some(Config {
             output_dir,
             frequency,
@@ -96,4 +89,9 @@ impl Config {
                 Source::PerfTaskClock
             })
     }
+}
+
+/// The number in the environment variable `name`, if it is set and parses.
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok()?.parse().ok()
 }

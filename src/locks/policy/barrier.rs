@@ -2,12 +2,11 @@
 //!
 //! Not async-signal-safe; allocation-free.
 
-use super::blocked::{record_deferred_wait, Blocked};
-use super::bookkeeping::{forget, monitored_thread, Bookkeeping};
+use super::blocked::{start_wait, Blocked};
+use super::bookkeeping::{forget, Bookkeeping};
 use super::record::{blame, record};
 use crate::format::WaitKind;
 use crate::locks::wait_table::{self as table, BarrierArrival, Outcome};
-use crate::sampler::clock::monotonic_ns;
 
 /// `pthread_barrier_init`: remember the barrier's size.
 pub fn barrier_init(address: usize, parties: u32) {
@@ -18,13 +17,12 @@ pub fn barrier_init(address: usize, parties: u32) {
 /// `pthread_barrier_wait`: `block` is the real call. The last thread to arrive takes the
 /// others' waiting, recorded as blame at its context; the others' wait is their idleness.
 pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
-    let Some(state) = monitored_thread() else {
+    let Some((state, start)) = start_wait() else {
         return block();
     };
-    record_deferred_wait(state);
     let arrival = {
         let _busy = Bookkeeping::enter(state);
-        table::barrier_arrive(address, monotonic_ns())
+        table::barrier_arrive(address, start)
     };
     match arrival {
         BarrierArrival::Wait(wait) => {

@@ -36,9 +36,9 @@ pub(super) struct Blocked {
     pub(super) futex: bool,
 }
 
-/// The calling thread and the start of its wait.
-/// Writes the thread's deferred wait record first, if any, so that its cost is not part of
-/// this wait.
+/// The calling thread and the start of its wait (`None`: not monitored, or a wait nested
+/// in another one, from a signal handler). Every wait starts here: it first writes the
+/// thread's deferred wait record, if any, so that its cost is not part of this wait.
 pub(super) fn start_wait() -> Option<(&'static ThreadState, u64)> {
     let state = monitored_thread()?;
     // SAFETY: reading the owner part's wait on the owner thread, outside the handler.
@@ -71,8 +71,9 @@ pub(super) fn register_wait(
 
 impl Blocked {
     pub(super) fn new(state: &'static ThreadState, wait: Wait, kind: WaitKind) -> Blocked {
-        // Its previous lock wait's record, if still deferred (callers normally wrote it
-        // before this wait started), before this wait's path replaces that record's; a
+        // Its previous lock wait's record, if still deferred (`start_wait` wrote it; one
+        // deferred since, by a wait nested in a signal handler, is written here), before
+        // this wait's path replaces that record's; a
         // path left captured without its record (taken at a failed exec's end, or not
         // written) must not be taken for this wait's.
         record_deferred_wait(state);
