@@ -18,9 +18,10 @@ pub unsafe extern "C" fn pthread_cond_wait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
 ) -> c_int {
-    // SAFETY: `m` is a valid mutex the caller holds (this function's contract); the
-    // arguments go to glibc unchanged.
-    unsafe { policy::cond_wait(c as usize, m as usize, || real::pthread_cond_wait()(c, m)) }
+    // SAFETY: forwarding the caller's arguments to glibc unchanged.
+    policy::cond_wait(c as usize, m as usize, || unsafe {
+        real::pthread_cond_wait()(c, m)
+    })
 }
 
 /// # Safety
@@ -31,12 +32,10 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
     m: *mut pthread_mutex_t,
     abstime: *const timespec,
 ) -> c_int {
-    // SAFETY: as in `pthread_cond_wait`.
-    unsafe {
-        policy::cond_wait(c as usize, m as usize, || {
-            real::pthread_cond_timedwait()(c, m, abstime)
-        })
-    }
+    // SAFETY: forwarding the caller's arguments to glibc unchanged.
+    policy::cond_wait(c as usize, m as usize, || unsafe {
+        real::pthread_cond_timedwait()(c, m, abstime)
+    })
 }
 
 /// # Safety
@@ -48,12 +47,10 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
     clock: libc::clockid_t,
     abstime: *const timespec,
 ) -> c_int {
-    // SAFETY: as in `pthread_cond_wait`.
-    unsafe {
-        policy::cond_wait(c as usize, m as usize, || {
-            real::pthread_cond_clockwait()(c, m, clock, abstime)
-        })
-    }
+    // SAFETY: forwarding the caller's arguments to glibc unchanged.
+    policy::cond_wait(c as usize, m as usize, || unsafe {
+        real::pthread_cond_clockwait()(c, m, clock, abstime)
+    })
 }
 
 /// # Safety

@@ -198,8 +198,13 @@ pub mod counters {
     pub const WAITS_UNMONITORED: &str = "waits_unmonitored";
     /// Nanoseconds of measured lock waiting that could not be recorded as idleness.
     pub const IDLENESS_UNRECORDED: &str = "idleness_unrecorded_ns";
-    /// Nanoseconds of blame still pending on locks destroyed before it was settled.
+    /// Nanoseconds of blame still pending on locks destroyed before it was settled, or that
+    /// could not be recorded at a mutex's release.
     pub const BLAME_UNSETTLED: &str = "blame_unsettled_ns";
+    /// Mutex holds whose blame was reconstructed approximately: more waiters came and went
+    /// during the hold than the mutex's waiter-time history keeps, or the thread held more
+    /// mutexes others waited for at once than it notes (`locks::hold_starts`).
+    pub const HOLDS_APPROXIMATED: &str = "mutex_holds_approximated";
     /// Process-shared spin locks beyond the tracked number (they might get converted).
     pub const SHARED_SPIN_LOCKS_UNTRACKED: &str = "shared_spin_locks_untracked";
     /// Most spin locks in the monitored representation at once (memory gauge).

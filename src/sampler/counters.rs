@@ -27,6 +27,7 @@ pub enum Counter {
     WaitsUnmonitored,
     IdlenessUnrecorded,
     BlameUnsettled,
+    HoldsApproximated,
     SharedSpinLocksUntracked,
     MonitoredSpinLocksPeak,
     MonitoredWaitObjectsPeak,
@@ -40,7 +41,7 @@ pub enum Counter {
     ContendedScaledWait,
 }
 
-const ALL: [(Counter, &str); 27] = [
+const ALL: [(Counter, &str); 28] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -66,6 +67,7 @@ const ALL: [(Counter, &str); 27] = [
     (Counter::WaitsUnmonitored, names::WAITS_UNMONITORED),
     (Counter::IdlenessUnrecorded, names::IDLENESS_UNRECORDED),
     (Counter::BlameUnsettled, names::BLAME_UNSETTLED),
+    (Counter::HoldsApproximated, names::HOLDS_APPROXIMATED),
     (
         Counter::SharedSpinLocksUntracked,
         names::SHARED_SPIN_LOCKS_UNTRACKED,

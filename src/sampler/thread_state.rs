@@ -22,6 +22,7 @@ use super::timer::Timer;
 use super::wake_path::WakePath;
 use crate::format::Frame;
 use crate::locks::contention_sampling::ContentionSampler;
+use crate::locks::hold_starts::HoldStarts;
 use crate::locks::thinning::{ThinRate, THIN_CLASSES, THIN_UNSTARTED};
 use crate::locks::wait_table::Wait;
 use crate::locks::wake_chain::LastWait;
@@ -59,6 +60,8 @@ pub struct OwnerPart {
     /// The rate of the thread's kept short samples, which sets its thinning windows'
     /// length.
     pub thin_rate: ThinRate,
+    /// When its current holds of mutexes others wait for began.
+    pub holds: HoldStarts,
 }
 
 #[allow(clippy::declare_interior_mutable_const)] // only ever copied into a new array
@@ -133,6 +136,7 @@ impl ThreadState {
                 deferred_wait_flags: 0,
                 last_lock_wait_ns: 0,
                 thin_rate: ThinRate::default(),
+                holds: HoldStarts::default(),
             }),
             buffer: UnsafeCell::new(BufferPart::new()),
         }
@@ -269,6 +273,7 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
         owner.wait_capture = None;
         owner.last_lock_wait_ns = 0;
         owner.thin_rate = ThinRate::default();
+        owner.holds = HoldStarts::default();
     }
     state.lock_buffer();
     // SAFETY: we hold the buffer lock, and the state is not yet published to any handler.

@@ -4,11 +4,16 @@
 //! Job: the fast paths ([`acquired`], [`release`] when nobody waits) cost one counter read;
 //! a contended acquisition is a measured [`wait`]; a release settles the waiter-time of its
 //! hold just before the real unlock and records it as blame at the caller's context after.
+//! A mutex's holder does nothing inside its critical section but read the clock at either
+//! end, note its hold's start in its own thread state and, at the release, read the
+//! mutex's waiter-time history without a lock (`wait_table::hold_blame`): it writes nothing
+//! its waiters write (issue 22). An rwlock's holders settle under the wait table's lock.
 //!
 //! Not async-signal-safe (not called from the handler); allocation-free.
 
 use super::blocked::{record_deferred_wait, register_wait, start_wait, worth_capturing};
 use super::bookkeeping::{bookkeeping, may_be_pending, monitored_thread};
+use super::holds::{hold_started, mutex_hold_ends};
 use super::outcome::{errno, set_errno};
 use super::record::{charge, give_back};
 use crate::format::WaitKind;
@@ -72,7 +77,7 @@ pub fn wait<R: Copy>(
 /// accrue to it); its waiting is timed for the calibration of the measured ones.
 #[inline(never)]
 fn unmeasured<R: Copy>(
-    state: &ThreadState,
+    state: &'static ThreadState,
     start: u64,
     address: usize,
     kind: WaitKind,
@@ -83,7 +88,7 @@ fn unmeasured<R: Copy>(
     let saved = errno();
     let end = monotonic_ns();
     if outcome(rc, saved) == Outcome::Success && may_be_pending(address, kind) {
-        bookkeeping(|| table::acquired(address, kind, || end));
+        hold_started(state, address, kind, end);
     }
     state
         .contention
@@ -111,7 +116,9 @@ pub fn acquired_if(address: usize, kind: WaitKind, starts_hold: impl FnOnce() ->
 #[cold]
 #[inline(never)]
 pub(super) fn acquired_pending(address: usize, kind: WaitKind) {
-    bookkeeping(|| table::acquired(address, kind, monotonic_ns));
+    if let Some(state) = monitored_thread() {
+        hold_started(state, address, kind, monotonic_ns());
+    }
 }
 
 /// A release by a holder (`unlock`: the real call; it failed unless it returns 0):
@@ -123,6 +130,9 @@ pub fn release(
     still_held: bool,
     unlock: impl FnOnce() -> i32,
 ) -> i32 {
+    if kind == WaitKind::Mutex {
+        return release_mutex(address, unlock);
+    }
     let settled = if may_be_pending(address, kind) {
         // The hold ends now, not after the bookkeeping that takes its blame (a hold of a
         // few hundred ns would grow by a fifth).
@@ -142,5 +152,25 @@ pub fn release(
     if let Some(state) = monitored_thread() {
         record_deferred_wait(state);
     }
+    rc
+}
+
+/// [`release`] of a mutex: the program's critical section pays a clock read; its blame is
+/// read from the mutex's history, without a lock, after the real unlock.
+fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
+    let end = may_be_pending(address, WaitKind::Mutex).then(monotonic_ns);
+    let rc = unlock();
+    let Some(state) = monitored_thread() else {
+        return rc;
+    };
+    let held = end.map(|end| mutex_hold_ends(state, address, end));
+    match held {
+        // The caller did not release it (e.g. EPERM): the owner's hold goes on.
+        Some((_, Some(start))) if rc != 0 => hold_started(state, address, WaitKind::Mutex, start),
+        Some((Some(taken), _)) if rc == 0 => charge(address, WaitKind::Mutex, taken),
+        _ => {}
+    }
+    // The hold is over: the record of the wait that began it, if deferred, is written now.
+    record_deferred_wait(state);
     rc
 }

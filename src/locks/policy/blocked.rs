@@ -15,6 +15,7 @@
 //! async-signal-safe; allocation-free.
 
 use super::bookkeeping::{monitored_thread, Bookkeeping};
+use super::holds::hold_started;
 use super::record::{count_unblamed, count_unrecorded, weighted_idleness, Kept};
 use crate::format::{protocol, WaitKind};
 use crate::locks::thinning::{thin_class, Window};
@@ -157,14 +158,18 @@ impl Blocked {
                 }
                 deferred
             };
-            if deferred {
-                self.end_at(outcome, end, end);
-                return end;
+            let address = self.wait.address;
+            // The hold starts after the record, if written here (as the program sees it
+            // begin when the call returns).
+            let held_from = if deferred || !record_wait(state, &[sample]) {
+                end
+            } else {
+                monotonic_ns()
+            };
+            self.end_at(outcome, end, held_from);
+            if kind == WaitKind::Mutex {
+                hold_started(state, address, kind, held_from);
             }
-            // The hold starts after the record (as the program sees it begin when the
-            // call returns).
-            let wrote = record_wait(state, &[sample]);
-            self.end_at(outcome, end, if wrote { monotonic_ns() } else { end });
             return end;
         }
         let (end, departed) = self.end(outcome);

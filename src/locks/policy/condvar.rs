@@ -8,41 +8,30 @@
 //! Not async-signal-safe; allocation-free.
 
 use super::blocked::{register_wait, start_wait};
-use super::bookkeeping::{bookkeeping, pending};
+use super::bookkeeping::{bookkeeping, may_be_pending, pending};
+use super::holds::{hold_started, mutex_hold_ends};
 use super::outcome::outcome_of_rc;
 use super::record::{blames, charge, idleness, record};
 use crate::format::WaitKind;
 use crate::locks::wait_table::{self as table, Departed, WaiterTime};
 use crate::sampler::clock::monotonic_ns;
 
-/// Whether the mutex at `address` is held (glibc x86-64: the owner's tid at byte 8, set for
-/// every mutex type while it is locked).
-///
-/// # Safety
-/// `address` must point at a valid, initialised `pthread_mutex_t`.
-pub(super) unsafe fn mutex_is_held(address: usize) -> bool {
-    // SAFETY: `__owner` lies within the 40-byte mutex the caller vouches for.
-    unsafe { std::ptr::read_volatile((address + 8) as *const i32) != 0 }
-}
-
 /// `pthread_cond_wait`/`timedwait` of `cond` with `mutex` held: `block` is the real call.
 /// The caller's hold of `mutex` ends inside it (its blame is taken there and recorded at
 /// this context after the wait); its wait for the signal is condvar idleness, blamed on the
 /// signaller; its wait to retake the mutex afterwards is mutex idleness, blamed on the
 /// mutex's holder.
-///
-/// # Safety
-/// `mutex` must point at a valid, initialised `pthread_mutex_t` held by the caller.
-pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 {
+pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 {
     let Some((state, start)) = start_wait() else {
         return block();
     };
     // The hold of `mutex` ends in the real call, which releases it outside the wrappers:
     // its blame is taken now, and recorded at this call's path after the wait.
-    let held = pending(mutex, WaitKind::Mutex, || {
-        table::settle(mutex, WaitKind::Mutex, monotonic_ns, false)
-    })
-    .unwrap_or_default();
+    let held = if may_be_pending(mutex, WaitKind::Mutex) {
+        mutex_hold_ends(state, mutex, start).0.unwrap_or_default()
+    } else {
+        WaiterTime::default()
+    };
     let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start, 1) else {
         let rc = block();
         record(&blames(WaitKind::Mutex, held));
@@ -71,12 +60,15 @@ pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) 
     // It holds the mutex again: waiter-time of others accrues to this new hold from now,
     // after the record (the program sees its hold begin when the call returns).
     let now = monotonic_ns();
-    bookkeeping(|| match departed {
-        Departed::Blamed {
-            mutex_wait: true, ..
-        } => table::depart_proxy(mutex, now),
-        _ => table::acquired(mutex, WaitKind::Mutex, || now),
-    });
+    if let Departed::Blamed {
+        mutex_wait: true, ..
+    } = departed
+    {
+        bookkeeping(|| table::depart_proxy(mutex, now));
+    }
+    if may_be_pending(mutex, WaitKind::Mutex) {
+        hold_started(state, mutex, WaitKind::Mutex, now);
+    }
     rc
 }
 
@@ -86,9 +78,7 @@ pub unsafe fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) 
 /// that part.
 pub fn cond_wake(cond: usize, n: u32, op: impl FnOnce() -> i32) -> i32 {
     let taken = pending(cond, WaitKind::CondVar, || {
-        // SAFETY: the partner is the mutex the condition's waiters passed to
-        // pthread_cond_wait, which stays valid while they wait on it.
-        table::wake_with_proxies(cond, monotonic_ns, n, |m| unsafe { mutex_is_held(m) })
+        table::wake_with_proxies(cond, monotonic_ns, n)
     });
     let rc = op();
     if let Some(taken) = taken {

@@ -16,6 +16,7 @@
 //! Files: [`acquire`] (mutexes, rwlocks: contended waits, tries, releases), [`events`]
 //! (posts, futex wakes), [`condvar`], [`barrier`], [`threads`] (joins, cancellation),
 //! [`spin`] (the spin-lock protocol's hooks); below them [`blocked`] (a wait in progress),
+//! [`holds`] (a holder's hold start and blame),
 //! [`record`] (thinning and recording), [`shared_spin`] (spin locks never converted),
 //! [`bookkeeping`] (whether a call is monitored) and
 //! [`outcome`] (return codes and `errno`).
@@ -28,6 +29,7 @@ pub mod blocked;
 pub mod bookkeeping;
 pub mod condvar;
 pub mod events;
+pub mod holds;
 pub mod outcome;
 pub mod record;
 pub mod shared_spin;

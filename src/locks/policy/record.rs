@@ -189,9 +189,12 @@ pub(super) fn count_unrecorded(kept: &Kept, recorded: bool) {
 }
 
 /// Gives back blame that could not be recorded, so the object's next release or event takes
-/// it (`still_held`: the release failed and the hold goes on).
+/// it (`still_held`: the release failed and the hold goes on). A mutex's blame cannot be
+/// given back (its holders read its history): it is counted.
 pub(super) fn give_back(address: usize, kind: WaitKind, t: WaiterTime, still_held: bool) {
-    if bookkeeping(|| table::unsettle(address, kind, t, still_held)).is_none() {
+    if kind == WaitKind::Mutex
+        || bookkeeping(|| table::unsettle(address, kind, t, still_held)).is_none()
+    {
         counters::add(Counter::BlameUnsettled, t.total());
     }
 }

@@ -3,11 +3,14 @@
 //! that let the uncontended fast path return after one or two counter reads.
 //!
 //! Invariants: an entry's state is touched only with its bucket's lock held ([`Locked`]);
-//! a lock is held for a few instructions, never across a blocking call, and never two at
+//! its history (`super::history`) and key are written only so, inside the history's
+//! sequence lock, and read without the lock by a mutex's releasing holder
+//! ([`find_lock_free`]); a lock is held for a few instructions, never across a blocking call, and never two at
 //! once except in `wake_with_proxies`, which takes two in address order; the table and the
 //! slab live in `.bss` and cost no memory until used. [`maybe_dirty`] is wait-free;
 //! nothing here allocates.
 
+use super::history::History;
 use super::state::{is_dirty, is_hold_code, is_hold_kind, State};
 use crate::format::WaitKind;
 use crate::locks::slab::{Linked, Slab};
@@ -24,6 +27,11 @@ pub(super) const BUCKET_BITS: u32 = 10;
 pub(super) const BUCKETS: usize = 1 << BUCKET_BITS;
 pub(super) const NONE: u32 = u32::MAX;
 
+/// How long a mutex's entry is kept once nobody waits for it: a holder reads the mutex's
+/// history just after its release (`super::hold_blame`), when the waiter it released may
+/// already have departed; and a mutex waited for again soon goes on with the same history.
+pub(super) const LINGER_NS: u64 = 10_000_000;
+
 #[derive(Default)]
 pub struct Entry {
     /// Address of the object (0 = free slot).
@@ -31,10 +39,14 @@ pub struct Entry {
     /// Next entry in the bucket chain, or the free list.
     pub(super) next: AtomicU32,
     pub(super) state: UnsafeCell<State>,
+    /// A mutex's waiter-time over time, which its holders read without the lock; its
+    /// sequence lock also covers `key`.
+    pub(super) history: History,
 }
 
 // SAFETY: `state` is only accessed with the lock of the bucket whose chain holds the entry
-// (see `Locked`), and slots are never freed, only recycled under that lock.
+// (see `Locked`), and slots are never freed, only recycled under that lock; `history` is
+// atomics only.
 unsafe impl Sync for Entry {}
 
 impl Linked for Entry {
@@ -50,12 +62,29 @@ pub(super) struct Bucket {
     pub(super) head: AtomicU32,
     /// Entries in this chain that are dirty.
     pub(super) dirty: AtomicU32,
+    /// Changes of the chain (entries linked or unlinked), so a walk without the lock can
+    /// tell whether what it saw was the chain.
+    pub(super) version: AtomicU32,
 }
 
 impl Bucket {
     /// The first entry's index, or `NONE`.
     pub(super) fn first(&self, order: Ordering) -> u32 {
         self.head.load(order).wrapping_sub(1)
+    }
+
+    /// Marks the start of a change of the chain (lock held): the version is odd until
+    /// [`changed`](Self::changed).
+    pub(super) fn changing(&self) {
+        let v = self.version.load(Ordering::Relaxed);
+        self.version.store(v.wrapping_add(1), Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+    }
+
+    /// Marks the end of a change of the chain.
+    pub(super) fn changed(&self) {
+        let v = self.version.load(Ordering::Relaxed);
+        self.version.store(v.wrapping_add(1), Ordering::Release);
     }
 
     /// Makes `index` (or `NONE`) the first entry.
@@ -108,6 +137,7 @@ pub(super) static TABLE: [Bucket; BUCKETS] = [const {
         lock: AtomicBool::new(false),
         head: AtomicU32::new(0),
         dirty: AtomicU32::new(0),
+        version: AtomicU32::new(0),
     }
 }; BUCKETS];
 
@@ -162,21 +192,37 @@ impl Locked {
                 ..State::default()
             };
         }
+        e.history.begin_write();
+        e.history.clear();
         e.key.store(address, Ordering::Relaxed);
+        e.history.end_write();
         e.next
             .store(self.bucket.first(Ordering::Relaxed), Ordering::Relaxed);
+        self.bucket.changing();
         self.bucket.set_first(index, Ordering::Release);
+        self.bucket.changed();
         Some((index, e))
     }
 
     /// Runs `f` on the state of the entry for `address` (created for `create` when missing
     /// and `create` is given), then keeps the bucket's dirty count right and frees the entry
-    /// once it is clean and not retained. `None`: no entry (or no memory for one).
+    /// once it is clean and not retained; a mutex's entry lingers clean for [`LINGER_NS`]
+    /// (see [`sweep`](Self::sweep)). `None`: no entry (or no memory for one).
     pub(super) fn update<R>(
         &self,
         address: usize,
         create: Option<WaitKind>,
         f: impl FnOnce(&mut State) -> R,
+    ) -> Option<R> {
+        self.update_with_history(address, create, |s, _| f(s))
+    }
+
+    /// [`update`](Self::update), with the entry's history for `f` to append to.
+    pub(super) fn update_with_history<R>(
+        &self,
+        address: usize,
+        create: Option<WaitKind>,
+        f: impl FnOnce(&mut State, &History) -> R,
     ) -> Option<R> {
         let (index, e) = match self.find(address) {
             Some(found) => found,
@@ -187,7 +233,7 @@ impl Locked {
             // state, and this is the only reference to it while `f` runs.
             let s = unsafe { &mut *e.state.get() };
             let was_dirty = is_dirty(s);
-            let result = f(s);
+            let result = f(s, &e.history);
             let dirty = is_dirty(s);
             if dirty != was_dirty {
                 if dirty {
@@ -202,7 +248,7 @@ impl Locked {
                     any_dirty(s.kind).fetch_sub(1, Ordering::AcqRel);
                 }
             }
-            (result, dirty, s.retained)
+            (result, dirty, s.retained || s.is_mutex())
         };
         if !dirty && !retained {
             self.unlink(index, e);
@@ -210,7 +256,36 @@ impl Locked {
         Some(result)
     }
 
+    /// Frees the clean mutex entries of the chain whose last change is [`LINGER_NS`] or more
+    /// before `now`.
+    pub(super) fn sweep(&self, now: u64) {
+        let mut i = self.bucket.first(Ordering::Relaxed);
+        while let Some(e) = SLAB.get(i) {
+            let next = e.next.load(Ordering::Relaxed);
+            // SAFETY: we hold the lock of the bucket whose chain holds `e`.
+            let s = unsafe { &*e.state.get() };
+            if s.is_mutex()
+                && !is_dirty(s)
+                && e.history.last().stamp.saturating_add(LINGER_NS) <= now
+            {
+                self.unlink(i, e);
+            }
+            i = next;
+        }
+    }
+
+    /// Frees the entry of `address` if it is clean.
+    pub(super) fn free_if_clean(&self, address: usize) {
+        if let Some((i, e)) = self.find(address) {
+            // SAFETY: we hold the lock of the bucket whose chain holds `e`.
+            if !is_dirty(unsafe { &*e.state.get() }) {
+                self.unlink(i, e);
+            }
+        }
+    }
+
     pub(super) fn unlink(&self, index: u32, e: &'static Entry) {
+        self.bucket.changing();
         let next = e.next.load(Ordering::Relaxed);
         let mut i = self.bucket.first(Ordering::Relaxed);
         if i == index {
@@ -228,9 +303,57 @@ impl Locked {
                 i = pn;
             }
         }
+        e.history.begin_write();
         e.key.store(0, Ordering::Relaxed);
+        e.history.end_write();
         SLAB.free(index);
+        self.bucket.changed();
     }
+}
+
+/// What a walk of a chain without the bucket lock found.
+pub(super) enum Found {
+    /// The entry, and the sequence number that validates what is then read of it (its key
+    /// included).
+    Entry(&'static Entry, u32),
+    /// No entry: the chain did not change during the walk.
+    Absent,
+    /// The chain changed meanwhile, or the entry is being written: ask again.
+    Unsure,
+}
+
+/// Looks up the entry of `address` without the bucket lock.
+pub(super) fn find_lock_free(address: usize) -> Found {
+    // Chains hold about one entry per blocked thread; a longer walk has gone astray through
+    // a recycled slot.
+    const MAX_STEPS: usize = 16;
+    let bucket = &TABLE[bucket_index(address)];
+    let version = bucket.version.load(Ordering::Acquire);
+    if version & 1 != 0 {
+        return Found::Unsure;
+    }
+    let mut i = bucket.first(Ordering::Acquire);
+    for _ in 0..MAX_STEPS {
+        if i == NONE {
+            std::sync::atomic::fence(Ordering::Acquire);
+            return if bucket.version.load(Ordering::Relaxed) == version {
+                Found::Absent
+            } else {
+                Found::Unsure
+            };
+        }
+        let Some(e) = SLAB.get(i) else {
+            return Found::Unsure;
+        };
+        if e.key.load(Ordering::Acquire) == address {
+            return match e.history.read_begin() {
+                Some(seq) if e.key.load(Ordering::Relaxed) == address => Found::Entry(e, seq),
+                _ => Found::Unsure,
+            };
+        }
+        i = e.next.load(Ordering::Acquire);
+    }
+    Found::Unsure
 }
 
 impl Drop for Locked {
@@ -263,7 +386,9 @@ pub fn maybe_dirty(address: usize, kind: WaitKind) -> bool {
 /// parent's entries are abandoned (their slots are not reused).
 pub fn reset_after_fork() {
     for b in &TABLE {
+        b.changing();
         b.set_first(NONE, Ordering::Relaxed);
+        b.changed();
         b.dirty.store(0, Ordering::Relaxed);
         b.lock.store(false, Ordering::Release);
     }

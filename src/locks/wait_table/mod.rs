@@ -4,8 +4,12 @@
 //! Job: per waited-on object (keyed by its address), measure the blocked waiters and hand
 //! their waiting time, exactly once, to the threads responsible for it, in turn:
 //! - *hold* kinds (mutex, rwlock): the object accrues waiter-time only while it is *held*;
-//!   each holder takes, at its release ([`settle`]), the integral over its hold of the number
-//!   of blocked waiters. Time a waiter spends blocked while the object is free (woken, not yet
+//!   each holder takes, at its release, the integral over its hold of the number of blocked
+//!   waiters. A mutex's holders read it from the mutex's history ([`hold_blame`], see
+//!   [`history`]) without the bucket lock, after the release, from the start they noted
+//!   themselves (`locks::hold_starts`): nothing inside the program's critical section
+//!   writes what the waiters write. An rwlock's readers share holds, so its holders settle
+//!   an integral kept behind a gate under the bucket lock ([`acquired`], [`settle`]). Time a waiter spends blocked while the object is free (woken, not yet
 //!   scheduled) is nobody's fault and accrues to nobody. A waiter registers ([`arrive`]) only
 //!   after its try failed, so it can register after the release of the hold it failed
 //!   against looked for waiters (it was descheduled in between): that hold has been settled
@@ -26,13 +30,15 @@
 //!
 //! State ([`state`]) lives out of band in a fixed table of buckets ([`buckets`]) keyed by the object's address. An
 //! entry is created at the first wait and freed as soon as nothing is pending (no waiters,
-//! no unsettled time), so memory follows the waits in progress, not the objects ever used;
+//! no unsettled time; a mutex's lingers for `buckets::LINGER_NS`, for the holder that reads
+//! it after its release), so memory follows the waits in progress, not the objects ever used;
 //! barrier entries, which carry the barrier's size, are kept from init to destroy. Every
 //! bucket counts its *dirty* entries (something to settle), and so does the table:
 //! releases and wakes of objects nobody waits for read the table's counter (when nothing
 //! anywhere is pending) or their bucket's, and return: the uncontended fast path.
 //!
-//! Each bucket's spin lock guards its chain and every entry in it; it is held for a few
+//! Each bucket's spin lock guards its chain and every entry in it (a mutex's history and
+//! the chain are also read without it, under sequence numbers); it is held for a few
 //! instructions, never across a blocking call, and never two at once except in
 //! [`wake_with_proxies`], which takes two in address order.
 //!
@@ -41,16 +47,19 @@
 //! lock; the policy (`locks::policy::bookkeeping`) passes such nested calls through unmonitored.
 
 mod buckets;
+mod history;
 mod state;
 #[cfg(test)]
 mod tests;
 
 pub use buckets::{maybe_dirty, monitored_high_water, reset_after_fork};
+pub use history::HoldBlame;
 pub use state::{is_hold_kind, WaiterTime, WakerId};
 
 use crate::format::WaitKind;
-use buckets::{bucket_index, dirty_bucket, Locked, NONE, TABLE};
-use state::{is_hold_code, State};
+use buckets::{bucket_index, dirty_bucket, find_lock_free, Found, Locked, NONE, TABLE};
+use history::{History, Withdrawal};
+use state::{is_hold_code, part, State};
 use std::sync::atomic::Ordering;
 
 /// A waiter's registration, from [`arrive`] to [`depart`].
@@ -101,10 +110,14 @@ pub enum Departed {
 /// for `weight` waiters. For hold kinds, the caller's try just failed, so the object is
 /// held. `None` when no memory is left.
 pub fn arrive(address: usize, kind: WaitKind, now: u64, weight: u32) -> Option<Wait> {
-    Locked::of(address).update(address, Some(kind), |s| {
+    let locked = Locked::of(address);
+    locked.sweep(now);
+    locked.update_with_history(address, Some(kind), |s, h| {
         s.advance(now);
         s.add_waiter(weight);
-        if is_hold_kind(kind) {
+        if s.is_mutex() {
+            record(h, s, now, None);
+        } else if is_hold_kind(kind) {
             s.gate = true;
         }
         Wait {
@@ -119,9 +132,18 @@ pub fn arrive(address: usize, kind: WaitKind, now: u64, weight: u32) -> Option<W
 /// Ends a wait at `now`.
 pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
     Locked::of(wait.address)
-        .update(wait.address, None, |s| {
+        .update_with_history(wait.address, None, |s, h| {
             s.advance(now);
             s.remove_waiter(wait.weight);
+            if s.is_mutex() {
+                // A waiter that gives up is blamed on nobody for the hold it gives up in.
+                let withdrawal = (outcome != Outcome::Success).then_some(Withdrawal {
+                    since: wait.start_ns,
+                    weight: u64::from(wait.weight),
+                    part: part(wait.weight),
+                });
+                record(h, s, now, withdrawal);
+            }
             let departed = match outcome {
                 Outcome::Success if is_hold_code(s.kind) => {
                     s.acquired_by_waiter();
@@ -166,47 +188,72 @@ fn unblamed(outcome: Outcome) -> Departed {
     }
 }
 
-/// After an acquisition that did not wait (a successful try, or a mutex retaken inside a
-/// condition-variable wait): if others wait for the object, it is held again from `now`. One
-/// counter read when nobody waits.
-///
-/// For a mutex, callers report only acquisitions that start a hold (not a recursive mutex's
-/// inner ones), and the hold starts at `now`: nothing that accrued before it is the new
-/// holder's. A try that succeeds proves the mutex was free, yet its gate can be open: a
-/// waiter whose try failed against the previous hold registered only after that hold's
-/// release had looked for waiters (it was descheduled in between, or it registered between
-/// the release's settlement and the real unlock), or registered after this acquisition but
-/// before this call. The time since is nobody's hold: the previous holder has settled, and
-/// the program sees this hold begin when its call returns. Rwlocks keep their gate: a
-/// reader's acquisition may join other readers' hold.
+/// After an rwlock's acquisition that did not wait (a successful try): if others wait for
+/// it, it is held again from `now`. One counter read when nobody waits. (A mutex's holds are
+/// not told to the table: see [`hold_blame`].) A reader's acquisition may join other
+/// readers' hold, so the gate stays as it is.
 pub fn acquired(address: usize, kind: WaitKind, now: impl FnOnce() -> u64) {
+    debug_assert!(kind != WaitKind::Mutex, "a mutex's holds are not told");
     let Some(index) = dirty_bucket(address, kind) else {
         return;
     };
     Locked::new(index).update(address, None, |s| {
-        if kind == WaitKind::Mutex {
-            s.gate = false;
-        }
         s.advance(now());
         s.gate = true;
     });
 }
 
-/// Just before a holder's release: the waiter-time it takes, or `None` on the fast path
-/// (nobody waited: nothing was touched). `still_held`: other holders keep it held (a reader
-/// of an rwlock that is not the last).
+/// Just before an rwlock holder's release: the waiter-time it takes, or `None` on the fast
+/// path (nobody waited: nothing was touched). `still_held`: other holders keep it held (a
+/// reader that is not the last).
 pub fn settle(
     address: usize,
     kind: WaitKind,
     now: impl FnOnce() -> u64,
     still_held: bool,
 ) -> Option<WaiterTime> {
+    debug_assert!(kind != WaitKind::Mutex, "a mutex's holds read its history");
     let index = dirty_bucket(address, kind)?;
     Locked::new(index).update(address, None, |s| {
         s.advance(now());
         s.gate = still_held;
         s.take()
     })
+}
+
+/// The waiter-time of a mutex's hold from `start` (`None`: unknown, so from before anyone
+/// waited for it, which is when a hold that started while the table had nothing pending
+/// for the mutex's bucket began) to `end`, its release, which has not happened yet:
+/// `C(end) − C(start)` of the mutex's history, less what waiters that gave up during the
+/// hold accrued in it. `None` when nobody waited for the mutex (no entry). Read without the
+/// bucket lock unless the entry is being written or its chain changes meanwhile.
+///
+/// Called just after the release (outside the program's critical section): the entry of a
+/// mutex nobody waits for any more lingers long enough for it (`buckets::LINGER_NS`).
+pub fn hold_blame(address: usize, start: Option<u64>, end: u64) -> Option<HoldBlame> {
+    for _ in 0..4 {
+        match find_lock_free(address) {
+            Found::Entry(e, seq) => {
+                let blame = e.history.hold_blame(start, end);
+                if e.history.read_valid(seq) {
+                    return Some(blame);
+                }
+            }
+            Found::Absent => return None,
+            Found::Unsure => {}
+        }
+        std::hint::spin_loop();
+    }
+    let locked = Locked::of(address);
+    let (_, e) = locked.find(address)?;
+    Some(e.history.hold_blame(start, end))
+}
+
+/// Appends a change of a mutex's waiters at `now` to its history.
+fn record(h: &History, s: &State, now: u64, withdrawal: Option<Withdrawal>) {
+    h.begin_write();
+    h.push(now, s.weight, withdrawal);
+    h.end_write();
 }
 
 /// What an event took.
@@ -261,18 +308,12 @@ pub fn set_partner(cond: usize, mutex: usize) {
 }
 
 /// A condition variable's signal or broadcast (`n` = 1 or all): like [`wake`], and each
-/// newly woken waiter is registered as waiting for the partner mutex, which it must retake
-/// (`mutex_held`: the signaller holds it, so that wait accrues to its hold from now).
-pub fn wake_with_proxies(
-    cond: usize,
-    now: impl FnOnce() -> u64,
-    n: u32,
-    mutex_held: impl FnOnce(usize) -> bool,
-) -> Option<u64> {
+/// newly woken waiter is registered as waiting for the partner mutex, which it must retake:
+/// that wait accrues to the mutex's holds from `now` on (usually the signaller's own).
+pub fn wake_with_proxies(cond: usize, now: impl FnOnce() -> u64, n: u32) -> Option<u64> {
     let ci = dirty_bucket(cond, WaitKind::CondVar)?;
     let now = now();
     let partner = Locked::new(ci).update(cond, None, |s| s.partner)?;
-    let held = partner != 0 && mutex_held(partner);
     let mi = bucket_index(partner);
     // Both buckets, locked in index order (the only place that holds two).
     let first = Locked::new(ci.min(mi));
@@ -291,11 +332,10 @@ pub fn wake_with_proxies(
         (taken, newly)
     })?;
     if newly > 0 {
-        let registered = mutex_lock.update(partner, Some(WaitKind::Mutex), |m| {
-            m.advance(now);
+        let registered = mutex_lock.update_with_history(partner, Some(WaitKind::Mutex), |m, h| {
             m.waiters += newly;
             m.weight[0] += u64::from(newly);
-            m.gate = held;
+            record(h, m, now, None);
         });
         if registered.is_none() {
             cond_lock.update(cond, None, |s| s.proxied -= newly.min(s.proxied));
@@ -307,10 +347,9 @@ pub fn wake_with_proxies(
 /// A woken condition-variable waiter retook `mutex` at `now` on the registration its
 /// signaller made for it.
 pub fn depart_proxy(mutex: usize, now: u64) {
-    Locked::of(mutex).update(mutex, None, |s| {
-        s.advance(now);
+    Locked::of(mutex).update_with_history(mutex, None, |s, h| {
         s.remove_waiter(1);
-        s.acquired_by_waiter();
+        record(h, s, now, None);
     });
 }
 
@@ -375,7 +414,7 @@ pub fn forget(address: usize) -> u64 {
         return 0;
     }
     let locked = Locked::new(index);
-    locked
+    let unsettled = locked
         .update(address, None, |s| {
             s.retained = false;
             s.waiters = 0;
@@ -384,5 +423,7 @@ pub fn forget(address: usize) -> u64 {
             s.proxied = 0;
             s.take().total()
         })
-        .unwrap_or(0)
+        .unwrap_or(0);
+    locked.free_if_clean(address);
+    unsettled
 }

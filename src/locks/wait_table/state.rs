@@ -84,7 +84,7 @@ pub(super) fn is_dirty(s: &State) -> bool {
 }
 
 /// Which part of [`State::weight`] and [`State::integral`] a waiter of `weight` counts in.
-fn part(weight: u32) -> usize {
+pub(super) fn part(weight: u32) -> usize {
     usize::from(weight > 1)
 }
 
@@ -125,14 +125,18 @@ impl State {
         self.integral[1] += t.scaled;
     }
 
-    /// A waiter has acquired the object (hold kinds): the waiting accrues to its hold from
-    /// now. A mutex has one owner, so anything left from before was released outside the
-    /// wrappers and cannot be placed.
+    /// A waiter has acquired an rwlock: the waiting accrues to its hold from now. (A
+    /// mutex's holders read its history instead.)
     pub(super) fn acquired_by_waiter(&mut self) {
-        if self.kind == WaitKind::Mutex as u8 {
-            self.take();
+        if !self.is_mutex() {
+            self.gate = true;
         }
-        self.gate = true;
+    }
+
+    /// A mutex: its waiter-time is kept as a history its holders read (`super::history`),
+    /// not as an integral behind a gate, which stays closed.
+    pub(super) fn is_mutex(&self) -> bool {
+        self.kind == WaitKind::Mutex as u8
     }
 
     /// Removes the unsettled contribution of a waiter of `weight` that arrived at

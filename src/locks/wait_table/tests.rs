@@ -9,6 +9,15 @@ fn settle(address: usize, kind: WaitKind, now: impl FnOnce() -> u64, held: bool)
     Some(taken.exact)
 }
 
+/// [`hold_blame`] of waiters that all stand for themselves, within the history: the
+/// exact waiter-time.
+fn held(address: usize, start: Option<u64>, end: u64) -> Option<u64> {
+    let blame = hold_blame(address, start, end)?;
+    assert_eq!(blame.taken.scaled, 0);
+    assert!(!blame.approximate);
+    Some(blame.taken.exact)
+}
+
 fn wake_taken(address: usize, now: u64, n: u32) -> Option<u64> {
     wake(address, WaitKind::Semaphore, || now, n, WakerId::default()).map(|w| w.taken)
 }
@@ -20,24 +29,16 @@ fn dirty_count(address: usize) -> u32 {
 #[test]
 fn each_holder_takes_the_waiter_time_of_its_own_hold() {
     let mutex = 0x7000_0000usize;
-    // Holder A holds from 0; W1 blocks at 10, W2 at 20; A unlocks at 30.
+    // Holder A holds from before anyone waited; W1 blocks at 10, W2 at 20; A unlocks at 30.
     let w1 = arrive(mutex, WaitKind::Mutex, 10, 1).unwrap();
     let w2 = arrive(mutex, WaitKind::Mutex, 20, 1).unwrap();
-    assert_eq!(
-        settle(mutex, WaitKind::Mutex, || 30, false),
-        Some((30 - 10) + (30 - 20))
-    );
+    assert_eq!(held(mutex, None, 30), Some((30 - 10) + (30 - 20)));
     // W1 acquires at 32 (2 ns of hand-off, charged to nobody), holds until 50.
     depart(w1, 32, Outcome::Success);
-    assert_eq!(
-        settle(mutex, WaitKind::Mutex, || 50, false),
-        Some(50 - 32),
-        "only W2 waited"
-    );
-    // W2 acquires at 51: nothing is pending any more, so the entry is gone and the
-    // unlock takes the fast path.
+    assert_eq!(held(mutex, Some(32), 50), Some(50 - 32), "only W2 waited");
+    // W2 acquires at 51: nobody waits any more; the entry lingers, with nothing to take.
     depart(w2, 51, Outcome::Success);
-    assert_eq!(settle(mutex, WaitKind::Mutex, || 60, false), None);
+    assert_eq!(held(mutex, Some(51), 60), Some(0));
     assert_eq!(dirty_count(mutex), 0);
 }
 
@@ -45,55 +46,159 @@ fn each_holder_takes_the_waiter_time_of_its_own_hold() {
 fn a_barging_holder_pays_only_for_its_own_hold() {
     let mutex = 0x7200_0000usize;
     let w = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
-    assert_eq!(settle(mutex, WaitKind::Mutex, || 10, false), Some(10));
+    assert_eq!(held(mutex, None, 10), Some(10));
     // Free from 10 to 40 while W is not yet scheduled: nobody's fault. B barges in.
-    acquired(mutex, WaitKind::Mutex, || 40);
     assert_eq!(
-        settle(mutex, WaitKind::Mutex, || 45, false),
+        held(mutex, Some(40), 45),
         Some(5),
         "B pays its own 5 ns only"
     );
     depart(w, 50, Outcome::Success);
-    assert_eq!(settle(mutex, WaitKind::Mutex, || 60, false), None);
+    assert_eq!(held(mutex, Some(50), 60), Some(0));
 }
 
 #[test]
 fn a_waiter_registered_after_the_release_is_not_the_next_holders() {
     let mutex = 0x7b00_0000usize;
     // W's try fails at 0 while A holds; A's release looks for waiters before W registers
-    // (W is descheduled in between), so it settles nothing. B's try succeeds at 40 and
-    // B holds to 45; W, scheduled again, waits for B and gets the mutex at 50.
+    // (W is descheduled in between), so it takes nothing. B's try succeeds at 40 and B
+    // holds to 45; W, scheduled again, waits for B and gets the mutex at 50.
     let w = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
-    acquired(mutex, WaitKind::Mutex, || 40);
     assert_eq!(
-        settle(mutex, WaitKind::Mutex, || 45, false),
+        held(mutex, Some(40), 45),
         Some(5),
         "B pays for its own 5 ns, not for the free mutex's 40"
     );
     depart(w, 50, Outcome::Success);
-    assert_eq!(settle(mutex, WaitKind::Mutex, || 60, false), None);
     assert_eq!(dirty_count(mutex), 0);
 }
 
 #[test]
-fn a_waiter_registered_between_the_settlement_and_the_unlock_is_not_the_next_holders() {
+fn a_waiter_registered_between_the_release_and_the_unlock_is_not_the_next_holders() {
     let mutex = 0x7c00_0000usize;
-    // W1 waits from 0; A's release settles at 10 (W1's 10 ns) and unlocks at 13. W2's
-    // try failed against A's hold, but it registers at 12, after the settlement. B's try
-    // succeeds at 30, before the woken W1 runs, and B holds to 35.
+    // W1 waits from 0; A's release reads at 10 (W1's 10 ns) and unlocks at 13. W2's try
+    // failed against A's hold, but it registers at 12. B's try succeeds at 30, before the
+    // woken W1 runs, and B holds to 35.
     let w1 = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
-    assert_eq!(settle(mutex, WaitKind::Mutex, || 10, false), Some(10));
+    assert_eq!(held(mutex, None, 10), Some(10));
     let w2 = arrive(mutex, WaitKind::Mutex, 12, 1).unwrap();
-    acquired(mutex, WaitKind::Mutex, || 30);
     assert_eq!(
-        settle(mutex, WaitKind::Mutex, || 35, false),
+        held(mutex, Some(30), 35),
         Some(2 * 5),
         "B pays for its hold's 5 ns of two waiters, not for the 18 ns before it"
     );
     depart(w1, 36, Outcome::Success);
-    assert_eq!(settle(mutex, WaitKind::Mutex, || 40, false), Some(40 - 36));
+    assert_eq!(held(mutex, Some(36), 40), Some(40 - 36));
     depart(w2, 41, Outcome::Success);
     assert_eq!(dirty_count(mutex), 0);
+}
+
+#[test]
+fn a_hold_that_began_before_anyone_waited_takes_all_of_the_waiting() {
+    let mutex = 0x7c40_0000usize;
+    // H's hold is noted at 5 (another object of the bucket had waiters then); W, the
+    // first waiter of this mutex, blocks at 10; H releases at 20.
+    let w = arrive(mutex, WaitKind::Mutex, 10, 1).unwrap();
+    assert_eq!(held(mutex, Some(5), 20), Some(10));
+    depart(w, 21, Outcome::Success);
+}
+
+#[test]
+fn a_timed_out_waiter_is_not_blamed_for_its_current_stretch() {
+    let mutex = 0x7300_0000usize;
+    let w1 = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
+    let w2 = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
+    // W2 gives up at 30; W1 keeps waiting until the unlock at 50.
+    assert_eq!(depart(w2, 30, Outcome::TimedOut), Departed::TimedOut);
+    assert_eq!(held(mutex, None, 50), Some(50), "W1's 50 ns, none of W2's");
+    depart(w1, 51, Outcome::Success);
+    assert_eq!(dirty_count(mutex), 0);
+}
+
+#[test]
+fn a_waiter_that_gives_up_keeps_what_earlier_holds_took() {
+    let mutex = 0x7340_0000usize;
+    // W waits from 0 through A's hold (to 10), then B's from 20; W times out at 25, and B
+    // releases at 30. A keeps its 10 ns; B is blamed for none of W's 5 in its hold.
+    let w1 = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
+    assert_eq!(held(mutex, None, 10), Some(10));
+    let w2 = arrive(mutex, WaitKind::Mutex, 22, 1).unwrap();
+    depart(w1, 25, Outcome::TimedOut);
+    assert_eq!(
+        held(mutex, Some(20), 30),
+        Some(30 - 22),
+        "the other waiter's only"
+    );
+    depart(w2, 31, Outcome::Success);
+}
+
+#[test]
+fn a_hold_that_outlives_the_history_is_approximate_and_says_so() {
+    let mutex = 0x7380_0000usize;
+    // W waits from 0 through H's hold (5 to 200), during which 6 others come and give up.
+    let w = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
+    for i in 0..6 {
+        let x = arrive(mutex, WaitKind::Mutex, 10 + 20 * i, 1).unwrap();
+        depart(x, 20 + 20 * i, Outcome::TimedOut);
+    }
+    let blame = hold_blame(mutex, Some(5), 200).unwrap();
+    assert!(blame.approximate, "13 changes, 8 kept");
+    // C(5) extrapolated back from the oldest kept change (X2's arrival at 50, where C is
+    // 70) at the rate before it (1): 25, W's 5 plus 20 that X0 and X1 withdrew, whose
+    // withdrawals are gone too. Exact: 195, W's alone.
+    assert_eq!(blame.taken.exact, 260 - 25 - 4 * 10);
+    // A hold within the history is exact.
+    let blame = hold_blame(mutex, Some(150), 200).unwrap();
+    assert!(!blame.approximate);
+    assert_eq!(blame.taken.exact, 50);
+    depart(w, 201, Outcome::Success);
+}
+
+#[test]
+fn a_holder_reads_the_history_while_waiters_change_it() {
+    // One thread keeps one waiter on the mutex, replacing it every 10 ns of a made-up
+    // clock, so C(t) = t; another reads holds of the last 25 ns meanwhile: every read that
+    // says it is exact must be (a torn read would not be).
+    use std::sync::atomic::AtomicU64;
+    static NOW: AtomicU64 = AtomicU64::new(0);
+    static READING: AtomicU64 = AtomicU64::new(0);
+    let mutex = 0x7c80_0000usize;
+    let first = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
+    let writer = std::thread::spawn(move || {
+        while READING.load(Ordering::Acquire) == 0 {
+            std::hint::spin_loop();
+        }
+        let mut current = first;
+        for step in 1..200_000u64 {
+            let t = step * 10;
+            let next = arrive(mutex, WaitKind::Mutex, t, 1).unwrap();
+            depart(current, t, Outcome::Success);
+            current = next;
+            NOW.store(t, Ordering::Release);
+        }
+        depart(current, 2_000_000, Outcome::Success);
+        NOW.store(u64::MAX, Ordering::Release);
+    });
+    let (mut exact, mut reads) = (0u64, 0u64);
+    READING.store(1, Ordering::Release);
+    loop {
+        let t = NOW.load(Ordering::Acquire);
+        if t == u64::MAX {
+            break;
+        }
+        if t < 30 {
+            continue;
+        }
+        reads += 1;
+        if let Some(b) = hold_blame(mutex, Some(t - 25), t) {
+            if !b.approximate {
+                assert_eq!(b.taken, WaiterTime::exact(25), "a hold of 25 ns at {t}");
+                exact += 1;
+            }
+        }
+    }
+    writer.join().unwrap();
+    assert!(exact > 0, "{exact} exact of {reads} reads");
 }
 
 #[test]
@@ -107,22 +212,6 @@ fn a_reader_joining_a_held_rwlock_does_not_end_the_others_hold() {
     assert_eq!(settle(rw, WaitKind::RwLock, || 30, false), Some(10));
     depart(w, 31, Outcome::Success);
     assert_eq!(dirty_count(rw), 0);
-}
-
-#[test]
-fn a_timed_out_waiter_is_not_blamed_for_its_current_stretch() {
-    let mutex = 0x7300_0000usize;
-    let w1 = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
-    let w2 = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
-    // W2 gives up at 30; W1 keeps waiting until the unlock at 50.
-    assert_eq!(depart(w2, 30, Outcome::TimedOut), Departed::TimedOut);
-    assert_eq!(
-        settle(mutex, WaitKind::Mutex, || 50, false),
-        Some(50),
-        "W1's 50 ns, none of W2's"
-    );
-    depart(w1, 51, Outcome::Success);
-    assert_eq!(dirty_count(mutex), 0);
 }
 
 #[test]
@@ -229,12 +318,8 @@ fn woken_condvar_waiters_wait_for_the_signallers_mutex() {
     let c = arrive(cond, WaitKind::CondVar, 0, 1).unwrap();
     set_partner(cond, mutex);
     // The producer signals at 40 holding the mutex, and unlocks at 45.
-    assert_eq!(wake_with_proxies(cond, || 40, 1, |m| m == mutex), Some(40));
-    assert_eq!(
-        settle(mutex, WaitKind::Mutex, || 45, false),
-        Some(5),
-        "the retake waited 5 ns"
-    );
+    assert_eq!(wake_with_proxies(cond, || 40, 1), Some(40));
+    assert_eq!(held(mutex, Some(30), 45), Some(5), "the retake waited 5 ns");
     let d = depart(c, 47, Outcome::Success);
     assert!(matches!(
         d,
@@ -285,44 +370,84 @@ fn the_last_to_arrive_at_a_barrier_takes_the_others_wait() {
 
 #[test]
 fn unsettled_blame_waits_for_the_next_release() {
-    let mutex = 0x7100_0000usize;
-    let w = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
-    let taken = settle(mutex, WaitKind::Mutex, || 100, false).unwrap();
+    let rw = 0x7100_0000usize;
+    let w = arrive(rw, WaitKind::RwLock, 0, 1).unwrap();
+    let taken = settle(rw, WaitKind::RwLock, || 100, false).unwrap();
     assert_eq!(taken, 100);
-    unsettle(mutex, WaitKind::Mutex, WaiterTime::exact(taken), false);
+    unsettle(rw, WaitKind::RwLock, WaiterTime::exact(taken), false);
     depart(w, 101, Outcome::TimedOut);
-    assert_eq!(settle(mutex, WaitKind::Mutex, || 120, false), Some(100));
-    assert_eq!(forget(mutex), 0);
+    assert_eq!(settle(rw, WaitKind::RwLock, || 120, false), Some(100));
+    assert_eq!(forget(rw), 0);
 }
 
 #[test]
 fn sampled_waiters_accrue_apart_from_exact_ones() {
-    let mutex = 0x7200_0000usize;
+    let mutex = 0x7240_0000usize;
     // An exact waiter from 10 and a sampled one standing for 8 from 20; released at 30.
     let exact = arrive(mutex, WaitKind::Mutex, 10, 1).unwrap();
     let sampled = arrive(mutex, WaitKind::Mutex, 20, 8).unwrap();
+    let blame = hold_blame(mutex, None, 30).unwrap();
     assert_eq!(
-        super::settle(mutex, WaitKind::Mutex, || 30, false),
-        Some(WaiterTime {
+        blame.taken,
+        WaiterTime {
             exact: 30 - 10,
             scaled: 8 * (30 - 20),
-        })
+        }
     );
     // The exact one takes it at 31 and holds until 40; the sampled one times out at 35:
-    // its stretch in this hold (8 x 4 ns) is withdrawn from its own part, which leaves
-    // nothing pending: the unlock at 40 takes the fast path.
+    // its stretch in this hold (8 x 4 ns) is withdrawn from its own part.
     depart(exact, 31, Outcome::Success);
     depart(sampled, 35, Outcome::TimedOut);
-    assert_eq!(super::settle(mutex, WaitKind::Mutex, || 40, false), None);
-    // Given back (an unlock that failed), both parts wait for the next release.
-    let both = WaiterTime {
-        exact: 3,
-        scaled: 40,
-    };
-    unsettle(mutex, WaitKind::Mutex, both, false);
     assert_eq!(
-        super::settle(mutex, WaitKind::Mutex, || 50, false),
-        Some(both)
+        hold_blame(mutex, Some(31), 40).map(|b| b.taken),
+        Some(WaiterTime::default()),
+        "nobody waits any more"
     );
+    let exact = arrive(mutex, WaitKind::Mutex, 50, 1).unwrap();
+    let sampled = arrive(mutex, WaitKind::Mutex, 50, 8).unwrap();
+    depart(sampled, 54, Outcome::TimedOut);
+    let blame = hold_blame(mutex, Some(45), 60).unwrap();
+    assert_eq!(
+        blame.taken,
+        WaiterTime::exact(10),
+        "the sampled part withdrew"
+    );
+    depart(exact, 61, Outcome::Success);
     assert_eq!(forget(mutex), 0);
+}
+
+#[test]
+fn a_holder_reads_its_blame_after_the_waiter_it_released_departed() {
+    let mutex = 0x7e00_0000usize;
+    // H holds from before W blocks at 10; H's release at 20 reads the history only after
+    // its unlock, by when W has acquired and departed: the entry lingers for it.
+    let w = arrive(mutex, WaitKind::Mutex, 10, 1).unwrap();
+    depart(w, 21, Outcome::Success);
+    assert_eq!(
+        dirty_count(mutex),
+        0,
+        "nothing pending: releases take the fast path"
+    );
+    assert_eq!(held(mutex, None, 20), Some(10));
+    // Long after, another wait sweeps the entry away and starts afresh.
+    let other = (1..)
+        .map(|i| mutex + 64 * i)
+        .find(|&a| bucket_index(a) == bucket_index(mutex))
+        .unwrap();
+    let x = arrive(other, WaitKind::Mutex, 21 + super::buckets::LINGER_NS, 1).unwrap();
+    assert_eq!(hold_blame(mutex, None, 20), None, "swept");
+    depart(x, 22 + super::buckets::LINGER_NS, Outcome::Success);
+}
+
+#[test]
+fn a_stale_hold_start_does_not_reach_back_past_a_revival() {
+    let mutex = 0x7e40_0000usize;
+    // W waited from 0 to 10 on others' holds; nobody waits from 10 to 100. H's note says
+    // 5 (left by an earlier hold whose release was not measured); its real hold began at
+    // 90, unnoted, and X blocks on it at 100; H releases at 110.
+    let w = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
+    depart(w, 10, Outcome::Success);
+    let x = arrive(mutex, WaitKind::Mutex, 100, 1).unwrap();
+    assert_eq!(held(mutex, Some(5), 110), Some(10), "X's 10 ns only");
+    depart(x, 111, Outcome::Success);
 }
