@@ -26,15 +26,15 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 pub(super) const DEPTH: usize = 8;
 
 /// One change: from `stamp` on, `C(t) = at + rate × (t − stamp)`, per part (exact,
-/// sampled); `before` is the rate until then, for extrapolating back past the oldest kept
-/// change. A withdrawal (`withdrawn > 0`) also takes `withdrawn × (stamp − max(since,
-/// hold start))` out of the hold that contains `stamp`.
+/// sampled). A withdrawal (`withdrawn > 0`) also takes `withdrawn × (stamp − max(since,
+/// hold start))` out of the hold that contains `stamp`. A cache line each: a holder reads
+/// one or two.
 #[derive(Default)]
+#[repr(align(64))]
 struct Change {
     stamp: AtomicU64,
     at: [AtomicU64; 2],
     rate: [AtomicU64; 2],
-    before: [AtomicU64; 2],
     since: AtomicU64,
     /// Weight withdrawn, with the part it counted in as its top bit.
     withdrawn: AtomicU64,
@@ -65,6 +65,9 @@ pub struct History {
     seq: AtomicU32,
     /// Changes appended since the entry was created.
     len: AtomicU64,
+    /// The stamps of the latest two *revivals* (changes that gave waiters to a mutex that
+    /// had none), latest first; 0: none.
+    revived: [AtomicU64; 2],
     ring: [Change; DEPTH],
 }
 
@@ -92,6 +95,9 @@ impl History {
     /// Empties the history (inside a write section).
     pub(super) fn clear(&self) {
         self.len.store(0, Ordering::Relaxed);
+        for r in &self.revived {
+            r.store(0, Ordering::Relaxed);
+        }
     }
 
     /// The latest point, or the empty one.
@@ -118,7 +124,11 @@ impl History {
         for i in 0..2 {
             c.at[i].store(at[i], Ordering::Relaxed);
             c.rate[i].store(rate[i], Ordering::Relaxed);
-            c.before[i].store(last.rate[i], Ordering::Relaxed);
+        }
+        if last.rate == [0, 0] && rate != [0, 0] {
+            let latest = self.revived[0].load(Ordering::Relaxed);
+            self.revived[1].store(latest, Ordering::Relaxed);
+            self.revived[0].store(stamp, Ordering::Relaxed);
         }
         let (since, withdrawn) = match withdrawal {
             Some(w) if w.weight > 0 => (
@@ -158,7 +168,7 @@ impl History {
         let mut approximate = false;
         let from = start
             .unwrap_or(0)
-            .max(self.revival_before(len, oldest, end));
+            .max(self.revival_before(end, &mut approximate));
         let c_end = self.value_at(len, oldest, end, &mut approximate);
         let c_start = self.value_at(len, oldest, from, &mut approximate);
         let mut taken = [
@@ -196,21 +206,17 @@ impl History {
         }
     }
 
-    /// The stamp of the latest kept change at or before `t` that revived the mutex (its
-    /// rate was zero before it), or 0.
-    fn revival_before(&self, len: u64, oldest: u64, t: u64) -> u64 {
-        let mut k = len;
-        while k > oldest {
-            k -= 1;
-            let c = &self.ring[slot(k)];
-            let stamp = c.stamp.load(Ordering::Relaxed);
-            let revived = (0..2).all(|i| c.before[i].load(Ordering::Relaxed) == 0)
-                && (0..2).any(|i| c.rate[i].load(Ordering::Relaxed) != 0);
-            if stamp <= t && revived {
+    /// The stamp of the latest revival at or before `t`, or 0; `t` itself (nothing to take)
+    /// when the two kept are both later, and that is approximate.
+    fn revival_before(&self, t: u64, approximate: &mut bool) -> u64 {
+        for r in &self.revived {
+            let stamp = r.load(Ordering::Relaxed);
+            if stamp <= t {
                 return stamp;
             }
         }
-        0
+        *approximate = true;
+        t
     }
 
     /// `C(t)` from the changes `oldest..len`; sets `approximate` when `t` is older than the
@@ -228,15 +234,12 @@ impl History {
                     // Before the first change: the entry did not exist.
                     return [0, 0];
                 }
-                // Older changes are gone: extrapolate back at the rate before the oldest
-                // kept one.
+                // Older changes are gone: extrapolate back at the oldest kept rate.
                 *approximate = true;
-                let c = &self.ring[slot(k)];
                 let back = p.stamp - t;
-                let before = |i: usize| c.before[i].load(Ordering::Relaxed);
                 return [
-                    p.at[0].saturating_sub(before(0).saturating_mul(back)),
-                    p.at[1].saturating_sub(before(1).saturating_mul(back)),
+                    p.at[0].saturating_sub(p.rate[0].saturating_mul(back)),
+                    p.at[1].saturating_sub(p.rate[1].saturating_mul(back)),
                 ];
             }
         }

@@ -144,9 +144,9 @@ fn a_hold_that_outlives_the_history_is_approximate_and_says_so() {
     let blame = hold_blame(mutex, Some(5), 200).unwrap();
     assert!(blame.approximate, "13 changes, 8 kept");
     // C(5) extrapolated back from the oldest kept change (X2's arrival at 50, where C is
-    // 70) at the rate before it (1): 25, W's 5 plus 20 that X0 and X1 withdrew, whose
-    // withdrawals are gone too. Exact: 195, W's alone.
-    assert_eq!(blame.taken.exact, 260 - 25 - 4 * 10);
+    // 70) at its rate (2): 0; and X0's and X1's withdrawals are gone too. Exact: 195,
+    // W's alone.
+    assert_eq!(blame.taken.exact, 260 - 4 * 10);
     // A hold within the history is exact.
     let blame = hold_blame(mutex, Some(150), 200).unwrap();
     assert!(!blame.approximate);
