@@ -6,11 +6,13 @@
 //! when others may be waiting for the mutex as it starts; a release that finds no note
 //! reads from before anyone waited, which is right for a hold that began while nobody did.
 //!
-//! Invariants: owner thread only; a few holds at once (more evict the oldest, counted by
-//! the caller). A note left by a hold whose release was not measured is stale, but harmless:
-//! it is older than any waiter-time history the mutex can have at a later measured release
-//! that finds it (a mutex waited for when a hold starts gets that hold's note), so it reads
-//! the same as no note. Allocation-free; not used by the signal handler.
+//! Invariants: owner thread only; a few holds at once. More evict the oldest note (counted
+//! by the caller), and a release that finds no note then reads from no earlier than that
+//! eviction ([`HoldStarts::end`]): an evicted hold is undercounted, never another hold's
+//! waiting counted. A note left by a hold whose release was not measured (nobody waited any
+//! more) is stale: the mutex's history counts only from its latest revival
+//! (`wait_table::history`), which a stale note predates. Allocation-free; not used by the
+//! signal handler.
 
 /// Holds noted at once: nested holds of mutexes that others wait for.
 const SLOTS: usize = 8;
@@ -19,6 +21,8 @@ const SLOTS: usize = 8;
 #[derive(Debug, Default)]
 pub struct HoldStarts {
     slots: [(usize, u64); SLOTS],
+    /// The start of the latest note evicted.
+    evicted: u64,
 }
 
 impl HoldStarts {
@@ -31,6 +35,7 @@ impl HoldStarts {
                 Some(i) => i,
                 None => {
                     let oldest = (0..SLOTS).min_by_key(|&i| self.slots[i].1).unwrap_or(0);
+                    self.evicted = self.evicted.max(self.slots[oldest].1);
                     self.slots[oldest] = (address, now);
                     return false;
                 }
@@ -40,13 +45,18 @@ impl HoldStarts {
         true
     }
 
-    /// The start of the thread's hold of the mutex at `address`, forgotten (the hold ends),
-    /// or `None` when it was not noted.
+    /// The start of the thread's hold of the mutex at `address`, forgotten (the hold ends);
+    /// when it was not noted, the start of the latest evicted note, if any (the hold may be
+    /// one of them: none earlier is counted), else `None`.
     pub fn end(&mut self, address: usize) -> Option<u64> {
-        let slot = self.slots.iter_mut().find(|(a, _)| *a == address)?;
-        let start = slot.1;
-        *slot = (0, 0);
-        Some(start)
+        match self.slots.iter_mut().find(|(a, _)| *a == address) {
+            Some(slot) => {
+                let start = slot.1;
+                *slot = (0, 0);
+                Some(start)
+            }
+            None => (self.evicted > 0).then_some(self.evicted),
+        }
     }
 }
 
@@ -57,9 +67,10 @@ mod tests {
     #[test]
     fn a_hold_is_found_once_and_the_oldest_gives_way() {
         let mut holds = HoldStarts::default();
+        assert_eq!(holds.end(0x10), None, "nothing noted, nothing evicted");
         assert!(holds.start(0x10, 5));
         assert!(
-            holds.start(0x10, 7),
+            holds.start(0x10, 9),
             "a new hold of the same mutex replaces its note"
         );
         for i in 1..SLOTS {
@@ -69,9 +80,17 @@ mod tests {
             !holds.start(0x9999, 100),
             "full: the oldest note is dropped"
         );
-        assert_eq!(holds.end(0x10), None, "the oldest was 0x10's");
+        assert_eq!(
+            holds.end(0x10),
+            Some(9),
+            "the dropped one: its release reads from no earlier than its start"
+        );
         assert_eq!(holds.end(0x9999), Some(100));
-        assert_eq!(holds.end(0x9999), None, "forgotten at its end");
+        assert_eq!(
+            holds.end(0x9999),
+            Some(9),
+            "forgotten at its end: no earlier than the eviction"
+        );
         assert_eq!(holds.end(0x200), Some(12));
     }
 }

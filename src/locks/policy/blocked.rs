@@ -14,7 +14,7 @@
 //! captured one, written before any other wait of the thread registers. Not
 //! async-signal-safe; allocation-free.
 
-use super::bookkeeping::{monitored_thread, Bookkeeping};
+use super::bookkeeping::{may_be_pending, monitored_thread, Bookkeeping};
 use super::holds::hold_started;
 use super::record::{count_unblamed, count_unrecorded, weighted_idleness, Kept};
 use crate::format::{protocol, WaitKind};
@@ -167,7 +167,7 @@ impl Blocked {
                 monotonic_ns()
             };
             self.end_at(outcome, end, held_from);
-            if kind == WaitKind::Mutex {
+            if kind == WaitKind::Mutex && may_be_pending(address, kind) {
                 hold_started(state, address, kind, held_from);
             }
             return end;

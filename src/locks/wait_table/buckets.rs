@@ -22,15 +22,36 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 /// not shorten chains, but it would spread the objects a program waits on over more pages
 /// of it, each resident from its first use: with 64K buckets, a program contending a
 /// thousand locks kept the whole 768 KiB table resident, and with 4096 (48 KiB) a program
-/// of 9 threads (3 mutexes, 9 joins) had 11 of its 12 pages resident. 1024 buckets are 12 KiB.
+/// of 9 threads (3 mutexes, 9 joins) had 11 of its 12 pages resident. 1024 buckets are 16 KiB.
 pub(super) const BUCKET_BITS: u32 = 10;
 pub(super) const BUCKETS: usize = 1 << BUCKET_BITS;
 pub(super) const NONE: u32 = u32::MAX;
 
-/// How long a mutex's entry is kept once nobody waits for it: a holder reads the mutex's
-/// history just after its release (`super::hold_blame`), when the waiter it released may
-/// already have departed; and a mutex waited for again soon goes on with the same history.
-pub(super) const LINGER_NS: u64 = 10_000_000;
+/// How long a mutex's entry is kept at least once nobody waits for it: a holder reads the
+/// mutex's history just after its release (`super::hold_blame`), when the waiter it
+/// released may already have departed; and a mutex waited for again soon goes on with the
+/// same history. Each wait sweeps its own bucket and one more in turn.
+pub(super) const LINGER_NS: u64 = 2_000_000;
+
+/// The next bucket a wait sweeps besides its own ([`sweep_another`]): lingering entries of
+/// mutexes whose buckets see no more waits are freed too.
+static SWEEP_CURSOR: AtomicU32 = AtomicU32::new(0);
+
+/// Sweeps one more bucket, in turn, if its lock is free at once (no bucket lock held).
+pub(super) fn sweep_another(now: u64) {
+    let index = SWEEP_CURSOR.fetch_add(1, Ordering::Relaxed) as usize % BUCKETS;
+    let bucket = &TABLE[index];
+    if bucket.first(Ordering::Relaxed) == NONE
+        || bucket
+            .lock
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let locked = Locked { bucket, index };
+    locked.sweep(now);
+}
 
 #[derive(Default)]
 pub struct Entry {
@@ -184,18 +205,8 @@ impl Locked {
     pub(super) fn create(&self, address: usize, kind: WaitKind) -> Option<(u32, &'static Entry)> {
         let index = SLAB.alloc()?;
         let e = SLAB.get(index)?;
-        // SAFETY: the slot was just allocated: nobody else can reach it yet.
-        unsafe {
-            *e.state.get() = State {
-                kind: kind as u8,
-                gate: !is_hold_kind(kind),
-                ..State::default()
-            };
-        }
-        e.history.begin_write();
-        e.history.clear();
-        e.key.store(address, Ordering::Relaxed);
-        e.history.end_write();
+        // SAFETY: the slot was just allocated: nobody else can reach its state yet.
+        unsafe { reset(e, address, kind) };
         e.next
             .store(self.bucket.first(Ordering::Relaxed), Ordering::Relaxed);
         self.bucket.changing();
@@ -225,7 +236,20 @@ impl Locked {
         f: impl FnOnce(&mut State, &History) -> R,
     ) -> Option<R> {
         let (index, e) = match self.find(address) {
-            Some(found) => found,
+            Some((i, e)) => {
+                // SAFETY: we hold the lock of the bucket whose chain holds `e`.
+                let s = unsafe { &*e.state.get() };
+                match create {
+                    // A clean entry lingering from an object of another kind that used to
+                    // live at this address (a mutex freed without being destroyed).
+                    Some(kind) if s.kind != kind as u8 && !is_dirty(s) && !s.retained => {
+                        // SAFETY: as above, and no reference to the state is alive.
+                        unsafe { reset(e, address, kind) };
+                    }
+                    _ => {}
+                }
+                (i, e)
+            }
             None => self.create(address, create?)?,
         };
         let (result, dirty, retained) = {
@@ -309,6 +333,26 @@ impl Locked {
         SLAB.free(index);
         self.bucket.changed();
     }
+}
+
+/// Gives entry `e` a fresh state for an object of `kind` at `address`, and an empty history.
+///
+/// # Safety
+/// Nobody else may reach `e`'s state: the caller holds the lock of the bucket whose chain
+/// holds it, or it is not in a chain yet.
+unsafe fn reset(e: &Entry, address: usize, kind: WaitKind) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        *e.state.get() = State {
+            kind: kind as u8,
+            gate: !is_hold_kind(kind),
+            ..State::default()
+        };
+    }
+    e.history.begin_write();
+    e.history.clear();
+    e.key.store(address, Ordering::Relaxed);
+    e.history.end_write();
 }
 
 /// What a walk of a chain without the bucket lock found.

@@ -66,7 +66,7 @@ pub struct History {
     /// Changes appended since the entry was created.
     len: AtomicU64,
     /// The stamps of the latest two *revivals* (changes that gave waiters to a mutex that
-    /// had none), latest first; 0: none.
+    /// had none, the first change among them), latest first; 0: none.
     revived: [AtomicU64; 2],
     ring: [Change; DEPTH],
 }
@@ -110,8 +110,8 @@ impl History {
     }
 
     /// Appends a change at `now` to the rates `rate` (inside a write section): `C` is
-    /// carried forward from the last change at the old rates.
-    pub(super) fn push(&self, now: u64, rate: [u64; 2], withdrawal: Option<Withdrawal>) {
+    /// carried forward from the last change at the old rates. Returns the change's stamp.
+    pub(super) fn push(&self, now: u64, rate: [u64; 2], withdrawal: Option<Withdrawal>) -> u64 {
         let last = self.last();
         let stamp = now.max(last.stamp);
         let mut at = last.at;
@@ -140,6 +140,7 @@ impl History {
         c.since.store(since, Ordering::Relaxed);
         c.withdrawn.store(withdrawn, Ordering::Relaxed);
         self.len.store(len + 1, Ordering::Relaxed);
+        stamp
     }
 
     /// The sequence number to validate a lock-free read with, or `None` while a write is in
@@ -169,6 +170,12 @@ impl History {
         let from = start
             .unwrap_or(0)
             .max(self.revival_before(end, &mut approximate));
+        if from >= end {
+            return HoldBlame {
+                approximate,
+                ..HoldBlame::default()
+            };
+        }
         let c_end = self.value_at(len, oldest, end, &mut approximate);
         let c_start = self.value_at(len, oldest, from, &mut approximate);
         let mut taken = [
@@ -206,14 +213,20 @@ impl History {
         }
     }
 
-    /// The stamp of the latest revival at or before `t`, or 0; `t` itself (nothing to take)
-    /// when the two kept are both later, and that is approximate.
+    /// The stamp of the latest revival at or before `t`; `t` itself (nothing to take) when
+    /// the mutex's waiting all came after `t`, or, approximately, when the two revivals kept
+    /// both came after it.
     fn revival_before(&self, t: u64, approximate: &mut bool) -> u64 {
-        for r in &self.revived {
-            let stamp = r.load(Ordering::Relaxed);
-            if stamp <= t {
-                return stamp;
-            }
+        let [latest, previous] = [0, 1].map(|i| self.revived[i].load(Ordering::Relaxed));
+        if latest <= t {
+            return latest;
+        }
+        if previous == 0 {
+            // The first change came after `t`.
+            return t;
+        }
+        if previous <= t {
+            return previous;
         }
         *approximate = true;
         t

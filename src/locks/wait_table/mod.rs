@@ -9,12 +9,14 @@
 //!   [`history`]) without the bucket lock, after the release, from the start they noted
 //!   themselves (`locks::hold_starts`): nothing inside the program's critical section
 //!   writes what the waiters write. An rwlock's readers share holds, so its holders settle
-//!   an integral kept behind a gate under the bucket lock ([`acquired`], [`settle`]). Time a waiter spends blocked while the object is free (woken, not yet
-//!   scheduled) is nobody's fault and accrues to nobody. A waiter registers ([`arrive`]) only
-//!   after its try failed, so it can register after the release of the hold it failed
-//!   against looked for waiters (it was descheduled in between): that hold has been settled
-//!   without it, and the object is free. A mutex's next hold therefore starts accruing when
-//!   it is reported ([`acquired`], or the waiter's own departure), never earlier.
+//!   an integral kept behind a gate under the bucket lock ([`acquired`], [`settle`]). Time
+//!   a waiter spends blocked while the object is free (woken, not yet scheduled) is
+//!   nobody's fault and accrues to nobody. A waiter registers ([`arrive`]) only after its
+//!   try failed, so it can register after the release of the hold it failed against looked
+//!   for waiters (it was descheduled in between): that hold has been settled without it,
+//!   and the object is free. The next hold therefore starts accruing where it starts (the
+//!   start a mutex's holder noted, an rwlock's [`acquired`], or the waiter's own
+//!   departure), never earlier.
 //! - *event* kinds (condition variable, semaphore, barrier, join, futex): waiters wait for an
 //!   event; whoever provides it ([`wake`]: a signal, post, last barrier arrival, thread exit,
 //!   `FUTEX_WAKE`) takes the waiting accumulated since the previous event on that object,
@@ -23,14 +25,14 @@
 //!   departs; then its time since the last event (being scheduled) is withdrawn: nobody's.
 //!
 //! A wait that ends without what it waited for (timed out, interrupted, woken with no event
-//! the runtime saw) is never blamed: its contribution since the last settlement is taken
-//! back out of the integral when it departs ([`Outcome`]). Contributions already taken by an
+//! the runtime saw) is never blamed: its contribution to the hold or event interval it
+//! departs in is taken back out when it departs ([`Outcome`]). Contributions already taken by an
 //! earlier holder or event stay where they are: during that time the taker did hold the
 //! object up, and other waiters' progress depended on it.
 //!
 //! State ([`state`]) lives out of band in a fixed table of buckets ([`buckets`]) keyed by the object's address. An
 //! entry is created at the first wait and freed as soon as nothing is pending (no waiters,
-//! no unsettled time; a mutex's lingers for `buckets::LINGER_NS`, for the holder that reads
+//! no unsettled time; a mutex's lingers until a wait in its bucket finds it clean for `buckets::LINGER_NS`, for the holder that reads
 //! it after its release), so memory follows the waits in progress, not the objects ever used;
 //! barrier entries, which carry the barrier's size, are kept from init to destroy. Every
 //! bucket counts its *dirty* entries (something to settle), and so does the table:
@@ -70,6 +72,9 @@ pub struct Wait {
     /// How many waits this one stands for (1, or a sampled contended acquisition's weight).
     pub weight: u32,
     gated_mark: u64,
+    /// A mutex waiter: the stamp its arrival got in the mutex's history, from which it
+    /// counted.
+    counted_from: u64,
 }
 
 /// How a wait ended, as the caller saw it.
@@ -110,13 +115,15 @@ pub enum Departed {
 /// for `weight` waiters. For hold kinds, the caller's try just failed, so the object is
 /// held. `None` when no memory is left.
 pub fn arrive(address: usize, kind: WaitKind, now: u64, weight: u32) -> Option<Wait> {
+    buckets::sweep_another(now);
     let locked = Locked::of(address);
     locked.sweep(now);
     locked.update_with_history(address, Some(kind), |s, h| {
         s.advance(now);
         s.add_waiter(weight);
+        let mut counted_from = now;
         if s.is_mutex() {
-            record(h, s, now, None);
+            counted_from = record(h, s, now, None);
         } else if is_hold_kind(kind) {
             s.gate = true;
         }
@@ -125,6 +132,7 @@ pub fn arrive(address: usize, kind: WaitKind, now: u64, weight: u32) -> Option<W
             start_ns: now,
             weight,
             gated_mark: s.gated,
+            counted_from,
         }
     })
 }
@@ -138,7 +146,7 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
             if s.is_mutex() {
                 // A waiter that gives up is blamed on nobody for the hold it gives up in.
                 let withdrawal = (outcome != Outcome::Success).then_some(Withdrawal {
-                    since: wait.start_ns,
+                    since: wait.counted_from,
                     weight: u64::from(wait.weight),
                     part: part(wait.weight),
                 });
@@ -249,11 +257,12 @@ pub fn hold_blame(address: usize, start: Option<u64>, end: u64) -> Option<HoldBl
     Some(e.history.hold_blame(start, end))
 }
 
-/// Appends a change of a mutex's waiters at `now` to its history.
-fn record(h: &History, s: &State, now: u64, withdrawal: Option<Withdrawal>) {
+/// Appends a change of a mutex's waiters at `now` to its history; returns its stamp.
+fn record(h: &History, s: &State, now: u64, withdrawal: Option<Withdrawal>) -> u64 {
     h.begin_write();
-    h.push(now, s.weight, withdrawal);
+    let stamp = h.push(now, s.weight, withdrawal);
     h.end_write();
+    stamp
 }
 
 /// What an event took.
@@ -401,6 +410,7 @@ pub fn barrier_arrive(address: usize, now: u64) -> BarrierArrival {
                 start_ns: now,
                 weight: 1,
                 gated_mark: s.gated,
+                counted_from: now,
             })
         })
         .unwrap_or(BarrierArrival::Unknown)
