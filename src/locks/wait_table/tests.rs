@@ -158,16 +158,14 @@ fn a_hold_that_outlives_the_history_is_approximate_and_says_so() {
 fn a_holder_reads_the_history_while_waiters_change_it() {
     // One thread keeps one waiter on the mutex, replacing it every 10 ns of a made-up
     // clock, so C(t) = t; another reads holds of the last 25 ns meanwhile: every read that
-    // says it is exact must be (a torn read would not be).
+    // says it is exact must be (a torn read would not be). Every 100 changes the writer
+    // waits for a read, so the two overlap however the threads are scheduled.
     use std::sync::atomic::AtomicU64;
     static NOW: AtomicU64 = AtomicU64::new(0);
-    static READING: AtomicU64 = AtomicU64::new(0);
+    static READS: AtomicU64 = AtomicU64::new(0);
     let mutex = 0x7c80_0000usize;
     let first = arrive(mutex, WaitKind::Mutex, 0, 1).unwrap();
     let writer = std::thread::spawn(move || {
-        while READING.load(Ordering::Acquire) == 0 {
-            std::hint::spin_loop();
-        }
         let mut current = first;
         // Below `LINGER_NS` of made-up time: its arrivals sweep other tests' buckets too.
         for step in 1..100_000u64 {
@@ -176,29 +174,34 @@ fn a_holder_reads_the_history_while_waiters_change_it() {
             depart(current, t, Outcome::Success);
             current = next;
             NOW.store(t, Ordering::Release);
+            if step % 100 == 0 {
+                let seen = READS.load(Ordering::Acquire);
+                while READS.load(Ordering::Acquire) == seen {
+                    std::thread::yield_now();
+                }
+            }
         }
         depart(current, 1_000_000, Outcome::Success);
         NOW.store(u64::MAX, Ordering::Release);
     });
-    let (mut exact, mut reads) = (0u64, 0u64);
-    READING.store(1, Ordering::Release);
+    let mut exact = 0u64;
     loop {
         let t = NOW.load(Ordering::Acquire);
         if t == u64::MAX {
             break;
         }
-        if t < 30 {
-            continue;
-        }
-        reads += 1;
-        if let Some(b) = hold_blame(mutex, Some(t - 25), t) {
-            if !b.approximate {
-                assert_eq!(b.taken, WaiterTime::exact(25), "a hold of 25 ns at {t}");
-                exact += 1;
+        if t >= 30 {
+            if let Some(b) = hold_blame(mutex, Some(t - 25), t) {
+                if !b.approximate {
+                    assert_eq!(b.taken, WaiterTime::exact(25), "a hold of 25 ns at {t}");
+                    exact += 1;
+                }
             }
         }
+        READS.fetch_add(1, Ordering::AcqRel);
     }
     writer.join().unwrap();
+    let reads = READS.load(Ordering::Acquire);
     assert!(exact > 0, "{exact} exact of {reads} reads");
 }
 
