@@ -16,10 +16,10 @@
 //! thread stays under the budget every acquisition is measured, exactly.
 //!
 //! Exact in expectation only if a measured wait lasts as long as an unmeasured one would
-//! have, and it does not: a measured waiter registers with the lock, so every hold while it
-//! waits does the bookkeeping that takes its blame, and those holds, and so its wait, grow
-//! longer (on a 2-CPU machine with 4 threads on one lock, measured waits ran 4-6 times
-//! longer than the ones they stood for). So the sampler also times every wait it samples
+//! have, and it does not: a measured waiter unwinds before it blocks and registers with the
+//! lock, so the holds while it waits read the clock and note their starts, and those
+//! holds, and so its wait, grow longer (on a 2-CPU machine with 4 threads on one lock,
+//! measured waits ran 4-7 times longer than the ones they stood for). So the sampler also times every wait it samples
 //! from, measured or not (the clock was read at its start anyway; one more read at its
 //! end), and sums that waiting and its estimate by the measured ones ([`Taken`]); the
 //! analysis multiplies the scaled idleness and blame by their ratio (a ratio estimator:

@@ -4,10 +4,11 @@
 //! Job: the fast paths ([`acquired`], [`release`] when nobody waits) cost one counter read;
 //! a contended acquisition is a measured [`wait`]; a release takes the waiter-time of its
 //! hold (an rwlock's just before the real unlock, a mutex's just after) and records it as
-//! blame at the caller's context after the unlock. A mutex's holder does nothing inside its critical section but read the clock at either
-//! end, note its hold's start in its own thread state and, at the release, read the
-//! mutex's waiter-time history without a lock (`wait_table::hold_blame`): it writes nothing
-//! its waiters write (issue 22). An rwlock's holders settle under the wait table's lock.
+//! blame at the caller's context after the unlock. A mutex's holder does nothing inside its
+//! critical section but read the clock at either end and note its hold's start in its own
+//! thread state; after the release it reads the mutex's waiter-time history without a lock
+//! (`wait_table::hold_blame`): it writes nothing its waiters write (issue 22). An rwlock's
+//! holders settle under the wait table's lock.
 //!
 //! Not async-signal-safe (not called from the handler); allocation-free.
 

@@ -74,9 +74,8 @@ impl Blocked {
     pub(super) fn new(state: &'static ThreadState, wait: Wait, kind: WaitKind) -> Blocked {
         // Its previous lock wait's record, if still deferred (`start_wait` wrote it; one
         // deferred since, by a wait nested in a signal handler, is written here), before
-        // this wait's path replaces that record's; a
-        // path left captured without its record (taken at a failed exec's end, or not
-        // written) must not be taken for this wait's.
+        // this wait's path replaces that record's; a path left captured without its record
+        // (taken at a failed exec's end, or not written) must not be taken for this wait's.
         record_deferred_wait(state);
         {
             let _busy = Bookkeeping::enter(state);

@@ -34,22 +34,19 @@ pub(super) fn blame(kind: WaitKind, ns: u64) -> Sample {
 /// The blame samples of waiter-time `t`: its exact part, and its sampled part flagged as
 /// an estimate to calibrate ([`SAMPLE_SCALED`]).
 pub(super) fn blames(kind: WaitKind, t: WaiterTime) -> [Sample; 2] {
-    let scaled = blame(kind, t.scaled);
-    [
-        blame(kind, t.exact),
-        Sample {
-            flags: scaled.flags | SAMPLE_SCALED,
-            ..scaled
-        },
-    ]
+    [blame(kind, t.exact), estimate(blame(kind, t.scaled), true)]
 }
 
 /// The idleness sample of a wait measured for `weight` of them (1: for itself only), that
 /// waited `ns` (already scaled): flagged as an estimate when it stands for others.
 pub(super) fn weighted_idleness(kind: WaitKind, ns: u64, blamed: bool, weight: u32) -> Sample {
-    let s = idleness(kind, ns, blamed);
+    estimate(idleness(kind, ns, blamed), weight > 1)
+}
+
+/// `s`, flagged as a sampled estimate ([`SAMPLE_SCALED`]) when `scaled`.
+fn estimate(s: Sample, scaled: bool) -> Sample {
     Sample {
-        flags: s.flags | if weight > 1 { SAMPLE_SCALED } else { 0 },
+        flags: s.flags | if scaled { SAMPLE_SCALED } else { 0 },
         ..s
     }
 }

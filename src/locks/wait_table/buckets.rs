@@ -4,13 +4,15 @@
 //!
 //! Invariants: an entry's state is touched only with its bucket's lock held ([`Locked`]);
 //! its history (`super::history`) and key are written only so, inside the history's
-//! sequence lock, and read without the lock by a mutex's releasing holder
-//! ([`find_lock_free`]); a lock is held for a few instructions, never across a blocking call, and never two at
-//! once except in `wake_with_proxies`, which takes two in address order; the table and the
-//! slab live in `.bss` and cost no memory until used. [`maybe_dirty`] is wait-free;
+//! sequence count, and read without the lock by a mutex's releasing holder
+//! ([`find_lock_free`]), as is the chain, under the bucket's; a lock is held for a few
+//! instructions, never across a blocking call, and never two at once except in
+//! `wake_with_proxies`, which takes two in address order; the table and the slab live in
+//! `.bss` and cost no memory until used. [`maybe_dirty`] is wait-free;
 //! nothing here allocates.
 
 use super::history::History;
+use super::seq_count::SeqCount;
 use super::state::{is_dirty, is_hold_code, is_hold_kind, State};
 use crate::format::WaitKind;
 use crate::locks::slab::{Linked, Slab};
@@ -40,17 +42,12 @@ static SWEEP_CURSOR: AtomicU32 = AtomicU32::new(0);
 /// Sweeps one more bucket, in turn, if its lock is free at once (no bucket lock held).
 pub(super) fn sweep_another(now: u64) {
     let index = SWEEP_CURSOR.fetch_add(1, Ordering::Relaxed) as usize % BUCKETS;
-    let bucket = &TABLE[index];
-    if bucket.first(Ordering::Relaxed) == NONE
-        || bucket
-            .lock
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-    {
+    if TABLE[index].first(Ordering::Relaxed) == NONE {
         return;
     }
-    let locked = Locked { bucket, index };
-    locked.sweep(now);
+    if let Some(locked) = Locked::try_new(index) {
+        locked.sweep(now);
+    }
 }
 
 #[derive(Default)]
@@ -85,27 +82,13 @@ pub(super) struct Bucket {
     pub(super) dirty: AtomicU32,
     /// Changes of the chain (entries linked or unlinked), so a walk without the lock can
     /// tell whether what it saw was the chain.
-    pub(super) version: AtomicU32,
+    pub(super) version: SeqCount,
 }
 
 impl Bucket {
     /// The first entry's index, or `NONE`.
     pub(super) fn first(&self, order: Ordering) -> u32 {
         self.head.load(order).wrapping_sub(1)
-    }
-
-    /// Marks the start of a change of the chain (lock held): the version is odd until
-    /// [`changed`](Self::changed).
-    pub(super) fn changing(&self) {
-        let v = self.version.load(Ordering::Relaxed);
-        self.version.store(v.wrapping_add(1), Ordering::Relaxed);
-        std::sync::atomic::fence(Ordering::Release);
-    }
-
-    /// Marks the end of a change of the chain.
-    pub(super) fn changed(&self) {
-        let v = self.version.load(Ordering::Relaxed);
-        self.version.store(v.wrapping_add(1), Ordering::Release);
     }
 
     /// Makes `index` (or `NONE`) the first entry.
@@ -158,7 +141,7 @@ pub(super) static TABLE: [Bucket; BUCKETS] = [const {
         lock: AtomicBool::new(false),
         head: AtomicU32::new(0),
         dirty: AtomicU32::new(0),
-        version: AtomicU32::new(0),
+        version: SeqCount::new(),
     }
 }; BUCKETS];
 
@@ -186,6 +169,16 @@ impl Locked {
         Locked { bucket, index }
     }
 
+    /// Bucket `index` locked, if its lock is free at once.
+    pub(super) fn try_new(index: usize) -> Option<Locked> {
+        let bucket = &TABLE[index];
+        bucket
+            .lock
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| Locked { bucket, index })
+    }
+
     pub(super) fn of(address: usize) -> Locked {
         Locked::new(bucket_index(address))
     }
@@ -209,9 +202,9 @@ impl Locked {
         unsafe { reset(e, address, kind) };
         e.next
             .store(self.bucket.first(Ordering::Relaxed), Ordering::Relaxed);
-        self.bucket.changing();
+        self.bucket.version.begin_write();
         self.bucket.set_first(index, Ordering::Release);
-        self.bucket.changed();
+        self.bucket.version.end_write();
         Some((index, e))
     }
 
@@ -309,7 +302,7 @@ impl Locked {
     }
 
     pub(super) fn unlink(&self, index: u32, e: &'static Entry) {
-        self.bucket.changing();
+        self.bucket.version.begin_write();
         let next = e.next.load(Ordering::Relaxed);
         let mut i = self.bucket.first(Ordering::Relaxed);
         if i == index {
@@ -327,11 +320,11 @@ impl Locked {
                 i = pn;
             }
         }
-        e.history.begin_write();
+        e.history.seq.begin_write();
         e.key.store(0, Ordering::Relaxed);
-        e.history.end_write();
+        e.history.seq.end_write();
         SLAB.free(index);
-        self.bucket.changed();
+        self.bucket.version.end_write();
     }
 }
 
@@ -349,10 +342,10 @@ unsafe fn reset(e: &Entry, address: usize, kind: WaitKind) {
             ..State::default()
         };
     }
-    e.history.begin_write();
+    e.history.seq.begin_write();
     e.history.clear();
     e.key.store(address, Ordering::Relaxed);
-    e.history.end_write();
+    e.history.seq.end_write();
 }
 
 /// What a walk of a chain without the bucket lock found.
@@ -372,15 +365,13 @@ pub(super) fn find_lock_free(address: usize) -> Found {
     // a recycled slot.
     const MAX_STEPS: usize = 16;
     let bucket = &TABLE[bucket_index(address)];
-    let version = bucket.version.load(Ordering::Acquire);
-    if version & 1 != 0 {
+    let Some(version) = bucket.version.read_begin() else {
         return Found::Unsure;
-    }
+    };
     let mut i = bucket.first(Ordering::Acquire);
     for _ in 0..MAX_STEPS {
         if i == NONE {
-            std::sync::atomic::fence(Ordering::Acquire);
-            return if bucket.version.load(Ordering::Relaxed) == version {
+            return if bucket.version.read_valid(version) {
                 Found::Absent
             } else {
                 Found::Unsure
@@ -390,7 +381,7 @@ pub(super) fn find_lock_free(address: usize) -> Found {
             return Found::Unsure;
         };
         if e.key.load(Ordering::Acquire) == address {
-            return match e.history.read_begin() {
+            return match e.history.seq.read_begin() {
                 Some(seq) if e.key.load(Ordering::Relaxed) == address => Found::Entry(e, seq),
                 _ => Found::Unsure,
             };
@@ -430,9 +421,9 @@ pub fn maybe_dirty(address: usize, kind: WaitKind) -> bool {
 /// parent's entries are abandoned (their slots are not reused).
 pub fn reset_after_fork() {
     for b in &TABLE {
-        b.changing();
+        b.version.begin_write();
         b.set_first(NONE, Ordering::Relaxed);
-        b.changed();
+        b.version.end_write();
         b.dirty.store(0, Ordering::Relaxed);
         b.lock.store(false, Ordering::Release);
     }

@@ -17,8 +17,9 @@
 //! hold that outlived more is reconstructed approximately, and counted. Allocation-free;
 //! not used by the signal handler.
 
+use super::seq_count::SeqCount;
 use super::state::WaiterTime;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Changes kept. A change is an arrival or a departure of a waiter that is measured (at a
 /// high event rate, a small sample of the contended acquisitions); a hold that outlives
@@ -61,8 +62,8 @@ pub(super) struct Withdrawal {
 /// The history of one entry (all zero: empty).
 #[derive(Default)]
 pub struct History {
-    /// Sequence lock: odd while a writer is changing the history or the entry's key.
-    seq: AtomicU32,
+    /// Odd while a writer is changing the history or the entry's key.
+    pub(super) seq: SeqCount,
     /// Changes appended since the entry was created.
     len: AtomicU64,
     /// The stamps of the latest two *revivals* (changes that gave waiters to a mutex that
@@ -79,19 +80,6 @@ pub struct HoldBlame {
 }
 
 impl History {
-    /// Opens the write section (bucket lock held).
-    pub(super) fn begin_write(&self) {
-        let s = self.seq.load(Ordering::Relaxed);
-        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
-        fence(Ordering::Release);
-    }
-
-    /// Closes the write section.
-    pub(super) fn end_write(&self) {
-        let s = self.seq.load(Ordering::Relaxed);
-        self.seq.store(s.wrapping_add(1), Ordering::Release);
-    }
-
     /// Empties the history (inside a write section).
     pub(super) fn clear(&self) {
         self.len.store(0, Ordering::Relaxed);
@@ -114,10 +102,7 @@ impl History {
     pub(super) fn push(&self, now: u64, rate: [u64; 2], withdrawal: Option<Withdrawal>) -> u64 {
         let last = self.last();
         let stamp = now.max(last.stamp);
-        let mut at = last.at;
-        for (a, r) in at.iter_mut().zip(last.rate) {
-            *a = a.saturating_add(r.saturating_mul(stamp - last.stamp));
-        }
+        let at = last.value_at(stamp);
         let len = self.len.load(Ordering::Relaxed);
         let c = &self.ring[slot(len)];
         c.stamp.store(stamp, Ordering::Relaxed);
@@ -141,19 +126,6 @@ impl History {
         c.withdrawn.store(withdrawn, Ordering::Relaxed);
         self.len.store(len + 1, Ordering::Relaxed);
         stamp
-    }
-
-    /// The sequence number to validate a lock-free read with, or `None` while a write is in
-    /// progress.
-    pub(super) fn read_begin(&self) -> Option<u32> {
-        let s = self.seq.load(Ordering::Acquire);
-        (s & 1 == 0).then_some(s)
-    }
-
-    /// Whether nothing was written since [`read_begin`](Self::read_begin) returned `s`.
-    pub(super) fn read_valid(&self, s: u32) -> bool {
-        fence(Ordering::Acquire);
-        self.seq.load(Ordering::Relaxed) == s
     }
 
     /// The waiter-time of a hold from `start` (`None`: from before anyone waited) to `end`.

@@ -26,21 +26,22 @@
 //!
 //! A wait that ends without what it waited for (timed out, interrupted, woken with no event
 //! the runtime saw) is never blamed: its contribution to the hold or event interval it
-//! departs in is taken back out when it departs ([`Outcome`]). Contributions already taken by an
-//! earlier holder or event stay where they are: during that time the taker did hold the
+//! departs in is taken back out when it departs ([`Outcome`]). Contributions already taken
+//! by an earlier holder or event stay where they are: during that time the taker did hold the
 //! object up, and other waiters' progress depended on it.
 //!
 //! State ([`state`]) lives out of band in a fixed table of buckets ([`buckets`]) keyed by the object's address. An
 //! entry is created at the first wait and freed as soon as nothing is pending (no waiters,
-//! no unsettled time; a mutex's lingers until a wait in its bucket finds it clean for `buckets::LINGER_NS`, for the holder that reads
-//! it after its release), so memory follows the waits in progress, not the objects ever used;
+//! no unsettled time; a mutex's lingers, for the holder that reads it after its release,
+//! until a wait finds it clean for `buckets::LINGER_NS`), so memory follows the waits in
+//! progress, not the objects ever used;
 //! barrier entries, which carry the barrier's size, are kept from init to destroy. Every
 //! bucket counts its *dirty* entries (something to settle), and so does the table:
 //! releases and wakes of objects nobody waits for read the table's counter (when nothing
 //! anywhere is pending) or their bucket's, and return: the uncontended fast path.
 //!
 //! Each bucket's spin lock guards its chain and every entry in it (a mutex's history and
-//! the chain are also read without it, under sequence numbers); it is held for a few
+//! the chain are also read without it, under sequence counts, `seq_count`); it is held for a few
 //! instructions, never across a blocking call, and never two at once except in
 //! [`wake_with_proxies`], which takes two in address order.
 //!
@@ -50,6 +51,7 @@
 
 mod buckets;
 mod history;
+mod seq_count;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -243,7 +245,7 @@ pub fn hold_blame(address: usize, start: Option<u64>, end: u64) -> Option<HoldBl
         match find_lock_free(address) {
             Found::Entry(e, seq) => {
                 let blame = e.history.hold_blame(start, end);
-                if e.history.read_valid(seq) {
+                if e.history.seq.read_valid(seq) {
                     return Some(blame);
                 }
             }
@@ -259,9 +261,9 @@ pub fn hold_blame(address: usize, start: Option<u64>, end: u64) -> Option<HoldBl
 
 /// Appends a change of a mutex's waiters at `now` to its history; returns its stamp.
 fn record(h: &History, s: &State, now: u64, withdrawal: Option<Withdrawal>) -> u64 {
-    h.begin_write();
+    h.seq.begin_write();
     let stamp = h.push(now, s.weight, withdrawal);
-    h.end_write();
+    h.seq.end_write();
     stamp
 }
 
