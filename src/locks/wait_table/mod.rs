@@ -163,20 +163,13 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
                         waker: WakerId::default(),
                     }
                 }
-                Outcome::Success if s.woken > 0 => {
-                    // Its time since the event (being scheduled) is nobody's fault.
-                    s.withdraw(wait.gated_mark, wait.weight);
-                    s.woken -= 1;
-                    let mutex_wait = s.proxied > 0;
-                    if mutex_wait {
-                        s.proxied -= 1;
-                    }
-                    Departed::Blamed {
-                        woken_at: s.last_wake.clamp(wait.start_ns, now),
-                        mutex_wait,
-                        waker: s.last_waker,
-                    }
-                }
+                Outcome::Success if s.woken > 0 => woken_departure(s, &wait, now),
+                // A wait that ended otherwise (a timeout that raced the event) with more
+                // woken than waiters left took a wake-up all the same: no waiter left can be
+                // the one woken. Accounted as woken, so that the mutex registration a
+                // condvar signal made for it is ended too (dropping the count left a phantom
+                // waiter on the mutex, whose holders it blamed from then on).
+                _ if s.woken > s.waiters => woken_departure(s, &wait, now),
                 other => {
                     s.withdraw(wait.gated_mark, wait.weight);
                     unblamed(other)
@@ -187,6 +180,23 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
             departed
         })
         .unwrap_or_else(|| unblamed(outcome))
+}
+
+/// The departure of a waiter of an event that counts as one of those the latest events
+/// woke.
+fn woken_departure(s: &mut State, wait: &Wait, now: u64) -> Departed {
+    // Its time since the event (being scheduled) is nobody's fault.
+    s.withdraw(wait.gated_mark, wait.weight);
+    s.woken -= 1;
+    let mutex_wait = s.proxied > 0;
+    if mutex_wait {
+        s.proxied -= 1;
+    }
+    Departed::Blamed {
+        woken_at: s.last_wake.clamp(wait.start_ns, now),
+        mutex_wait,
+        waker: s.last_waker,
+    }
 }
 
 fn unblamed(outcome: Outcome) -> Departed {

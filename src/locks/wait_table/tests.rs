@@ -339,6 +339,60 @@ fn woken_condvar_waiters_wait_for_the_signallers_mutex() {
 }
 
 #[test]
+fn a_signalled_condvar_waiter_that_times_out_leaves_no_phantom_on_the_mutex() {
+    let cond = 0x7700_1000usize;
+    let mutex = 0x7700_1040usize;
+    let c = arrive(cond, WaitKind::CondVar, 0, 1).unwrap();
+    set_partner(cond, mutex);
+    // The signal at 40 races the waiter's timeout: its timedwait returns ETIMEDOUT, after
+    // it retook the mutex at 47 (the signaller unlocked at 45).
+    assert_eq!(wake_with_proxies(cond, || 40, 1), Some(40));
+    let d = depart(c, 47, Outcome::TimedOut);
+    assert!(
+        matches!(
+            d,
+            Departed::Blamed {
+                mutex_wait: true,
+                ..
+            }
+        ),
+        "it took the wake-up: {d:?}"
+    );
+    depart_proxy(mutex, 47);
+    assert_eq!(dirty_count(cond), 0);
+    assert_eq!(dirty_count(mutex), 0, "no waiter left registered on the mutex");
+    assert_eq!(
+        held(mutex, Some(1000), 2000).unwrap_or(0),
+        0,
+        "a later hold of the mutex takes nothing"
+    );
+}
+
+#[test]
+fn a_timeout_beside_a_woken_waiter_leaves_the_wake_up_to_it() {
+    let cond = 0x7700_2000usize;
+    let mutex = 0x7700_2040usize;
+    let a = arrive(cond, WaitKind::CondVar, 0, 1).unwrap();
+    let b = arrive(cond, WaitKind::CondVar, 5, 1).unwrap();
+    set_partner(cond, mutex);
+    assert_eq!(wake_with_proxies(cond, || 40, 1), Some(75));
+    assert_eq!(
+        depart(b, 42, Outcome::TimedOut),
+        Departed::TimedOut,
+        "one woken, one still waiting: the one that timed out need not be the woken one"
+    );
+    assert!(matches!(
+        depart(a, 50, Outcome::Success),
+        Departed::Blamed {
+            mutex_wait: true,
+            ..
+        }
+    ));
+    depart_proxy(mutex, 50);
+    assert_eq!(dirty_count(mutex), 0);
+}
+
+#[test]
 fn the_last_to_arrive_at_a_barrier_takes_the_others_wait() {
     let barrier = 0x7800_0000usize;
     barrier_init(barrier, 3);
