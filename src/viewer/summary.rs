@@ -8,7 +8,9 @@
 //! with the lock function it called and the call site (see [`lock_sites`]). When the
 //! samples say what threads waited on, and that is more than one kind of primitive, one
 //! that is not a lock, or waits nobody is blamed for, idleness and blame are broken down by
-//! kind (the derived metrics `idleness.<kind>`, `blame.<kind>`, `idleness.unblamed`).
+//! kind (the derived metrics `idleness.<kind>`, `blame.<kind>`, `idleness.unblamed`). When
+//! much of the waiting for locks fell while the lock was free (blamed on nobody, by
+//! definition), a line says how much, so that idleness and blame that differ are explained.
 //!
 //! Invariants: every line starts with `blameprof: `; without idleness and blame the lock
 //! lines are absent, and without derived metrics the breakdown is. Not async-signal-safe
@@ -204,6 +206,7 @@ fn lock_lines(a: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
         ns(effort),
     )?;
     kind_lines(a, out)?;
+    free_lock_line(a, out)?;
     let lists = [
         (IDLENESS, "waiters (victims)"),
         (BLAME, "culprits (perpetrators)"),
@@ -300,6 +303,34 @@ fn kind_lines(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "{PREFIX}blame by primitive: {}", shares(&blame, BLAME))?;
     }
     Ok(())
+}
+
+/// The waiting for locks (spin locks, mutexes, rwlocks) that no hold accounts for: a
+/// blocked waiter accrues blame only while the lock is held, so its time woken but not yet
+/// running, or while others took the freed lock before it, is nobody's (docs/lock-blame.md).
+/// Said when it is at least a tenth of the waiting for locks and a millisecond; the
+/// unblamed waits (timed out, interrupted) are taken out first.
+fn free_lock_line(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
+    let of = |base: &str| -> u64 {
+        LOCK_KINDS
+            .iter()
+            .map(|&kind| a.total_of(&derived_name(base, Part::Kind(kind))))
+            .sum()
+    };
+    let waited = of(IDLENESS);
+    let unblamed = a.total_of(&derived_name(IDLENESS, Part::Unblamed));
+    let free = waited.saturating_sub(unblamed).saturating_sub(of(BLAME));
+    if free < 1_000_000 || free * 10 < waited {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{PREFIX}waiting for locks while they were free: {} of {} ({:.1}%), blamed on no one \
+         (a waiter woken and not yet running, or passed over by threads that took the lock)",
+        ns(free),
+        ns(waited),
+        percent(free, waited)
+    )
 }
 
 /// Nanoseconds for reading (idleness, blame and work are in ns).

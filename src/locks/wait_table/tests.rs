@@ -360,7 +360,11 @@ fn a_signalled_condvar_waiter_that_times_out_leaves_no_phantom_on_the_mutex() {
     );
     depart_proxy(mutex, 47);
     assert_eq!(dirty_count(cond), 0);
-    assert_eq!(dirty_count(mutex), 0, "no waiter left registered on the mutex");
+    assert_eq!(
+        dirty_count(mutex),
+        0,
+        "no waiter left registered on the mutex"
+    );
     assert_eq!(
         held(mutex, Some(1000), 2000).unwrap_or(0),
         0,
