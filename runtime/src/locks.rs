@@ -6,7 +6,8 @@
 //! priority-inheritance) keeps its exact semantics and return codes: an acquisition first
 //! tries (glibc's own fast path for plain mutexes, [`plain_mutex`], else the real trylock),
 //! and only when that says EBUSY does the wait get measured around the real blocking call.
-//! An uncontended release of a plain mutex is [`plain_mutex`]'s too.
+//! The release of a plain mutex is [`plain_mutex`]'s too (glibc's exchange, and its wake
+//! when a waiter sleeps).
 
 use crate::plain_mutex;
 use crate::real;
@@ -198,13 +199,25 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
     // SAFETY: per this function's contract, `m` is a valid mutex held by the caller.
     if !policy::may_be_pending(m as usize, WaitKind::Mutex) || !unsafe { unlock_releases(m) } {
         // SAFETY: `m` is a valid mutex held by the caller (this function's contract).
-        if unsafe { plain_mutex::unlock(m) } {
-            return 0;
-        }
-        // SAFETY: forwarding the caller's mutex to glibc unchanged.
-        return unsafe { real::pthread_mutex_unlock()(m) };
+        return unsafe { unlock(m) };
     }
     kept_on_the_stack(release_measured(m))
+}
+
+/// The real unlock: glibc's own sequence inline for a plain mutex, else glibc's unlock.
+///
+/// # Safety
+/// `m` must be a valid mutex pointer for glibc's unlock.
+#[inline(always)]
+unsafe fn unlock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: `m` is valid (this function's contract); forwarded to glibc unchanged.
+    unsafe {
+        if plain_mutex::unlock(m) {
+            0
+        } else {
+            real::pthread_mutex_unlock()(m)
+        }
+    }
 }
 
 /// Returns `rc` through an optimisation barrier, so the call that produced it is a call and
@@ -222,10 +235,8 @@ fn kept_on_the_stack(rc: c_int) -> c_int {
 #[cold]
 #[inline(never)]
 fn release_measured(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: forwarding the caller's mutex to glibc unchanged.
-    policy::release(m as usize, WaitKind::Mutex, false, || unsafe {
-        real::pthread_mutex_unlock()(m)
-    })
+    // SAFETY: the caller's mutex, valid and held (`pthread_mutex_unlock`'s contract).
+    policy::release(m as usize, WaitKind::Mutex, false, || unsafe { unlock(m) })
 }
 
 /// # Safety

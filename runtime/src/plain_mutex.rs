@@ -1,17 +1,21 @@
 //! glibc's own fast path for plain mutexes, taken inside the interposed functions instead of
 //! calling glibc's trylock and unlock.
 //!
-//! Job: the uncontended acquisition and release of a mutex of the default type
-//! (`PTHREAD_MUTEX_TIMED_NP`, process-private: `__kind == 0`), done exactly as glibc does
-//! them, so a profiled program does not pay two more calls into glibc per lock operation
-//! (with tens of millions of operations a second, that was most of the profiler's cost).
+//! Job: the try and the release of a mutex of the default type (`PTHREAD_MUTEX_TIMED_NP`,
+//! process-private: `__kind == 0`), done exactly as glibc does them, so a profiled program
+//! does not pay two more calls into glibc per lock operation (with tens of millions of
+//! operations a second, that was most of the profiler's cost), and its lock word sees the
+//! same accesses in the same order as without the profiler (on a contended lock, one more
+//! access to its line inside the critical section halved the contended fraction,
+//! docs/benchmarks.md).
 //!
 //! Invariants:
-//! - Only `__kind == 0` mutexes, and only the uncontended cases: the lock word goes 0 → 1 by
-//!   CAS, tried only when a load saw it 0 (glibc's trylock), and 1 → 0 by CAS; while the
-//!   process has only one thread (glibc's `__libc_single_threaded`), by plain stores, as
-//!   glibc 2.34 on does for private mutexes. Every other case (a held mutex at unlock with
-//!   waiters, word 2; any other type, robust, shared, PI, PP, elided) is glibc's call.
+//! - Only `__kind == 0` mutexes: the lock word goes 0 → 1 by CAS, tried only when a load
+//!   saw it 0 (glibc's trylock), and to 0 by one exchange, followed by a private futex wake
+//!   of one waiter when it was 2 (glibc's `lll_unlock`); while the process has only one
+//!   thread (glibc's `__libc_single_threaded`), by plain stores, as glibc 2.34 on does for
+//!   private mutexes. Every other type (recursive, errorcheck, robust, shared, PI, PP,
+//!   elided) is glibc's call; so is every blocking acquisition.
 //! - The fields glibc keeps for this type are kept as glibc keeps them: `__owner` is the
 //!   holder's thread id while held and 0 after, `__nusers` counts holds (what
 //!   `pthread_mutex_destroy` checks), both written only by the holder.
@@ -177,8 +181,8 @@ pub unsafe fn try_lock(m: *mut pthread_mutex_t) -> Option<c_int> {
     Some(0)
 }
 
-/// glibc's unlock of a plain mutex that nobody waits for; false: not such a mutex, or this
-/// path is off (ask glibc, which also wakes a waiter).
+/// glibc's unlock of a plain mutex; false: not such a mutex, or this path is off (ask
+/// glibc).
 ///
 /// # Safety
 /// `m` must point at a valid, initialised glibc mutex, held by the caller if plain.
@@ -186,35 +190,48 @@ pub unsafe fn try_lock(m: *mut pthread_mutex_t) -> Option<c_int> {
 pub unsafe fn unlock(m: *mut pthread_mutex_t) -> bool {
     // SAFETY: `m` is valid (caller's contract).
     let (lock, kind) = unsafe { (field(m, LOCK), field(m, KIND)) };
-    if TID_OFFSET.load(Ordering::Relaxed) == 0
-        || kind.load(Ordering::Relaxed) != 0
-        || lock.load(Ordering::Relaxed) != 1
-    {
+    if TID_OFFSET.load(Ordering::Relaxed) == 0 || kind.load(Ordering::Relaxed) != 0 {
         return false;
     }
     // SAFETY: as above.
     let (owner, nusers) = unsafe { (field(m, OWNER), field(m, NUSERS)) };
     // As glibc: the fields are reset before the release, while the caller still holds it.
-    let held_by = owner.load(Ordering::Relaxed);
     owner.store(0, Ordering::Relaxed);
-    let users = nusers.load(Ordering::Relaxed);
-    nusers.store(users.wrapping_sub(1), Ordering::Relaxed);
+    nusers.store(
+        nusers.load(Ordering::Relaxed).wrapping_sub(1),
+        Ordering::Relaxed,
+    );
     if single_threaded() {
         // As glibc's unlock of a private mutex in a single-threaded process: nobody can
         // wait for it.
         lock.store(0, Ordering::Release);
         return true;
     }
-    if lock
-        .compare_exchange(1, 0, Ordering::Release, Ordering::Relaxed)
-        .is_ok()
-    {
-        return true;
+    // As glibc's `lll_unlock`: one exchange, and a wake when waiters may sleep (2). A
+    // load and a compare-and-swap before took the lock word's line twice, inside the
+    // program's critical section.
+    if lock.swap(0, Ordering::Release) > 1 {
+        wake_one(lock);
     }
-    // A waiter marked it contended meanwhile: the caller still holds it; glibc releases it
-    // and wakes the waiter.
-    owner.store(held_by, Ordering::Relaxed);
-    nusers.store(users, Ordering::Relaxed);
-    false
+    true
+}
+
+/// `FUTEX_WAKE_PRIVATE` of one waiter of `word`, as glibc's `lll_futex_wake`, by a system
+/// call of its own: `syscall(3)` is interposed by this library (`crate::futex`).
+#[inline(never)]
+fn wake_one(word: &AtomicI32) {
+    let ret: isize;
+    // SAFETY: futex(2) on a valid, aligned 32-bit word the process shares only privately
+    // (a private mutex); FUTEX_WAKE reads nothing else and clobbers rcx and r11 only.
+    unsafe {
+        std::arch::asm!("syscall",
+            inlateout("rax") libc::SYS_futex as isize => ret,
+            in("rdi") word.as_ptr(),
+            in("rsi") libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            in("rdx") 1,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack));
+    }
+    let _ = ret;
 }
 mod tests;

@@ -133,35 +133,52 @@ fn the_fast_path_declines_every_other_mutex() {
 }
 
 #[test]
-fn an_unlock_with_a_waiter_marked_is_left_to_glibc_untouched() {
-    // A waiter sets the lock word to 2 before it sleeps; such an unlock must wake it, which
-    // only glibc does: the fast path declines and leaves owner and users as they were.
+fn an_unlock_with_a_waiter_marked_leaves_what_glibc_leaves() {
+    // A waiter sets the lock word to 2 before it sleeps: the unlock releases the mutex as
+    // glibc's does (one exchange) and wakes a sleeper.
     let t = MutexTwin::new(None);
     assert_eq!(t.step(MutexOp::Lock), 0);
     t.twin.ours.set_word(MUTEX_LOCK_AT, 2);
     t.twin.glibc.set_word(MUTEX_LOCK_AT, 2);
-    let marked = t.ours_fields();
-    assert_eq!(
-        marked,
-        MutexFields {
-            lock: 2,
-            ..held_by(gettid())
+    let real_unlock = real::pthread_mutex_unlock();
+    // SAFETY: initialised mutexes this thread holds.
+    let (a, b) = unsafe { (unlock(t.twin.ours.ptr()), real_unlock(t.twin.glibc.ptr())) };
+    assert!(a, "a plain mutex with a waiter is the fast path's");
+    assert_eq!(b, 0);
+    t.assert_same_state(&"an unlock with a waiter marked");
+    assert_eq!(t.ours_fields(), UNLOCKED);
+}
+
+#[test]
+fn an_unlock_wakes_a_waiter_asleep_in_glibc() {
+    // The waiter blocks in glibc's own timedlock (a futex wait on the lock word, which it
+    // sets to 2). Only a wake lets it take the mutex before its deadline: after the
+    // exchange to 0 it sleeps on until woken or timed out.
+    let mutex = Raw::<pthread_mutex_t>::zeroed();
+    let m = mutex.ptr() as usize;
+    let glibc = glibc_mutex();
+    // SAFETY: a valid default mutex, free.
+    assert_eq!(unsafe { (glibc.lock)(m as *mut pthread_mutex_t) }, 0);
+    let waiter = std::thread::spawn(move || {
+        let soon = crate::tests::support::deadline(libc::CLOCK_REALTIME, 20);
+        // SAFETY: the mutex outlives this thread (joined below); released at once.
+        unsafe {
+            let rc = (glibc_mutex().timedlock)(m as *mut pthread_mutex_t, &soon);
+            if rc == 0 {
+                (glibc_mutex().unlock)(m as *mut pthread_mutex_t);
+            }
+            rc
         }
-    );
-    // SAFETY: an initialised mutex this thread holds.
-    assert!(!unsafe { unlock(t.twin.ours.ptr()) });
-    assert_eq!(
-        t.ours_fields(),
-        marked,
-        "the declined unlock changed the mutex"
-    );
-    // Our interposed unlock (which then calls glibc's) and glibc's leave the same state.
-    assert_eq!(t.step(MutexOp::Unlock), 0);
-    assert_eq!(t.ours_fields(), UNLOCKED);
-    // An unlocked mutex (word 0) is declined as well.
-    // SAFETY: as above (glibc's own unlock of it is tested below).
-    assert!(!unsafe { unlock(t.twin.ours.ptr()) });
-    assert_eq!(t.ours_fields(), UNLOCKED);
+    });
+    while mutex_fields(&mutex).lock != 2 {
+        std::thread::yield_now();
+    }
+    // Marked: the waiter is about to sleep or asleep; give it time to be asleep.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // SAFETY: this thread holds the mutex.
+    assert!(unsafe { unlock(m as *mut pthread_mutex_t) });
+    assert_eq!(waiter.join().unwrap(), 0, "the waiter was never woken");
+    assert_eq!(mutex_fields(&mutex), UNLOCKED);
 }
 
 #[test]
