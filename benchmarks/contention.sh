@@ -11,12 +11,14 @@
 # Each configuration runs N rounds, unprofiled and profiled alternating; medians of the
 # per-round ratios. Prints markdown on stdout; progress on stderr. Asserts nothing.
 #
-# Environment: N (5), HZ (200), WORK (scratch dir), BLAMEPROF (target/release/blameprof),
+# Environment: N (5), NF (15: rounds of part 3, whose unprofiled fraction moves by up to 2x
+#   from run to run), HZ (200), WORK (scratch dir), BLAMEPROF (target/release/blameprof),
 #   SKIP_BUILD=1 to use an existing build, ONLY (sysbench|scale|fidelity: one part).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 N=${N:-5}
+NF=${NF:-15}
 HZ=${HZ:-200}
 WORK=${WORK:-$(mktemp -d /tmp/blameprof-contention.XXXXXX)}
 BLAMEPROF=${BLAMEPROF:-$ROOT/target/release/blameprof}
@@ -88,14 +90,14 @@ if [[ -z $ONLY || $ONLY == scale ]]; then
 fi
 
 if [[ -z $ONLY || $ONLY == fidelity ]]; then
-    echo "## Contention fidelity (fidelity_trylock: one mutex, trylock then lock, holds of 60 multiply-adds, 150 between; median of $N paired rounds)"
+    echo "## Contention fidelity (fidelity_trylock: one mutex, trylock then lock, holds of 60 multiply-adds, 150 between; median of $NF paired rounds)"
     echo
     echo "| threads | contended unprofiled | contended profiled | profiled / unprofiled | wall-time ratio |"
     echo "|---|---:|---:|---:|---:|"
     for t in 4 8; do
         per=$((8000000 / t))
         fp="" fq="" ratios=""
-        for ((i = 1; i <= N; i++)); do
+        for ((i = 1; i <= NF; i++)); do
             a=$(timed plain "$WORK/fidelity_trylock" "$t" "$per")
             ca=$(awk '/^fidelity:/ { print $3 }' "$WORK/out")
             b=$(timed prof "$WORK/fidelity_trylock" "$t" "$per")

@@ -1,7 +1,7 @@
 //! The contention-fidelity section: `benchmarks/workloads/fidelity_trylock.c`, which counts
 //! its own contended acquisitions (a failed trylock before each lock), unprofiled vs
 //! `blameprof run -q -F 200`: the contended fraction both ways and the wall-time ratio,
-//! medians of N alternating runs. A profiler that lengthens critical sections, or the path
+//! medians of at least [`MIN_ROUNDS`] alternating runs. A profiler that lengthens critical sections, or the path
 //! into them, makes more acquisitions contended: it measures a different program.
 
 use anyhow::{bail, Context, Result};
@@ -14,6 +14,11 @@ use crate::workloads::Workload;
 
 /// Acquisitions per run, all threads together.
 pub const ACQUISITIONS: u64 = 8_000_000;
+
+/// Fewest alternating rounds per thread count: the unprofiled contended fraction moves by
+/// up to 2x from run to run (its medians of 9 ranged over 9.5-16%), so fewer rounds cannot
+/// resolve a 20% band.
+pub const MIN_ROUNDS: usize = 15;
 
 /// Targets (issue 22): the contended fraction profiled within 20% (relative) of unprofiled,
 /// and the profiled run at most 1.5x the unprofiled one.
@@ -57,8 +62,10 @@ pub fn parse_fraction(stdout: &str) -> Option<f64> {
     })
 }
 
-/// Runs each thread count `rounds` times unprofiled and under blameprof, alternating.
+/// Runs each thread count `rounds` times (at least [`MIN_ROUNDS`]) unprofiled and under
+/// blameprof, alternating.
 pub fn run(tools: &Tools, w: &Workload, threads: &[usize], rounds: usize) -> Result<Vec<Fidelity>> {
+    let rounds = rounds.max(MIN_ROUNDS);
     let mut results = Vec::new();
     for &t in threads {
         let per_thread = ACQUISITIONS / t as u64;

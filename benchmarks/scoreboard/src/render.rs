@@ -210,8 +210,10 @@ fn fidelity_table(s: &mut String, runs: &[Fidelity]) {
     let _ = writeln!(
         s,
         "\n## Contention fidelity (`fidelity_trylock`: one mutex, a failed trylock before a lock \
-         counts as contended; {} acquisitions, unprofiled vs `blameprof run -q -F 200`)\n",
-        fidelity::ACQUISITIONS
+         counts as contended; {} acquisitions, unprofiled vs `blameprof run -q -F 200`; medians of \
+         at least {} alternating rounds)\n",
+        fidelity::ACQUISITIONS,
+        fidelity::MIN_ROUNDS
     );
     let _ = writeln!(
         s,
