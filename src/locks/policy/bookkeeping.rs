@@ -80,7 +80,7 @@ pub(super) fn pending<R>(
 
 /// `pthread_*_init`/`destroy`: the object at `address` starts afresh.
 pub fn forget(address: usize) {
-    let unsettled = table::forget(address);
+    let unsettled = table::forget(address, crate::sampler::clock::monotonic_ns());
     if unsettled > 0 {
         counters::add(Counter::BlameUnsettled, unsettled);
     }

@@ -61,10 +61,11 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
     // after the record (the program sees its hold begin when the call returns).
     let now = monotonic_ns();
     if let Departed::Blamed {
-        mutex_wait: true, ..
+        retake: Some(retaken),
+        ..
     } = departed
     {
-        bookkeeping(|| table::depart_proxy(mutex, now));
+        bookkeeping(|| table::depart_proxy(retaken, now));
     }
     if may_be_pending(mutex, WaitKind::Mutex) {
         hold_started(state, mutex, WaitKind::Mutex, now);

@@ -43,7 +43,8 @@ pub fn thread_exiting(thread: usize, routine: Option<usize>) {
 }
 
 /// At the exit of a thread cancelled inside a measured wait (the wait never returned): the
-/// wait ends now, interrupted, and nobody is blamed. Call on the owner thread with
+/// wait ends now, interrupted, and nobody is blamed (the wait table ends the registration
+/// a condvar signal made for it on the mutex, if any). Call on the owner thread with
 /// `in_runtime` raised.
 pub fn abandon_wait(state: &ThreadState) {
     // SAFETY: per the contract, on the owner thread with `in_runtime` raised.

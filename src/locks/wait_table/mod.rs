@@ -97,11 +97,12 @@ pub enum Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Departed {
     /// Blamed on whoever held the object or provided the event. For condition variables,
-    /// `mutex_wait` says whether the waiter then waited for the mutex on a registration the
-    /// signaller made for it, from `woken_at` on.
+    /// `retake` is the mutex the waiter then waited for on a registration the signaller made
+    /// for it, from `woken_at` on: the waiter must end it ([`depart_proxy`]) once it holds
+    /// the mutex again.
     Blamed {
         woken_at: u64,
-        mutex_wait: bool,
+        retake: Option<usize>,
         /// The event's provider (default for hold kinds).
         waker: WakerId,
     },
@@ -159,24 +160,31 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
                     s.acquired_by_waiter();
                     Departed::Blamed {
                         woken_at: now,
-                        mutex_wait: false,
+                        retake: None,
                         waker: WakerId::default(),
                     }
                 }
                 Outcome::Success if s.woken > 0 => woken_departure(s, &wait, now),
-                // A wait that ended otherwise (a timeout that raced the event) with more
-                // woken than waiters left took a wake-up all the same: no waiter left can be
-                // the one woken. Accounted as woken, so that the mutex registration a
-                // condvar signal made for it is ended too (dropping the count left a phantom
-                // waiter on the mutex, whose holders it blamed from then on).
-                _ if s.woken > s.waiters => woken_departure(s, &wait, now),
                 other => {
                     s.withdraw(wait.gated_mark, wait.weight);
                     unblamed(other)
                 }
             };
+            // A wait that ended otherwise (a timeout that raced the signal, a cancellation)
+            // while every waiter left was woken took a wake-up all the same: the count of
+            // woken waiters drops to the waiters left, and the mutex registrations that
+            // condvar signals made for woken waiters beyond them end now (left alone, they
+            // were phantom waiters on the mutex, whose holders they blamed from then on).
             s.woken = s.woken.min(s.waiters);
-            s.proxied = s.proxied.min(s.woken);
+            let kept = s.proxied.min(s.woken);
+            let orphans = (s.proxied > kept).then_some((s.partner, s.proxied - kept));
+            s.proxied = kept;
+            (departed, orphans)
+        })
+        .map(|(departed, orphans)| {
+            if let Some((mutex, n)) = orphans {
+                depart_proxies(mutex, n, now);
+            }
             departed
         })
         .unwrap_or_else(|| unblamed(outcome))
@@ -188,13 +196,13 @@ fn woken_departure(s: &mut State, wait: &Wait, now: u64) -> Departed {
     // Its time since the event (being scheduled) is nobody's fault.
     s.withdraw(wait.gated_mark, wait.weight);
     s.woken -= 1;
-    let mutex_wait = s.proxied > 0;
-    if mutex_wait {
+    let retake = (s.proxied > 0).then_some(s.partner);
+    if retake.is_some() {
         s.proxied -= 1;
     }
     Departed::Blamed {
         woken_at: s.last_wake.clamp(wait.start_ns, now),
-        mutex_wait,
+        retake,
         waker: s.last_waker,
     }
 }
@@ -368,8 +376,16 @@ pub fn wake_with_proxies(cond: usize, now: impl FnOnce() -> u64, n: u32) -> Opti
 /// A woken condition-variable waiter retook `mutex` at `now` on the registration its
 /// signaller made for it.
 pub fn depart_proxy(mutex: usize, now: u64) {
+    depart_proxies(mutex, 1, now);
+}
+
+/// `n` registrations that signals made on `mutex` for woken condition-variable waiters end
+/// at `now`.
+fn depart_proxies(mutex: usize, n: u32, now: u64) {
     Locked::of(mutex).update_with_history(mutex, None, |s, h| {
-        s.remove_waiter(1);
+        for _ in 0..n {
+            s.remove_waiter(1);
+        }
         record(h, s, now, None);
     });
 }
@@ -428,24 +444,32 @@ pub fn barrier_arrive(address: usize, now: u64) -> BarrierArrival {
         .unwrap_or(BarrierArrival::Unknown)
 }
 
-/// `pthread_*_init`/`destroy`: forget the object at `address`, recycling its entry. Returns
-/// waiter-time that was still unsettled (0 normally).
-pub fn forget(address: usize) -> u64 {
+/// `pthread_*_init`/`destroy` at `now`: forget the object at `address`, recycling its
+/// entry. Returns waiter-time that was still unsettled (0 normally). A condition variable
+/// destroyed right after a broadcast (as POSIX allows) still has woken waiters on their way
+/// to its mutex: the registrations its signals made for them on the mutex end now, since
+/// their departures will not find the condition variable.
+pub fn forget(address: usize, now: u64) -> u64 {
     let index = bucket_index(address);
     if TABLE[index].first(Ordering::Acquire) == NONE {
         return 0;
     }
     let locked = Locked::new(index);
-    let unsettled = locked
+    let (unsettled, proxies) = locked
         .update(address, None, |s| {
+            let proxies = (s.proxied > 0).then_some((s.partner, s.proxied));
             s.retained = false;
             s.waiters = 0;
             s.weight = [0, 0];
             s.woken = 0;
             s.proxied = 0;
-            s.take().total()
+            (s.take().total(), proxies)
         })
-        .unwrap_or(0);
+        .unwrap_or((0, None));
     locked.free_if_clean(address);
+    drop(locked);
+    if let Some((mutex, n)) = proxies {
+        depart_proxies(mutex, n, now);
+    }
     unsettled
 }
