@@ -9,8 +9,9 @@
 //! samples say what threads waited on, and that is more than one kind of primitive, one
 //! that is not a lock, or waits nobody is blamed for, idleness and blame are broken down by
 //! kind (the derived metrics `idleness.<kind>`, `blame.<kind>`, `idleness.unblamed`). When
-//! much of the waiting for locks fell while the lock was free (blamed on nobody, by
-//! definition), a line says how much, so that idleness and blame that differ are explained.
+//! much of the waiting for locks is accounted for by no hold (mostly while the lock was
+//! free, blamed on nobody by definition), a line says how much, so that idleness and blame
+//! that differ are explained.
 //!
 //! Invariants: every line starts with `blameprof: `; without idleness and blame the lock
 //! lines are absent, and without derived metrics the breakdown is. Not async-signal-safe
@@ -307,26 +308,44 @@ fn kind_lines(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
 
 /// The waiting for locks (spin locks, mutexes, rwlocks) that no hold accounts for: a
 /// blocked waiter accrues blame only while the lock is held, so its time woken but not yet
-/// running, or while others took the freed lock before it, is nobody's (docs/lock-blame.md).
-/// Said when it is at least a tenth of the waiting for locks and a millisecond; the
-/// unblamed waits (timed out, interrupted) are taken out first.
+/// running, with the lock free, is nobody's (docs/lock-blame.md). Said when it is at least
+/// a tenth of the waiting for locks and a millisecond. Waits that timed out or were
+/// interrupted are taken out when every kind waited on is a lock (otherwise the unblamed
+/// waits may be of other kinds, and the line says they may be in it).
 fn free_lock_line(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
-    let of = |base: &str| -> u64 {
-        LOCK_KINDS
+    if a.metrics.id(BLAME).is_err() {
+        return Ok(());
+    }
+    let of = |base: &str, kinds: &[WaitKind]| -> u64 {
+        kinds
             .iter()
             .map(|&kind| a.total_of(&derived_name(base, Part::Kind(kind))))
             .sum()
     };
-    let waited = of(IDLENESS);
+    let waited = of(IDLENESS, &LOCK_KINDS);
+    let all_kinds: Vec<WaitKind> = (0..a.metrics.len())
+        .filter_map(|m| match a.metrics.derived_from(m) {
+            Some((_, Part::Kind(kind))) if a.totals[m] > 0 => Some(kind),
+            _ => None,
+        })
+        .collect();
+    let locks_only = all_kinds.iter().all(|k| LOCK_KINDS.contains(k));
     let unblamed = a.total_of(&derived_name(IDLENESS, Part::Unblamed));
-    let free = waited.saturating_sub(unblamed).saturating_sub(of(BLAME));
+    let free = waited
+        .saturating_sub(if locks_only { unblamed } else { 0 })
+        .saturating_sub(of(BLAME, &LOCK_KINDS));
     if free < 1_000_000 || free * 10 < waited {
         return Ok(());
     }
+    let timed_out = if locks_only || unblamed == 0 {
+        ""
+    } else {
+        ", and any that timed out"
+    };
     writeln!(
         out,
-        "{PREFIX}waiting for locks while they were free: {} of {} ({:.1}%), blamed on no one \
-         (a waiter woken and not yet running, or passed over by threads that took the lock)",
+        "{PREFIX}waiting for locks that no hold accounts for: {} of {} ({:.1}%): mostly while \
+         the lock was free (a woken waiter not yet running){timed_out}",
         ns(free),
         ns(waited),
         percent(free, waited)
