@@ -210,28 +210,33 @@ pub unsafe fn unlock(m: *mut pthread_mutex_t) -> bool {
     // As glibc's `lll_unlock`: one exchange, and a wake when waiters may sleep (2). A
     // load and a compare-and-swap before took the lock word's line twice, inside the
     // program's critical section.
+    // The address only, taken before the release: once released, another thread may take,
+    // release and free the mutex, and no reference to it may live on (the wake of a freed
+    // word is harmless to the kernel, as in glibc).
+    let word = lock.as_ptr();
     if lock.swap(0, Ordering::Release) > 1 {
-        wake_one(lock);
+        wake_one(word);
     }
     true
 }
 
-/// `FUTEX_WAKE_PRIVATE` of one waiter of `word`, as glibc's `lll_futex_wake`, by a system
-/// call of its own: `syscall(3)` is interposed by this library (`crate::futex`).
+/// `FUTEX_WAKE_PRIVATE` of one waiter of the lock word at `word`, as glibc's
+/// `lll_futex_wake`, by a system call of its own: `syscall(3)` is interposed by this library
+/// (`crate::futex`). The kernel only looks `word` up among its sleepers; it need not be
+/// valid any more.
 #[inline(never)]
-fn wake_one(word: &AtomicI32) {
-    let ret: isize;
-    // SAFETY: futex(2) on a valid, aligned 32-bit word the process shares only privately
-    // (a private mutex); FUTEX_WAKE reads nothing else and clobbers rcx and r11 only.
+fn wake_one(word: *mut i32) {
+    // SAFETY: futex(2) FUTEX_WAKE reads no user memory (the address is a key) and clobbers
+    // rcx and r11 (and rax, its result, which is not needed: a wake cannot fail on an
+    // aligned address).
     unsafe {
         std::arch::asm!("syscall",
-            inlateout("rax") libc::SYS_futex as isize => ret,
-            in("rdi") word.as_ptr(),
-            in("rsi") libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            in("rdx") 1,
+            inlateout("rax") libc::SYS_futex as usize => _,
+            in("rdi") word,
+            in("rsi") (libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG) as usize,
+            in("rdx") 1usize,
             lateout("rcx") _, lateout("r11") _,
             options(nostack));
     }
-    let _ = ret;
 }
 mod tests;

@@ -159,7 +159,10 @@ fn an_unlock_wakes_a_waiter_asleep_in_glibc() {
     let glibc = glibc_mutex();
     // SAFETY: a valid default mutex, free.
     assert_eq!(unsafe { (glibc.lock)(m as *mut pthread_mutex_t) }, 0);
+    let waiter_tid = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let tid = waiter_tid.clone();
     let waiter = std::thread::spawn(move || {
+        tid.store(gettid(), Ordering::Release);
         let soon = crate::tests::support::deadline(libc::CLOCK_REALTIME, 20);
         // SAFETY: the mutex outlives this thread (joined below); released at once.
         unsafe {
@@ -170,11 +173,26 @@ fn an_unlock_wakes_a_waiter_asleep_in_glibc() {
             rc
         }
     });
-    while mutex_fields(&mutex).lock != 2 {
+    // Marked, and the waiter asleep (state S: in the futex wait, the only sleep on its way).
+    let stat = format!(
+        "/proc/self/task/{}/stat",
+        loop {
+            match waiter_tid.load(Ordering::Acquire) {
+                0 => std::thread::yield_now(),
+                tid => break tid,
+            }
+        }
+    );
+    let asleep = || {
+        let s = std::fs::read_to_string(&stat).unwrap_or_default();
+        s.rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+            == Some("S")
+    };
+    while mutex_fields(&mutex).lock != 2 || !asleep() {
         std::thread::yield_now();
     }
-    // Marked: the waiter is about to sleep or asleep; give it time to be asleep.
-    std::thread::sleep(std::time::Duration::from_millis(20));
     // SAFETY: this thread holds the mutex.
     assert!(unsafe { unlock(m as *mut pthread_mutex_t) });
     assert_eq!(waiter.join().unwrap(), 0, "the waiter was never woken");
