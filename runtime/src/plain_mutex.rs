@@ -207,12 +207,11 @@ pub unsafe fn unlock(m: *mut pthread_mutex_t) -> bool {
         lock.store(0, Ordering::Release);
         return true;
     }
-    // As glibc's `lll_unlock`: one exchange, and a wake when waiters may sleep (2). A
-    // load and a compare-and-swap before took the lock word's line twice, inside the
-    // program's critical section.
-    // The address only, taken before the release: once released, another thread may take,
-    // release and free the mutex, and no reference to it may live on (the wake of a freed
-    // word is harmless to the kernel, as in glibc).
+    // As glibc's `lll_unlock`: one exchange, and a wake when waiters may sleep (2); a load
+    // and a compare-and-swap took the lock word's line twice inside the program's critical
+    // section. The wake gets the word's address, taken before the release: once released,
+    // another thread may take, release and free the mutex, and no reference to it may live
+    // on (the wake of a freed word is harmless to the kernel, as in glibc).
     let word = lock.as_ptr();
     if lock.swap(0, Ordering::Release) > 1 {
         wake_one(word);

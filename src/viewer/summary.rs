@@ -250,26 +250,28 @@ fn lock_lines(a: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
 /// Kinds of wait that the "waiting" headline covers by itself when alone (locks).
 const LOCK_KINDS: [WaitKind; 3] = [WaitKind::Spin, WaitKind::Mutex, WaitKind::RwLock];
 
+/// Per kind of primitive, the total of the metric derived from `base` for it, for the kinds
+/// with cost, heaviest first.
+fn kind_totals(a: &Analysis, base: &str) -> Vec<(WaitKind, u64)> {
+    let Ok(base) = a.metrics.id(base) else {
+        return Vec::new();
+    };
+    let mut kinds: Vec<(WaitKind, u64)> = (0..a.metrics.len())
+        .filter_map(|m| match a.metrics.derived_from(m) {
+            Some((b, Part::Kind(kind))) if b == base && a.totals[m] > 0 => {
+                Some((kind, a.totals[m]))
+            }
+            _ => None,
+        })
+        .collect();
+    kinds.sort_by_key(|&(kind, v)| (std::cmp::Reverse(v), kind));
+    kinds
+}
+
 /// The breakdown of idleness and blame by kind of primitive, each kind's share of its base
 /// metric, heaviest first; only when there is more to it than one kind of lock.
 fn kind_lines(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
-    // Per base metric: (kind, total) of its derived metrics with cost, heaviest first.
-    let by_kind = |base: &str| -> Vec<(WaitKind, u64)> {
-        let Ok(base) = a.metrics.id(base) else {
-            return Vec::new();
-        };
-        let mut kinds: Vec<(WaitKind, u64)> = (0..a.metrics.len())
-            .filter_map(|m| match a.metrics.derived_from(m) {
-                Some((b, Part::Kind(kind))) if b == base && a.totals[m] > 0 => {
-                    Some((kind, a.totals[m]))
-                }
-                _ => None,
-            })
-            .collect();
-        kinds.sort_by_key(|&(kind, v)| (std::cmp::Reverse(v), kind));
-        kinds
-    };
-    let (idleness, blame) = (by_kind(IDLENESS), by_kind(BLAME));
+    let (idleness, blame) = (kind_totals(a, IDLENESS), kind_totals(a, BLAME));
     let unblamed = a.total_of(&derived_name(IDLENESS, Part::Unblamed));
     let mut kinds: Vec<WaitKind> = idleness.iter().chain(&blame).map(|&(k, _)| k).collect();
     kinds.sort();
@@ -316,24 +318,23 @@ fn free_lock_line(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
     if a.metrics.id(BLAME).is_err() {
         return Ok(());
     }
-    let of = |base: &str, kinds: &[WaitKind]| -> u64 {
-        kinds
+    let (idleness, blame) = (kind_totals(a, IDLENESS), kind_totals(a, BLAME));
+    let of_locks = |totals: &[(WaitKind, u64)]| -> u64 {
+        totals
             .iter()
-            .map(|&kind| a.total_of(&derived_name(base, Part::Kind(kind))))
+            .filter(|(kind, _)| LOCK_KINDS.contains(kind))
+            .map(|&(_, v)| v)
             .sum()
     };
-    let waited = of(IDLENESS, &LOCK_KINDS);
-    let all_kinds: Vec<WaitKind> = (0..a.metrics.len())
-        .filter_map(|m| match a.metrics.derived_from(m) {
-            Some((_, Part::Kind(kind))) if a.totals[m] > 0 => Some(kind),
-            _ => None,
-        })
-        .collect();
-    let locks_only = all_kinds.iter().all(|k| LOCK_KINDS.contains(k));
+    let waited = of_locks(&idleness);
+    let locks_only = idleness
+        .iter()
+        .chain(&blame)
+        .all(|(kind, _)| LOCK_KINDS.contains(kind));
     let unblamed = a.total_of(&derived_name(IDLENESS, Part::Unblamed));
     let free = waited
         .saturating_sub(if locks_only { unblamed } else { 0 })
-        .saturating_sub(of(BLAME, &LOCK_KINDS));
+        .saturating_sub(of_locks(&blame));
     if free < 1_000_000 || free * 10 < waited {
         return Ok(());
     }

@@ -11,7 +11,7 @@
 
 use crate::format::WaitKind;
 use crate::locks::wait_table::{self as table};
-use crate::sampler::clock::current_tid;
+use crate::sampler::clock::{current_tid, monotonic_ns};
 use crate::sampler::counters::{self, Counter};
 use crate::sampler::process::sampling_enabled;
 use crate::sampler::thread_state::{lookup, ThreadState};
@@ -80,7 +80,7 @@ pub(super) fn pending<R>(
 
 /// `pthread_*_init`/`destroy`: the object at `address` starts afresh.
 pub fn forget(address: usize) {
-    let unsettled = table::forget(address, crate::sampler::clock::monotonic_ns());
+    let unsettled = table::forget(address, monotonic_ns());
     if unsettled > 0 {
         counters::add(Counter::BlameUnsettled, unsettled);
     }

@@ -164,7 +164,20 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
                         waker: WakerId::default(),
                     }
                 }
-                Outcome::Success if s.woken > 0 => woken_departure(s, &wait, now),
+                Outcome::Success if s.woken > 0 => {
+                    // Its time since the event (being scheduled) is nobody's fault.
+                    s.withdraw(wait.gated_mark, wait.weight);
+                    s.woken -= 1;
+                    let retake = (s.proxied > 0).then_some(s.partner);
+                    if retake.is_some() {
+                        s.proxied -= 1;
+                    }
+                    Departed::Blamed {
+                        woken_at: s.last_wake.clamp(wait.start_ns, now),
+                        retake,
+                        waker: s.last_waker,
+                    }
+                }
                 other => {
                     s.withdraw(wait.gated_mark, wait.weight);
                     unblamed(other)
@@ -188,23 +201,6 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
             departed
         })
         .unwrap_or_else(|| unblamed(outcome))
-}
-
-/// The departure of a waiter of an event that counts as one of those the latest events
-/// woke.
-fn woken_departure(s: &mut State, wait: &Wait, now: u64) -> Departed {
-    // Its time since the event (being scheduled) is nobody's fault.
-    s.withdraw(wait.gated_mark, wait.weight);
-    s.woken -= 1;
-    let retake = (s.proxied > 0).then_some(s.partner);
-    if retake.is_some() {
-        s.proxied -= 1;
-    }
-    Departed::Blamed {
-        woken_at: s.last_wake.clamp(wait.start_ns, now),
-        retake,
-        waker: s.last_waker,
-    }
 }
 
 fn unblamed(outcome: Outcome) -> Departed {
