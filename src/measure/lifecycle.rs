@@ -54,6 +54,7 @@ pub fn init() {
 }
 
 fn try_init(cfg: Config) -> std::io::Result<()> {
+    crate::sampler::tsc_clock::init();
     thread_state::init_table()?;
     crate::locks::contention_sampling::set_budget(cfg.contended_per_ms);
     install_handler(cfg.signal)?;

@@ -15,9 +15,11 @@ pub fn other_thread_cpu_ns(tid: u32) -> u64 {
     read_clock(clock)
 }
 
-/// Monotonic time in nanoseconds (vDSO; no system call).
+/// Monotonic time in nanoseconds, for durations within the process: the TSC where it can
+/// serve (`tsc_clock`), else the vDSO's `CLOCK_MONOTONIC` (no system call either way).
+#[inline(always)]
 pub fn monotonic_ns() -> u64 {
-    read_clock(libc::CLOCK_MONOTONIC)
+    super::tsc_clock::monotonic_ns()
 }
 
 /// Wall-clock time in nanoseconds since the epoch.

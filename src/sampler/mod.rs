@@ -22,4 +22,5 @@ pub mod records;
 pub mod sync_sample;
 pub mod thread_state;
 pub mod timer;
+pub mod tsc_clock;
 pub mod wake_path;
