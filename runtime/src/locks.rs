@@ -4,8 +4,9 @@
 //! Spin locks are implemented here entirely (dual representation; glibc's are never called).
 //! Mutexes keep glibc's implementation, so every type (normal, recursive, errorcheck, robust,
 //! priority-inheritance) keeps its exact semantics and return codes: an acquisition first
-//! tries (glibc's own fast path for plain mutexes, [`plain_mutex`], else the real trylock),
-//! and only when that says EBUSY does the wait get measured around the real blocking call.
+//! attempts (for a plain mutex, [`plain_mutex`]: glibc's compare-and-swap; for any other
+//! mutex and every timed lock, the real trylock), and only when that says EBUSY does the
+//! wait get measured around the real blocking call (a plain mutex's is glibc's own wait).
 //! The release of a plain mutex is [`plain_mutex`]'s too (glibc's exchange, and its wake
 //! when a waiter sleeps).
 
@@ -90,10 +91,10 @@ fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
     }
 }
 
-/// A blocking acquisition (`block`: glibc's lock, timedlock or clocklock on `m`): a try
-/// first ([`try_lock`]); only when that says EBUSY is the wait measured around `block`. The
-/// fast path (a free mutex) is a try and one counter read, inlined into the interposed
-/// function; the measured wait is out of line (and is not measured while sampling is off).
+/// A blocking acquisition (`block`: glibc's timedlock or clocklock on `m`): a try first
+/// ([`try_lock`]); only when that says EBUSY is the wait measured around `block`. The fast
+/// path (a free mutex) is a try and one counter read, inlined into the interposed function;
+/// the measured wait is out of line (and is not measured while sampling is off).
 ///
 /// # Safety
 /// `m` must be a valid mutex pointer for glibc's trylock.
@@ -141,8 +142,21 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int
 /// Same contract as `pthread_mutex_lock(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
+    // A plain mutex as glibc locks it: a compare-and-swap, and the wait measured around
+    // glibc's sleep when that fails; any other mutex tries first, as a timed lock does.
     // SAFETY: `m` is the caller's mutex (this function's contract), forwarded unchanged.
-    unsafe { lock_measured(m, || real::pthread_mutex_lock()(m)) }
+    match unsafe { plain_mutex::lock(m) } {
+        Some(libc::EBUSY) => {
+            // SAFETY: a plain mutex that `lock` found held.
+            kept_on_the_stack(wait_measured(m, || unsafe { plain_mutex::lock_wait(m) }))
+        }
+        Some(rc) => {
+            acquired(m, rc);
+            rc
+        }
+        // SAFETY: as above.
+        None => unsafe { lock_measured(m, || real::pthread_mutex_lock()(m)) },
+    }
 }
 
 /// # Safety

@@ -1,21 +1,24 @@
-//! glibc's own fast path for plain mutexes, taken inside the interposed functions instead of
-//! calling glibc's trylock and unlock.
+//! glibc's own code for plain mutexes, run inside the interposed functions instead of
+//! calling glibc's lock, trylock and unlock.
 //!
-//! Job: the try and the release of a mutex of the default type (`PTHREAD_MUTEX_TIMED_NP`,
-//! process-private: `__kind == 0`), done exactly as glibc does them, so a profiled program
-//! does not pay two more calls into glibc per lock operation (with tens of millions of
-//! operations a second, that was most of the profiler's cost), and its lock word sees the
-//! same accesses in the same order as without the profiler (on a contended lock, one more
-//! access to its line inside the critical section halved the contended fraction,
-//! docs/benchmarks.md).
+//! Job: the lock, the try and the release of a mutex of the default type
+//! (`PTHREAD_MUTEX_TIMED_NP`, process-private: `__kind == 0`), done exactly as glibc does
+//! them, so a profiled program does not pay two more calls into glibc per lock operation
+//! (with tens of millions of operations a second, that was most of the profiler's cost),
+//! and its lock word sees the same accesses in the same order as without the profiler: on
+//! a contended lock, one more access to its line inside the critical section halved the
+//! contended fraction, and a try before glibc's lock (one more access per contended
+//! acquisition) made `sysbench mutex` 1.3-1.5x slower (docs/benchmarks.md).
 //!
 //! Invariants:
-//! - Only `__kind == 0` mutexes: the lock word goes 0 → 1 by CAS, tried only when a load
-//!   saw it 0 (glibc's trylock), and to 0 by one exchange, followed by a private futex wake
-//!   of one waiter when it was 2 (glibc's `lll_unlock`); while the process has only one
-//!   thread (glibc's `__libc_single_threaded`), by plain stores, as glibc 2.34 on does for
-//!   private mutexes. Every other type (recursive, errorcheck, robust, shared, PI, PP,
-//!   elided) is glibc's call; so is every blocking acquisition.
+//! - Only `__kind == 0` mutexes: the lock word goes 0 → 1 by CAS, at once for a lock
+//!   (glibc's `lll_lock`) and only when a load saw it 0 for a trylock (glibc's trylock); a
+//!   lock that finds it held waits in glibc's own `__lll_lock_wait_private` (where glibc
+//!   has none, the lock is glibc's call); it goes to 0 by one exchange, followed by a
+//!   private futex wake of one waiter when it was 2 (glibc's `lll_unlock`). While the
+//!   process has only one thread (glibc's `__libc_single_threaded`), by plain stores, as
+//!   glibc 2.34 on does for private mutexes. Every other type (recursive, errorcheck,
+//!   robust, shared, PI, PP, elided) is glibc's call; so is every timed acquisition.
 //! - The fields glibc keeps for this type are kept as glibc keeps them: `__owner` is the
 //!   holder's thread id while held and 0 after, `__nusers` counts holds (what
 //!   `pthread_mutex_destroy` checks), both written only by the holder.
@@ -38,6 +41,10 @@ static TID_OFFSET: AtomicUsize = AtomicUsize::new(0);
 /// Address of glibc's `__libc_single_threaded` (`<sys/single_threaded.h>`), or null.
 static SINGLE_THREADED: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 
+/// glibc's `__lll_lock_wait_private(int *futex)` (GLIBC_PRIVATE), or null: the wait of its
+/// lock of a private mutex.
+static LOCK_WAIT: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+
 /// glibc's x86-64 `pthread_mutex_t` layout (fixed by the ABI of its static initialisers):
 /// byte offsets of the lock word, the recursion count, the owner, the users and the kind
 /// (whose low 2 bits are the type), each a 32-bit field.
@@ -58,6 +65,15 @@ pub fn init() {
     // SAFETY: a NUL-terminated name; RTLD_DEFAULT searches the loaded objects.
     let single = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) };
     SINGLE_THREADED.store(single.cast(), Ordering::Relaxed);
+    // SAFETY: NUL-terminated name and version; RTLD_DEFAULT searches the loaded objects.
+    let wait = unsafe {
+        libc::dlvsym(
+            libc::RTLD_DEFAULT,
+            c"__lll_lock_wait_private".as_ptr(),
+            c"GLIBC_PRIVATE".as_ptr(),
+        )
+    };
+    LOCK_WAIT.store(wait, Ordering::Relaxed);
 }
 
 /// Whether the process has only ever had one thread, as glibc itself asks before it takes
@@ -140,6 +156,87 @@ pub unsafe fn field<'a>(m: *mut pthread_mutex_t, at: usize) -> &'a AtomicI32 {
     unsafe { &*((m as *mut u8).add(at) as *const AtomicI32) }
 }
 
+/// glibc's lock of a plain mutex, its first attempt: `Some(0)` acquired, `Some(EBUSY)`
+/// held by someone (wait in [`lock_wait`]); `None`: not a plain mutex, or this path or
+/// glibc's wait is missing (ask glibc).
+///
+/// # Safety
+/// `m` must point at a valid, initialised glibc mutex.
+#[inline(always)]
+pub unsafe fn lock(m: *mut pthread_mutex_t) -> Option<c_int> {
+    let offset = TID_OFFSET.load(Ordering::Relaxed);
+    // SAFETY: `m` is valid (caller's contract).
+    let (lock, kind) = unsafe { (field(m, LOCK), field(m, KIND)) };
+    if offset == 0
+        || kind.load(Ordering::Relaxed) != 0
+        || LOCK_WAIT.load(Ordering::Relaxed).is_null()
+    {
+        return None;
+    }
+    // As glibc's `lll_lock`: a compare-and-swap at once, no load first (that is its
+    // trylock's way).
+    if single_threaded() {
+        if lock.load(Ordering::Relaxed) != 0 {
+            return Some(libc::EBUSY);
+        }
+        lock.store(1, Ordering::Relaxed);
+    } else if lock
+        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return Some(libc::EBUSY);
+    }
+    // SAFETY: as above; the caller now holds `m`.
+    unsafe { took(m, offset) };
+    Some(0)
+}
+
+/// The wait of glibc's lock for a plain mutex that [`lock`] found held: glibc's own
+/// `__lll_lock_wait_private` (mark the word contended, 2, by exchange, and sleep on its
+/// private futex while the exchange finds it held), then the fields a holder keeps.
+/// Returns 0 (the lock cannot fail).
+///
+/// glibc's function and not the same few instructions here: they are the same exchange
+/// and system call, yet with them `sysbench mutex` (4 threads, 2 mutexes, 2 CPUs) ran
+/// 1.3-1.6x slower than unprofiled, and with glibc's 1.05x, the measurement included; so
+/// did a C library preloaded with the loop inline. What the difference is (code placement
+/// against the lock's hand-over timing) is not known; the hand-over of a contended mutex
+/// is glibc's here, as it is without the profiler (docs/benchmarks.md, session 18).
+///
+/// # Safety
+/// `m` must be a plain mutex for which [`lock`] returned `Some(EBUSY)`.
+pub unsafe fn lock_wait(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: `m` is valid (caller's contract).
+    let word = unsafe { field(m, LOCK) }.as_ptr();
+    // SAFETY: `lock` returned `Some(EBUSY)`, so `LOCK_WAIT` is glibc's non-null
+    // `void __lll_lock_wait_private(int *futex)`, and `word` is the lock word of the live
+    // private mutex the caller waits for.
+    unsafe {
+        let wait: unsafe extern "C" fn(*mut i32) =
+            std::mem::transmute(LOCK_WAIT.load(Ordering::Relaxed));
+        wait(word);
+        // The caller now holds `m`, and the path is on (`lock` said so).
+        took(m, TID_OFFSET.load(Ordering::Relaxed));
+    }
+    0
+}
+
+/// The fields glibc's lock writes once it holds a plain mutex: the owner and the users.
+///
+/// # Safety
+/// `m` must be a valid plain mutex the caller has just acquired; `offset` is
+/// [`TID_OFFSET`]'s (non-zero).
+#[inline(always)]
+unsafe fn took(m: *mut pthread_mutex_t, offset: usize) {
+    // SAFETY: the caller's contract.
+    let (owner, nusers) = unsafe { (field(m, OWNER), field(m, NUSERS)) };
+    owner.store(thread_id_at(offset), Ordering::Relaxed);
+    nusers.store(
+        nusers.load(Ordering::Relaxed).wrapping_add(1),
+        Ordering::Relaxed,
+    );
+}
+
 /// glibc's trylock of a plain mutex: `Some(0)` acquired, `Some(EBUSY)` held by someone;
 /// `None`: not a plain mutex, or this path is off (ask glibc).
 ///
@@ -172,12 +269,7 @@ pub unsafe fn try_lock(m: *mut pthread_mutex_t) -> Option<c_int> {
         return Some(libc::EBUSY);
     }
     // SAFETY: as above; the caller now holds `m`.
-    let (owner, nusers) = unsafe { (field(m, OWNER), field(m, NUSERS)) };
-    owner.store(thread_id_at(offset), Ordering::Relaxed);
-    nusers.store(
-        nusers.load(Ordering::Relaxed).wrapping_add(1),
-        Ordering::Relaxed,
-    );
+    unsafe { took(m, offset) };
     Some(0)
 }
 

@@ -13,7 +13,7 @@
 
 #![cfg(test)]
 
-use super::{enabled, published_tid_offset, thread_id_at, try_lock, unlock, TID_OFFSET};
+use super::{enabled, published_tid_offset, thread_id_at, try_lock, unlock, LOCK_WAIT, TID_OFFSET};
 use crate::real;
 use crate::tests::support::{
     assert_unprofiled, gettid, glibc_mutex, mutex_fields, our_mutex, MutexAttr, MutexFields,
@@ -149,6 +149,39 @@ fn an_unlock_with_a_waiter_marked_leaves_what_glibc_leaves() {
     assert_eq!(t.ours_fields(), UNLOCKED);
 }
 
+/// A thread that starts and then waits for `mutex` (its `wait`); returns with its id once
+/// the mutex is marked contended (2) and the thread is asleep (state S: in the futex wait,
+/// the only sleep on its way).
+fn waiter_asleep_on<R: Send + 'static>(
+    mutex: &Raw<pthread_mutex_t>,
+    wait: impl FnOnce() -> R + Send + 'static,
+) -> (i32, std::thread::JoinHandle<R>) {
+    let waiter_tid = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let tid = waiter_tid.clone();
+    let waiter = std::thread::spawn(move || {
+        tid.store(gettid(), Ordering::Release);
+        wait()
+    });
+    let tid = loop {
+        match waiter_tid.load(Ordering::Acquire) {
+            0 => std::thread::yield_now(),
+            tid => break tid,
+        }
+    };
+    let stat = format!("/proc/self/task/{tid}/stat");
+    let asleep = || {
+        let s = std::fs::read_to_string(&stat).unwrap_or_default();
+        s.rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+            == Some("S")
+    };
+    while mutex_fields(mutex).lock != 2 || !asleep() {
+        std::thread::yield_now();
+    }
+    (tid, waiter)
+}
+
 #[test]
 fn an_unlock_wakes_a_waiter_asleep_in_glibc() {
     // The waiter blocks in glibc's own timedlock (a futex wait on the lock word, which it
@@ -159,10 +192,7 @@ fn an_unlock_wakes_a_waiter_asleep_in_glibc() {
     let glibc = glibc_mutex();
     // SAFETY: a valid default mutex, free.
     assert_eq!(unsafe { (glibc.lock)(m as *mut pthread_mutex_t) }, 0);
-    let waiter_tid = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
-    let tid = waiter_tid.clone();
-    let waiter = std::thread::spawn(move || {
-        tid.store(gettid(), Ordering::Release);
+    let (_, waiter) = waiter_asleep_on(&mutex, move || {
         let soon = crate::tests::support::deadline(libc::CLOCK_REALTIME, 20);
         // SAFETY: the mutex outlives this thread (joined below); released at once.
         unsafe {
@@ -173,30 +203,62 @@ fn an_unlock_wakes_a_waiter_asleep_in_glibc() {
             rc
         }
     });
-    // Marked, and the waiter asleep (state S: in the futex wait, the only sleep on its way).
-    let stat = format!(
-        "/proc/self/task/{}/stat",
-        loop {
-            match waiter_tid.load(Ordering::Acquire) {
-                0 => std::thread::yield_now(),
-                tid => break tid,
-            }
-        }
-    );
-    let asleep = || {
-        let s = std::fs::read_to_string(&stat).unwrap_or_default();
-        s.rsplit(')')
-            .next()
-            .and_then(|r| r.split_whitespace().next())
-            == Some("S")
-    };
-    while mutex_fields(&mutex).lock != 2 || !asleep() {
-        std::thread::yield_now();
-    }
     // SAFETY: this thread holds the mutex.
     assert!(unsafe { unlock(m as *mut pthread_mutex_t) });
     assert_eq!(waiter.join().unwrap(), 0, "the waiter was never woken");
     assert_eq!(mutex_fields(&mutex), UNLOCKED);
+}
+
+#[test]
+fn a_lock_that_finds_the_mutex_held_waits_as_glibcs_does() {
+    // The same contended lock on twin mutexes, the waiter in our lock and in glibc's: each
+    // sleeps marked (2), is woken by the other side's unlock, and holds its mutex with the
+    // same fields; the state after the waiter's own unlock is the same too.
+    assert!(
+        !LOCK_WAIT.load(Ordering::Relaxed).is_null(),
+        "glibc's __lll_lock_wait_private was not found: our lock would be glibc's call"
+    );
+    let twin = MutexTwin::new(None);
+    for (side, waiter_side, releaser) in [
+        (&twin.twin.ours, our_mutex(), glibc_mutex()),
+        (&twin.twin.glibc, glibc_mutex(), our_mutex()),
+    ] {
+        let m = side.ptr() as usize;
+        // SAFETY: a valid default mutex, free.
+        assert_eq!(unsafe { (waiter_side.lock)(m as *mut pthread_mutex_t) }, 0);
+        let (holds, release) = (
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+        );
+        let (in_hold, may_release) = (holds.clone(), release.clone());
+        let (tid, waiter) = waiter_asleep_on(side, move || {
+            // SAFETY: the mutex outlives this thread (joined below).
+            let rc = unsafe { (waiter_side.lock)(m as *mut pthread_mutex_t) };
+            in_hold.wait();
+            may_release.wait();
+            // SAFETY: this thread holds the mutex.
+            (rc, unsafe {
+                (waiter_side.unlock)(m as *mut pthread_mutex_t)
+            })
+        });
+        // SAFETY: this thread holds the mutex.
+        assert_eq!(unsafe { (releaser.unlock)(m as *mut pthread_mutex_t) }, 0);
+        holds.wait();
+        assert_eq!(
+            mutex_fields(side),
+            MutexFields {
+                lock: 2,
+                owner: tid,
+                nusers: 1,
+                ..UNLOCKED
+            },
+            "the woken waiter holds the mutex, still marked contended"
+        );
+        release.wait();
+        assert_eq!(waiter.join().unwrap(), (0, 0));
+        assert_eq!(mutex_fields(side), UNLOCKED);
+    }
+    twin.assert_same_state(&"the waiters' unlocks");
 }
 
 #[test]
