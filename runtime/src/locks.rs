@@ -91,7 +91,8 @@ fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
     }
 }
 
-/// A blocking acquisition (`block`: glibc's timedlock or clocklock on `m`): a try first
+/// A blocking acquisition (`block`: glibc's lock of a mutex that is not plain, or its
+/// timedlock or clocklock of any mutex): a try first
 /// ([`try_lock`]); only when that says EBUSY is the wait measured around `block`. The fast
 /// path (a free mutex) is a try and one counter read, inlined into the interposed function;
 /// the measured wait is out of line (and is not measured while sampling is off).

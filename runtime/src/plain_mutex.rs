@@ -18,7 +18,8 @@
 //!   private futex wake of one waiter when it was 2 (glibc's `lll_unlock`). While the
 //!   process has only one thread (glibc's `__libc_single_threaded`), by plain stores, as
 //!   glibc 2.34 on does for private mutexes. Every other type (recursive, errorcheck,
-//!   robust, shared, PI, PP, elided) is glibc's call; so is every timed acquisition.
+//!   robust, shared, PI, PP, elided) is glibc's call; a timed acquisition of a plain mutex
+//!   tries first (the trylock's way) and then is glibc's call.
 //! - The fields glibc keeps for this type are kept as glibc keeps them: `__owner` is the
 //!   holder's thread id while held and 0 after, `__nusers` counts holds (what
 //!   `pthread_mutex_destroy` checks), both written only by the holder.
@@ -193,15 +194,16 @@ pub unsafe fn lock(m: *mut pthread_mutex_t) -> Option<c_int> {
 
 /// The wait of glibc's lock for a plain mutex that [`lock`] found held: glibc's own
 /// `__lll_lock_wait_private` (mark the word contended, 2, by exchange, and sleep on its
-/// private futex while the exchange finds it held), then the fields a holder keeps.
-/// Returns 0 (the lock cannot fail).
+/// private futex while the exchange finds it held: the same code as the hidden
+/// `__lll_lock_wait` its lock calls), then the fields a holder keeps. Returns 0 (the lock
+/// cannot fail).
 ///
 /// glibc's function and not the same few instructions here: they are the same exchange
 /// and system call, yet with them `sysbench mutex` (4 threads, 2 mutexes, 2 CPUs) ran
 /// 1.3-1.6x slower than unprofiled, and with glibc's 1.05x, the measurement included; so
-/// did a C library preloaded with the loop inline. What the difference is (code placement
-/// against the lock's hand-over timing) is not known; the hand-over of a contended mutex
-/// is glibc's here, as it is without the profiler (docs/benchmarks.md, session 18).
+/// did a C library preloaded with the loop inline (and not with it out of line). Why is
+/// not known (code placement against the lock's hand-over timing is the guess); the wait
+/// is glibc's code here, as it is without the profiler (docs/benchmarks.md, session 18).
 ///
 /// # Safety
 /// `m` must be a plain mutex for which [`lock`] returned `Some(EBUSY)`.

@@ -6,16 +6,24 @@
 //! machine, issue 22): time the program's critical sections pay for. [`monotonic_ns`] is
 //! one `rdtsc`, a multiply and a shift, once calibrated.
 //!
-//! When it is used: on x86-64, when the kernel's clock source is `tsc` (it chose the TSC and
-//! its watchdog keeps checking it) and the CPU says the TSC is invariant (`constant_tsc`,
-//! `nonstop_tsc`): one rate, in every state and on every CPU. Otherwise, and before
-//! calibration, [`monotonic_ns`] reads the vDSO's `CLOCK_MONOTONIC`.
+//! When it is used: on x86-64, when the kernel's clock source is `tsc` at start-up (the
+//! kernel chose the TSC as synchronised across CPUs) and the CPU says the TSC is invariant
+//! (`constant_tsc`, `nonstop_tsc`): one rate, in every state and on every CPU. Otherwise,
+//! and before calibration, [`monotonic_ns`] reads the vDSO's `CLOCK_MONOTONIC`. Not
+//! re-checked later: a TSC the kernel's watchdog marks unstable during the run, or one
+//! reset by a suspend or a migration, is not noticed (a reading before the origin counts as
+//! the origin, so the clock stalls rather than running backwards).
 //!
 //! Calibration: [`init`] (at start-up) pairs a TSC reading with `CLOCK_MONOTONIC_RAW`; the
 //! first reading at least [`CALIBRATION_NS`] later pairs them again and fixes the rate
-//! (32.32 fixed point, a few parts per million off at most) and the origin (that moment's
-//! `CLOCK_MONOTONIC`, so readings taken before and after the switch line up). A pair is
-//! taken only between two TSC readings close together, so that a preemption cannot skew it.
+//! (32.32 fixed point) and the origin (that moment's `CLOCK_MONOTONIC`, so readings taken
+//! before and after the switch line up to a few hundred ns). A pair is taken only between
+//! two TSC readings at most [`PAIR_TICKS`] apart (the narrowest of a few tries), so that a
+//! preemption cannot skew it: the rate is off by under 100 parts per million (two such
+//! brackets over 10 ms), typically a few. Calibration that keeps failing gives up
+//! ([`MAX_FAILED_PAIRS`]): the vDSO from then on. `rdtsc` is not ordered with the
+//! instructions around it (no `lfence`: it would cost the critical sections what this
+//! saves), so a reading may be early by a few tens of ns.
 //! The clock is for durations within the process: it runs at the TSC's rate, not at NTP's
 //! slewed one, and nothing compares it with another process's clock.
 //!
@@ -28,9 +36,16 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 /// How long after [`init`] the rate is fixed: long enough for a few parts per million.
 pub const CALIBRATION_NS: u64 = 10_000_000;
 
-/// Most TSC ticks between the two readings bracketing a calibration pair (a few µs at any
-/// plausible rate; a preempted pair is retried at the next call).
-const PAIR_TICKS: u64 = 20_000;
+/// Most TSC ticks between the two readings bracketing a calibration pair (under 1 µs at
+/// any rate over 2 GHz; a preempted pair is retried).
+const PAIR_TICKS: u64 = 2_000;
+
+/// Tries at a pair within [`PAIR_TICKS`] per calibration attempt.
+const PAIR_TRIES: u32 = 4;
+
+/// Calibration attempts whose pairs all failed before the TSC is given up.
+const MAX_FAILED_PAIRS: u32 = 1_000;
+static FAILED_PAIRS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Nanoseconds per tick, in 32.32 fixed point; 0 until calibrated.
 static RATE: AtomicU64 = AtomicU64::new(0);
@@ -155,6 +170,10 @@ fn uncalibrated() -> u64 {
 /// is spoilt (the next call tries again).
 fn calibrate() {
     let Some((tsc, raw, mono)) = pair() else {
+        if FAILED_PAIRS.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_FAILED_PAIRS {
+            let _ =
+                STATE.compare_exchange(CALIBRATING, UNUSABLE, Ordering::Release, Ordering::Relaxed);
+        }
         return;
     };
     if STATE
@@ -179,13 +198,21 @@ fn calibrate() {
 }
 
 /// A TSC reading with `CLOCK_MONOTONIC_RAW` and `CLOCK_MONOTONIC` read between it and a
-/// second reading at most [`PAIR_TICKS`] later; `None` if they were further apart.
+/// second reading at most [`PAIR_TICKS`] later (the narrowest of [`PAIR_TRIES`]); `None` if
+/// no try was that close.
 fn pair() -> Option<(u64, u64, u64)> {
-    let before = rdtsc();
-    let raw = read(libc::CLOCK_MONOTONIC_RAW)?;
-    let mono = read(libc::CLOCK_MONOTONIC)?;
-    let after = rdtsc();
-    (after.wrapping_sub(before) <= PAIR_TICKS).then_some((before / 2 + after / 2, raw, mono))
+    let mut best: Option<(u64, (u64, u64, u64))> = None;
+    for _ in 0..PAIR_TRIES {
+        let before = rdtsc();
+        let raw = read(libc::CLOCK_MONOTONIC_RAW)?;
+        let mono = read(libc::CLOCK_MONOTONIC)?;
+        let after = rdtsc();
+        let width = after.wrapping_sub(before);
+        if width <= PAIR_TICKS && best.map_or(true, |(w, _)| width < w) {
+            best = Some((width, (before / 2 + after / 2, raw, mono)));
+        }
+    }
+    best.map(|(_, pair)| pair)
 }
 
 fn read(clock: libc::clockid_t) -> Option<u64> {
@@ -253,7 +280,14 @@ mod tests {
             "calibrated when usable, a few pairs after the window"
         );
         let kernel = || read(libc::CLOCK_MONOTONIC).unwrap();
-        let (t0, k0) = (monotonic_ns(), kernel());
+        // Ours between two of the kernel's, close together (retried past a preemption).
+        let bracketed = || loop {
+            let (k0, t, k1) = (kernel(), monotonic_ns(), kernel());
+            if k1 - k0 < 20_000 {
+                break (t, k0 / 2 + k1 / 2);
+            }
+        };
+        let (t0, k0) = bracketed();
         assert!(t0.abs_diff(k0) < 1_000_000, "{t0} vs {k0}");
         let mut last = t0;
         for _ in 0..100_000 {
@@ -261,11 +295,13 @@ mod tests {
             assert!(t >= last, "backwards: {t} after {last}");
             last = t;
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let (t1, k1) = (monotonic_ns(), kernel());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (t1, k1) = bracketed();
         let (ours, theirs) = ((t1 - t0) as f64, (k1 - k0) as f64);
+        // The rate within 0.1% (the calibration's bound, and NTP's slew of the kernel's
+        // clock, are far smaller), and the brackets' width.
         assert!(
-            (ours / theirs - 1.0).abs() < 0.001,
+            (ours / theirs - 1.0).abs() < 0.002,
             "{ours} ns against the kernel's {theirs}"
         );
     }

@@ -13,7 +13,9 @@
 
 #![cfg(test)]
 
-use super::{enabled, published_tid_offset, thread_id_at, try_lock, unlock, LOCK_WAIT, TID_OFFSET};
+use super::{
+    enabled, lock, published_tid_offset, thread_id_at, try_lock, unlock, LOCK_WAIT, TID_OFFSET,
+};
 use crate::real;
 use crate::tests::support::{
     assert_unprofiled, gettid, glibc_mutex, mutex_fields, our_mutex, MutexAttr, MutexFields,
@@ -226,6 +228,9 @@ fn a_lock_that_finds_the_mutex_held_waits_as_glibcs_does() {
         let m = side.ptr() as usize;
         // SAFETY: a valid default mutex, free.
         assert_eq!(unsafe { (waiter_side.lock)(m as *mut pthread_mutex_t) }, 0);
+        // Our lock of it takes the plain path: its attempt finds it held.
+        // SAFETY: a valid default mutex.
+        assert_eq!(unsafe { lock(m as *mut pthread_mutex_t) }, Some(EBUSY));
         let (holds, release) = (
             std::sync::Arc::new(std::sync::Barrier::new(2)),
             std::sync::Arc::new(std::sync::Barrier::new(2)),
