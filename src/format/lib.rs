@@ -240,6 +240,15 @@ pub mod counters {
     /// (their releases take its blame), so measured waits run longer than the ones they
     /// stand for, and this ratio takes that out of the totals.
     pub const CONTENDED_SCALED_WAIT: &str = "contended_scaled_wait_ns";
+    /// Mutex holds that began without waiting (a successful try or lock) while others
+    /// waited for the mutex: the holds whose start must be noted for their blame.
+    pub const CONTENDED_HOLDS: &str = "contended_holds";
+    /// Of those, how many were noted. When a thread has more than the runtime's budget, it
+    /// notes a random subset and counts each one's blame as many times as its sampling
+    /// period (`locks::hold_sampling`); the others take none.
+    pub const CONTENDED_HOLDS_NOTED: &str = "contended_holds_noted";
+    /// The longest sampling period of such holds a thread went up to (a rate gauge).
+    pub const CONTENDED_HOLD_PERIOD_PEAK: &str = "contended_hold_sampling_period_peak";
 
     /// Counters that count lost samples (summed into "lost samples" by reports).
     pub const LOST_SAMPLE_COUNTERS: &[&str] = &[

@@ -179,14 +179,24 @@ fn add(counter: &AtomicU64, n: u64) {
 /// The shift for a thread that saw `seen` contended acquisitions in `elapsed` ns: the
 /// smallest that keeps the expected measured rate within the budget ([`set_budget`]).
 pub fn shift_for(seen: u64, elapsed: u64) -> u32 {
-    let budget = MEASURED_PER_MS.load(Ordering::Relaxed);
-    if budget == 0 {
+    shift_within(seen, elapsed, budget())
+}
+
+/// The smallest shift that brings `seen` events in `elapsed` ns within `per_ms` a
+/// millisecond (0: no limit), at most [`MAX_SHIFT`].
+pub fn shift_within(seen: u64, elapsed: u64, per_ms: u64) -> u32 {
+    if per_ms == 0 {
         return 0;
     }
-    let per_ms = u128::from(seen) * 1_000_000 / u128::from(elapsed.max(1));
+    let rate = u128::from(seen) * 1_000_000 / u128::from(elapsed.max(1));
     (0..MAX_SHIFT)
-        .find(|&shift| per_ms >> shift <= u128::from(budget))
+        .find(|&shift| rate >> shift <= u128::from(per_ms))
         .unwrap_or(MAX_SHIFT)
+}
+
+/// The budget of measured contended acquisitions a millisecond per thread (0: no limit).
+pub fn budget() -> u64 {
+    MEASURED_PER_MS.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@
 //!   allocation-free recycled storage for per-lock state; [`thinning`], the arithmetic of
 //!   thinned synchronous samples; [`contention_sampling`], which contended acquisitions a
 //!   thread measures when it has too many to measure all; [`hold_starts`], when a
-//!   thread's current mutex holds began; and [`wake_chain`], futex waits passed along a
-//!   chain of wakes;
+//!   thread's current mutex holds began; [`hold_sampling`], which holds taken without
+//!   waiting have their start noted when a thread takes too many to note all; and
+//!   [`wake_chain`], futex waits passed along a chain of wakes;
 //! - the [`policy`], above the sampler: the functions the interposed entry points in
 //!   `runtime/` call, one per kind of lock operation, which time waits, settle blame and
 //!   record both through the sampler.
@@ -20,6 +21,7 @@
 //! may be called by allocators and by the runtime itself.
 
 pub mod contention_sampling;
+pub mod hold_sampling;
 pub mod hold_starts;
 pub mod policy;
 pub mod slab;

@@ -255,6 +255,8 @@ extern "C" fn thread_exit(value: *mut libc::c_void) {
     stop_timer(state);
     flush_thread(state);
     fold_contention(state);
+    // Its hold sampling counts since its last measured release (its own thread-local state).
+    crate::locks::policy::fold_hold_sampling();
     let name = records::thread_name(tid);
     let cpu = thread_cpu_ns();
     records::write(tid, |w| {
@@ -349,6 +351,9 @@ fn finish(reason: u8) -> bool {
         Counter::MonitoredWaitObjectsPeak,
         u64::from(crate::locks::wait_table::monitored_high_water()),
     );
+    // This thread's hold sampling counts; those of the threads still alive since their last
+    // measured release are in their own thread-local state, out of reach (a gauge's loss).
+    crate::locks::policy::fold_hold_sampling();
     let me = gettid();
     let mut ends = Vec::new();
     thread_state::for_each_live(|state| {

@@ -39,9 +39,12 @@ pub enum Counter {
     ContendedPeriodPeak,
     ContendedSampledWait,
     ContendedScaledWait,
+    ContendedHolds,
+    ContendedHoldsNoted,
+    ContendedHoldPeriodPeak,
 }
 
-const ALL: [(Counter, &str); 28] = [
+const ALL: [(Counter, &str); 31] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -91,6 +94,12 @@ const ALL: [(Counter, &str); 28] = [
     (Counter::ContendedPeriodPeak, names::CONTENDED_PERIOD_PEAK),
     (Counter::ContendedSampledWait, names::CONTENDED_SAMPLED_WAIT),
     (Counter::ContendedScaledWait, names::CONTENDED_SCALED_WAIT),
+    (Counter::ContendedHolds, names::CONTENDED_HOLDS),
+    (Counter::ContendedHoldsNoted, names::CONTENDED_HOLDS_NOTED),
+    (
+        Counter::ContendedHoldPeriodPeak,
+        names::CONTENDED_HOLD_PERIOD_PEAK,
+    ),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

@@ -252,6 +252,25 @@ pub fn describe_contention(analysis: &Analysis) -> Option<String> {
     ))
 }
 
+/// How the blame of mutex holds that began without waiting while others waited was
+/// measured, when some were sampled (`None` when every one was noted, or there were none):
+/// how many there were and were noted, and the sampling.
+pub fn describe_held(analysis: &Analysis) -> Option<String> {
+    use crate::format::counters::{
+        CONTENDED_HOLDS, CONTENDED_HOLDS_NOTED, CONTENDED_HOLD_PERIOD_PEAK,
+    };
+    let (seen, noted) = (
+        analysis.counter(CONTENDED_HOLDS),
+        analysis.counter(CONTENDED_HOLDS_NOTED),
+    );
+    (noted < seen).then(|| {
+        format!(
+            "{seen} began without waiting while others waited, {noted} noted (sampled: past              its budget a thread notes 1 in up to {} at random, and scales the blame of each              noted one by its period; the others take none)",
+            analysis.counter(CONTENDED_HOLD_PERIOD_PEAK).max(2)
+        )
+    })
+}
+
 /// "12 (samples_dropped_busy 10, samples_dropped_no_thread_state 2)" or "0".
 pub fn describe_lost(analysis: &Analysis) -> String {
     let reasons = lost_reasons(analysis.counters.iter().map(|(n, v)| (n.as_str(), *v)));

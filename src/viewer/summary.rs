@@ -20,13 +20,15 @@
 use super::text::location;
 use super::units::{format_value, percent};
 use super::{
-    describe_contention, describe_lost, describe_sources, lost_reasons, Prune, Report, View,
+    describe_contention, describe_held, describe_lost, describe_sources, lost_reasons, Prune,
+    Report, View,
 };
 use crate::attribution::lock_sites::lock_sites;
 use crate::attribution::metrics::{derived_name, Part, BLAME, IDLENESS, WORK};
 use crate::attribution::Analysis;
 use crate::format::counters::{
-    CONTENDED_ACQUISITIONS, CONTENDED_MEASURED, CONTENDED_PERIOD_PEAK, LOST_SAMPLE_COUNTERS,
+    CONTENDED_ACQUISITIONS, CONTENDED_HOLDS, CONTENDED_HOLDS_NOTED, CONTENDED_HOLD_PERIOD_PEAK,
+    CONTENDED_MEASURED, CONTENDED_PERIOD_PEAK, LOST_SAMPLE_COUNTERS,
 };
 use crate::format::read::Profile;
 use crate::format::WaitKind;
@@ -35,10 +37,13 @@ use std::io::{self, Write};
 const PREFIX: &str = "blameprof: ";
 
 /// Counters the summary states on a line of their own.
-const CONTENTION_COUNTERS: [&str; 3] = [
+const CONTENTION_COUNTERS: [&str; 6] = [
     CONTENDED_ACQUISITIONS,
     CONTENDED_MEASURED,
     CONTENDED_PERIOD_PEAK,
+    CONTENDED_HOLDS,
+    CONTENDED_HOLDS_NOTED,
+    CONTENDED_HOLD_PERIOD_PEAK,
 ];
 
 /// What `blameprof run -q` prints instead of the summary: a warning per damaged part and
@@ -116,6 +121,9 @@ pub(super) fn write(analysis: &Analysis, top: usize, out: &mut dyn Write) -> io:
     writeln!(out, "{PREFIX}sample source: {}", describe_sources(a))?;
     if let Some(contention) = describe_contention(a) {
         writeln!(out, "{PREFIX}contended lock acquisitions: {contention}")?;
+    }
+    if let Some(held) = describe_held(a) {
+        writeln!(out, "{PREFIX}mutex holds: {held}")?;
     }
     if a.samples == 0 || a.metrics.is_empty() {
         writeln!(

@@ -12,7 +12,8 @@
 
 use super::units::format_value;
 use super::{
-    describe_contention, describe_lost, describe_sources, PercentOf, Renderer, Report, View,
+    describe_contention, describe_held, describe_lost, describe_sources, PercentOf, Renderer,
+    Report, View,
 };
 use crate::attribution::cct::NodeId;
 use crate::attribution::metrics::IDLENESS;
@@ -73,6 +74,9 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "source:     {}", describe_sources(a))?;
     if let Some(contention) = describe_contention(a) {
         writeln!(out, "contended:  {contention} acquisitions")?;
+    }
+    if let Some(held) = describe_held(a) {
+        writeln!(out, "held:       {held}")?;
     }
     let def = &a.metrics.defs()[r.metric];
     writeln!(

@@ -7,7 +7,12 @@
  * of busy work, with 2 us of work between: on a 2-CPU machine nearly every acquisition
  * waits.
  *
- * Usage: sampled_holders [seconds=1] [threads=4] [short_ns=5000 long_ns=15000 gap_ns=2000]
+ * Usage: sampled_holders [seconds=1] [threads=4] [short_ns=5000 long_ns=15000 gap_ns=2000
+ *                        [try]]
+ *
+ * With "try", each acquisition tries first (pthread_mutex_trylock, then pthread_mutex_lock
+ * if that failed): many holds then begin without waiting while others wait, and past the
+ * runtime's budget it notes only a random subset of their starts, scaled (hold sampling).
  *
  * Ground truth as in three_holders.c (wait_truth.h): every hold and wait is logged with
  * CLOCK_MONOTONIC; blame of a holder function = sum over all waits of overlap(wait, its
@@ -27,10 +32,12 @@ enum { F_SHORT, F_LONG, NFUNC };
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static volatile uint64_t sink[64];
 static uint64_t deadline, short_ns = 5000, long_ns = 15000, gap_ns = 2000;
+static int try_first;
 
 static inline __attribute__((always_inline)) void critical(tlog_t *l, int fn, uint64_t ns) {
     uint64_t w0 = now_ns();
-    pthread_mutex_lock(&m);
+    if (!try_first || pthread_mutex_trylock(&m) != 0)
+        pthread_mutex_lock(&m);
     uint64_t h0 = now_ns();
     busy_for(ns, (unsigned)fn + 1);
     uint64_t h1 = now_ns();
@@ -62,8 +69,10 @@ int main(int argc, char **argv) {
         long_ns = strtoull(argv[4], NULL, 10);
         gap_ns = strtoull(argv[5], NULL, 10);
     }
+    try_first = argc > 6 && argv[6][0] == 't';
     if (secs <= 0 || nthreads < 2 || nthreads > 64 || short_ns < 1 || long_ns < 1) {
-        fprintf(stderr, "usage: sampled_holders [seconds] [threads] [short_ns long_ns gap_ns]\n");
+        fprintf(stderr,
+                "usage: sampled_holders [seconds] [threads] [short_ns long_ns gap_ns [try]]\n");
         return 2;
     }
     size_t cap = (size_t)(secs * 200000) + 1000;

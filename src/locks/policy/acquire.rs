@@ -14,13 +14,14 @@
 
 use super::blocked::{record_deferred_wait, register_wait, start_wait, worth_capturing};
 use super::bookkeeping::{bookkeeping, may_be_pending, monitored_thread};
-use super::holds::{hold_started, mutex_hold_ends};
+use super::holds::{hold_started, mutex_hold_ends, sampled_hold_ends};
 use super::outcome::{errno, set_errno};
 use super::record::{charge, give_back};
 use crate::format::WaitKind;
 use crate::locks::contention_sampling::Draw;
+use crate::locks::hold_sampling::{self, Started};
 use crate::locks::wait_table::{self as table, Outcome};
-use crate::sampler::clock::monotonic_ns;
+use crate::sampler::clock::{current_tid, monotonic_ns};
 use crate::sampler::sync_sample::capture_wait_path;
 use crate::sampler::thread_state::ThreadState;
 
@@ -39,6 +40,10 @@ pub fn wait<R: Copy>(
     block: impl FnOnce() -> R,
     outcome: impl FnOnce(R, i32) -> Outcome,
 ) -> R {
+    if kind == WaitKind::Mutex {
+        // A thread that waits for a mutex does not hold it: a hold kept for it has ended.
+        hold_sampling::with(|s| s.forget(address));
+    }
     let Some((state, start)) = start_wait() else {
         return block();
     };
@@ -89,7 +94,7 @@ fn unmeasured<R: Copy>(
     let saved = errno();
     let end = monotonic_ns();
     if outcome(rc, saved) == Outcome::Success && may_be_pending(address, kind) {
-        hold_started(state, address, kind, end);
+        hold_started(state, address, kind, end, 1);
     }
     state
         .contention
@@ -114,12 +119,28 @@ pub fn acquired_if(address: usize, kind: WaitKind, starts_hold: impl FnOnce() ->
     }
 }
 
+/// A hold that began without waiting while others may wait: a mutex's is kept by the
+/// hold sampling (`locks::hold_sampling`: a thread-local entry, its start noted only if
+/// drawn, so that no clock is read inside the program's critical section for the others),
+/// or noted in the thread's state when the sampling cannot keep it; an rwlock's is told to
+/// the wait table.
 #[cold]
 #[inline(never)]
 pub(super) fn acquired_pending(address: usize, kind: WaitKind) {
-    if let Some(state) = monitored_thread() {
-        hold_started(state, address, kind, monotonic_ns());
+    if kind == WaitKind::Mutex
+        && hold_sampling::with(|s| s.start(address, || seed(address), monotonic_ns))
+            != Started::Elsewhere
+    {
+        return;
     }
+    if let Some(state) = monitored_thread() {
+        hold_started(state, address, kind, monotonic_ns(), 1);
+    }
+}
+
+/// A seed for the calling thread's hold sampling generator.
+fn seed(address: usize) -> u64 {
+    u64::from(current_tid()) << 32 ^ address as u64 ^ monotonic_ns()
 }
 
 /// A release by a holder (`unlock`: the real call; it failed unless it returns 0):
@@ -156,19 +177,43 @@ pub fn release(
     rc
 }
 
-/// [`release`] of a mutex: the program's critical section pays a clock read; its blame is
-/// read from the mutex's history, without a lock, after the real unlock.
+/// [`release`] of a mutex: the program's critical section pays a clock read, unless the
+/// hold was left unnoted (`locks::hold_sampling`: it takes no blame); its blame is read
+/// from the mutex's history, without a lock, after the real unlock.
 fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
+    let kept = hold_sampling::with(|s| s.take(address));
+    if kept == Some(Started::Unnoted) {
+        // Nothing else: a deferred wait record waits for the thread's next measured release
+        // or wait (this hold did not begin with a wait, and one it is nested in goes on).
+        let rc = unlock();
+        if rc != 0 {
+            // The caller did not release it (e.g. EPERM): the hold goes on, unnoted.
+            hold_sampling::with(|s| s.put_back(address, Started::Unnoted));
+        }
+        return rc;
+    }
     let end = may_be_pending(address, WaitKind::Mutex).then(monotonic_ns);
     let rc = unlock();
     let Some(state) = monitored_thread() else {
         return rc;
     };
-    let held = end.map(|end| mutex_hold_ends(state, address, end));
-    match held {
-        // The caller did not release it (e.g. EPERM): the owner's hold goes on.
-        Some((_, Some(start))) if rc != 0 => hold_started(state, address, WaitKind::Mutex, start),
-        Some((Some(taken), _)) if rc == 0 => charge(address, WaitKind::Mutex, taken),
+    match (kept, end) {
+        (Some(started @ Started::Noted { start, weight }), Some(end)) => {
+            if rc != 0 {
+                // The caller did not release it (e.g. EPERM): the hold goes on.
+                hold_sampling::with(|s| s.put_back(address, started));
+            } else if let Some(taken) = sampled_hold_ends(state, address, start, end, weight) {
+                charge(address, WaitKind::Mutex, taken);
+            }
+        }
+        (_, Some(end)) => match mutex_hold_ends(state, address, end) {
+            // The caller did not release it (e.g. EPERM): the owner's hold goes on.
+            (_, Some((start, weight))) if rc != 0 => {
+                hold_started(state, address, WaitKind::Mutex, start, weight)
+            }
+            (Some(taken), _) if rc == 0 => charge(address, WaitKind::Mutex, taken),
+            _ => {}
+        },
         _ => {}
     }
     // The hold is over: the record of the wait that began it, if deferred, is written now.

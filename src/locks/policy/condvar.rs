@@ -9,10 +9,11 @@
 
 use super::blocked::{register_wait, start_wait};
 use super::bookkeeping::{bookkeeping, may_be_pending, pending};
-use super::holds::{hold_started, mutex_hold_ends};
+use super::holds::{hold_started, mutex_hold_ends, sampled_hold_ends};
 use super::outcome::outcome_of_rc;
 use super::record::{blames, charge, idleness, record};
 use crate::format::WaitKind;
+use crate::locks::hold_sampling::{self, Started};
 use crate::locks::wait_table::{self as table, Departed, WaiterTime};
 use crate::sampler::clock::monotonic_ns;
 
@@ -22,16 +23,23 @@ use crate::sampler::clock::monotonic_ns;
 /// signaller; its wait to retake the mutex afterwards is mutex idleness, blamed on the
 /// mutex's holder.
 pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 {
+    // The hold of `mutex` ends in the real call, which releases it outside the wrappers:
+    // its blame is taken now, and recorded at this call's path after the wait; a hold the
+    // hold sampling left unnoted takes none.
+    let kept = hold_sampling::with(|s| s.take(mutex));
     let Some((state, start)) = start_wait() else {
         return block();
     };
-    // The hold of `mutex` ends in the real call, which releases it outside the wrappers:
-    // its blame is taken now, and recorded at this call's path after the wait.
-    let held = if may_be_pending(mutex, WaitKind::Mutex) {
-        mutex_hold_ends(state, mutex, start).0.unwrap_or_default()
-    } else {
-        WaiterTime::default()
-    };
+    let held = match kept {
+        _ if !may_be_pending(mutex, WaitKind::Mutex) => None,
+        Some(Started::Unnoted) => None,
+        Some(Started::Noted {
+            start: from,
+            weight,
+        }) => sampled_hold_ends(state, mutex, from, start, weight),
+        _ => mutex_hold_ends(state, mutex, start).0,
+    }
+    .unwrap_or_default();
     let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start, 1) else {
         let rc = block();
         record(&blames(WaitKind::Mutex, held));
@@ -68,7 +76,7 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
         bookkeeping(|| table::depart_proxy(retaken, now));
     }
     if may_be_pending(mutex, WaitKind::Mutex) {
-        hold_started(state, mutex, WaitKind::Mutex, now);
+        hold_started(state, mutex, WaitKind::Mutex, now, 1);
     }
     rc
 }

@@ -42,6 +42,7 @@ pub use blocked::record_deferred_wait;
 pub use bookkeeping::{forget, may_be_pending};
 pub use condvar::{cond_wait, cond_wake};
 pub use events::event;
+pub use holds::fold_hold_sampling;
 pub use outcome::{outcome_of_errno, outcome_of_rc};
 pub use spin::SpinGlue;
 pub use threads::{abandon_wait, thread_exiting};

@@ -77,6 +77,15 @@ impl WaiterTime {
     pub fn total(self) -> u64 {
         self.exact.saturating_add(self.scaled)
     }
+
+    /// Both parts counted `weight` times (a hold that stands for others,
+    /// `locks::hold_sampling`).
+    pub fn times(self, weight: u32) -> WaiterTime {
+        WaiterTime {
+            exact: self.exact.saturating_mul(u64::from(weight)),
+            scaled: self.scaled.saturating_mul(u64::from(weight)),
+        }
+    }
 }
 
 pub(super) fn is_dirty(s: &State) -> bool {
