@@ -240,8 +240,10 @@ pub mod counters {
     /// (their releases take its blame), so measured waits run longer than the ones they
     /// stand for, and this ratio takes that out of the totals.
     pub const CONTENDED_SCALED_WAIT: &str = "contended_scaled_wait_ns";
-    /// Mutex holds that began without waiting (a successful try or lock) while others
-    /// waited for the mutex: the holds whose start must be noted for their blame.
+    /// Mutex holds that began without waiting (a successful try or lock) while others may
+    /// have waited for the mutex (measured waiters were registered on it, or on another
+    /// object sharing its wait-table bucket): the holds whose start must be noted for their
+    /// blame.
     pub const CONTENDED_HOLDS: &str = "contended_holds";
     /// Of those, how many were noted. When a thread has more than the runtime's budget, it
     /// notes a random subset and counts each one's blame as many times as its sampling

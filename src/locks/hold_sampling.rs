@@ -22,20 +22,24 @@
 //! `contention_sampling::WINDOW_NS` old, the holds drawn in it set the next shift.
 //!
 //! Invariants:
-//! - An entry (mark or start) lives until its hold's release takes it, or until the thread
-//!   next starts or waits for a hold of the same mutex (which means the hold ended). A hold
-//!   the thread released while nobody was waiting for the mutex any more (every measured
-//!   waiter timed out and the mutex's entry expired) leaves its entry until then: the
-//!   thread's next measured release of that mutex, if it comes first, takes no blame (a
-//!   mark) or reads from the old start (clamped to the mutex's latest revival, as any
-//!   stale start, `locks::hold_starts`).
+//! - An entry (mark, or start and weight) lives until its hold's release takes it. A hold
+//!   released while nobody waited for its mutex any more (its waiters gone, or its
+//!   wait-table bucket dirty only through another lock when the hold began) takes the fast
+//!   unlock, which does not look here (a thread-local read there cost the uncontended pair
+//!   2 ns, docs/benchmarks.md), and leaves its entry until the thread next starts a hold of
+//!   that mutex, here or elsewhere. If the thread's next measured release of that mutex
+//!   comes first (a hold that began while nobody waited, during which others came), it
+//!   takes no blame (an old mark) or counts its blame, read from the mutex's latest
+//!   revival, the old entry's weight times (an old start). Stale entries also occupy
+//!   places: with all [`ENTRIES`] taken, holds are noted elsewhere, exactly.
+//! - A hold noted elsewhere drops the mutex's entry, if any.
 //! - At most [`ENTRIES`] at once: a hold that finds them all taken is the caller's to note
 //!   elsewhere, with weight 1 (its inclusion probability is then 1).
 //! - Owner thread only, outside the sampling signal handler. A program's signal handler
-//!   that takes a mutex while the interrupted code is inside this state finds it busy and
-//!   notes its hold elsewhere: entries are never half-written.
+//!   that takes or releases a mutex while the interrupted code is inside this state finds
+//!   it busy: its hold is noted elsewhere, and entries are never half-written.
 //!
-//! Allocation-free; async-signal-safe in the sense above (no locks, no system calls).
+//! Allocation-free, no locks; the seed of a thread's first draw may cost a `gettid`.
 
 use crate::locks::contention_sampling::{budget, shift_within, WINDOW_NS};
 use std::cell::Cell;
@@ -171,17 +175,25 @@ impl HoldSampler {
 
     /// How the thread's hold of the mutex at `address` was started, if it is kept here;
     /// the entry is taken (the hold ends). `None` while the state is busy (a signal
-    /// handler's release inside [`HoldSampler::start`]: its hold was noted elsewhere).
+    /// handler's release inside another call here: its hold was noted elsewhere).
     pub fn take(&self, address: usize) -> Option<Started> {
-        if self.busy.get() {
+        if self.busy.replace(true) {
             return None;
         }
-        let entry = self.entries.iter().find(|e| e.get().0 == address)?;
-        let (_, start, weight) = entry.replace((0, 0, 0));
-        Some(match weight {
-            0 => Started::Unnoted,
-            weight => Started::Noted { start, weight },
-        })
+        let taken = self
+            .entries
+            .iter()
+            .find(|e| e.get().0 == address)
+            .map(|entry| {
+                let (_, start, weight) = entry.get();
+                entry.set((0, 0, 0));
+                match weight {
+                    0 => Started::Unnoted,
+                    weight => Started::Noted { start, weight },
+                }
+            });
+        self.busy.set(false);
+        taken
     }
 
     /// Keeps a hold taken by [`HoldSampler::take`] again (its release failed).
@@ -191,16 +203,21 @@ impl HoldSampler {
             Started::Unnoted => (address, 0, 0),
             Started::Elsewhere => return,
         };
+        if self.busy.replace(true) {
+            return;
+        }
         if let Some(entry) = self.entries.iter().find(|e| e.get().0 == 0) {
             entry.set(value);
         }
+        self.busy.set(false);
     }
 
-    /// Drops the entry of the mutex at `address`, if any (the thread waits for it, or its
-    /// hold is noted elsewhere: a hold kept here has ended).
+    /// Drops the entry of the mutex at `address`, if any: its hold is noted elsewhere now,
+    /// so a hold kept here has ended.
     pub fn forget(&self, address: usize) {
-        if !self.busy.get() {
+        if !self.busy.replace(true) {
             self.forget_entry(address);
+            self.busy.set(false);
         }
     }
 
@@ -211,8 +228,22 @@ impl HoldSampler {
     }
 
     /// The holds drawn and noted since the last call, and the longest period; reset.
+    /// Nothing while the state is busy.
     pub fn take_report(&self) -> Report {
-        self.report.take()
+        if self.busy.replace(true) {
+            return Report::default();
+        }
+        let report = self.report.take();
+        self.busy.set(false);
+        report
+    }
+
+    /// In a fork child: the parent's counts are the parent's, and the generator must not
+    /// repeat the parent's draws. The entries stay: the child's thread still holds those
+    /// mutexes.
+    pub fn after_fork(&self) {
+        self.report.take();
+        self.rng.set(0);
     }
 
     fn next_random(&self, seed: impl FnOnce() -> u64) -> u64 {

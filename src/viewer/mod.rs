@@ -265,7 +265,9 @@ pub fn describe_held(analysis: &Analysis) -> Option<String> {
     );
     (noted < seen).then(|| {
         format!(
-            "{seen} began without waiting while others waited, {noted} noted (sampled: past              its budget a thread notes 1 in up to {} at random, and scales the blame of each              noted one by its period; the others take none)",
+            "{seen} began without waiting while others waited, {noted} noted (sampled: past \
+             its budget a thread notes 1 in up to {} at random, and scales the blame of each \
+             noted one by its period; the others take none)",
             analysis.counter(CONTENDED_HOLD_PERIOD_PEAK).max(2)
         )
     })

@@ -40,10 +40,6 @@ pub fn wait<R: Copy>(
     block: impl FnOnce() -> R,
     outcome: impl FnOnce(R, i32) -> Outcome,
 ) -> R {
-    if kind == WaitKind::Mutex {
-        // A thread that waits for a mutex does not hold it: a hold kept for it has ended.
-        hold_sampling::with(|s| s.forget(address));
-    }
     let Some((state, start)) = start_wait() else {
         return block();
     };
@@ -194,19 +190,21 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
     }
     let end = may_be_pending(address, WaitKind::Mutex).then(monotonic_ns);
     let rc = unlock();
+    if let (Some(started), true) = (kept, rc != 0) {
+        // The caller did not release it (e.g. EPERM): the hold goes on, kept.
+        hold_sampling::with(|s| s.put_back(address, started));
+        return rc;
+    }
     let Some(state) = monitored_thread() else {
         return rc;
     };
     match (kept, end) {
-        (Some(started @ Started::Noted { start, weight }), Some(end)) => {
-            if rc != 0 {
-                // The caller did not release it (e.g. EPERM): the hold goes on.
-                hold_sampling::with(|s| s.put_back(address, started));
-            } else if let Some(taken) = sampled_hold_ends(state, address, start, end, weight) {
+        (Some(Started::Noted { start, weight }), Some(end)) => {
+            if let Some(taken) = sampled_hold_ends(state, address, start, end, weight) {
                 charge(address, WaitKind::Mutex, taken);
             }
         }
-        (_, Some(end)) => match mutex_hold_ends(state, address, end) {
+        (None, Some(end)) => match mutex_hold_ends(state, address, end) {
             // The caller did not release it (e.g. EPERM): the owner's hold goes on.
             (_, Some((start, weight))) if rc != 0 => {
                 hold_started(state, address, WaitKind::Mutex, start, weight)
