@@ -17,46 +17,45 @@
 /// Holds noted at once: nested holds of mutexes that others wait for.
 const SLOTS: usize = 8;
 
-/// A thread's noted mutex holds: (address, start, weight), address 0 for none. The weight
-/// is what the hold's blame counts for (`locks::hold_sampling`: 1 unless holds are sampled).
+/// A thread's noted mutex holds: (address, start) pairs, address 0 for none.
 #[derive(Debug, Default)]
 pub struct HoldStarts {
-    slots: [(usize, u64, u32); SLOTS],
+    slots: [(usize, u64); SLOTS],
     /// The start of the latest note evicted.
     evicted: u64,
 }
 
 impl HoldStarts {
-    /// Notes that the thread's hold of the mutex at `address` started at `now`, its blame
-    /// counting `weight` times. False when another hold's note had to be dropped for it.
-    pub fn start(&mut self, address: usize, now: u64, weight: u32) -> bool {
-        let slot = match self.slots.iter().position(|&(a, ..)| a == address) {
+    /// Notes that the thread's hold of the mutex at `address` started at `now`. False when
+    /// another hold's note had to be dropped for it.
+    pub fn start(&mut self, address: usize, now: u64) -> bool {
+        let slot = match self.slots.iter().position(|&(a, _)| a == address) {
             Some(i) => i,
-            None => match self.slots.iter().position(|&(a, ..)| a == 0) {
+            None => match self.slots.iter().position(|&(a, _)| a == 0) {
                 Some(i) => i,
                 None => {
                     let oldest = (0..SLOTS).min_by_key(|&i| self.slots[i].1).unwrap_or(0);
                     self.evicted = self.evicted.max(self.slots[oldest].1);
-                    self.slots[oldest] = (address, now, weight);
+                    self.slots[oldest] = (address, now);
                     return false;
                 }
             },
         };
-        self.slots[slot] = (address, now, weight);
+        self.slots[slot] = (address, now);
         true
     }
 
-    /// The start and weight of the thread's hold of the mutex at `address`, forgotten (the
-    /// hold ends); when it was not noted, the start of the latest evicted note, if any (the
-    /// hold may be one of them: none earlier is counted), with weight 1, else `None`.
-    pub fn end(&mut self, address: usize) -> Option<(u64, u32)> {
-        match self.slots.iter_mut().find(|(a, ..)| *a == address) {
+    /// The start of the thread's hold of the mutex at `address`, forgotten (the hold ends);
+    /// when it was not noted, the start of the latest evicted note, if any (the hold may be
+    /// one of them: none earlier is counted), else `None`.
+    pub fn end(&mut self, address: usize) -> Option<u64> {
+        match self.slots.iter_mut().find(|(a, _)| *a == address) {
             Some(slot) => {
-                let (_, start, weight) = *slot;
-                *slot = (0, 0, 0);
-                Some((start, weight))
+                let start = slot.1;
+                *slot = (0, 0);
+                Some(start)
             }
-            None => (self.evicted > 0).then_some((self.evicted, 1)),
+            None => (self.evicted > 0).then_some(self.evicted),
         }
     }
 }
@@ -69,29 +68,29 @@ mod tests {
     fn a_hold_is_found_once_and_the_oldest_gives_way() {
         let mut holds = HoldStarts::default();
         assert_eq!(holds.end(0x10), None, "nothing noted, nothing evicted");
-        assert!(holds.start(0x10, 5, 1));
+        assert!(holds.start(0x10, 5));
         assert!(
-            holds.start(0x10, 9, 4),
+            holds.start(0x10, 9),
             "a new hold of the same mutex replaces its note"
         );
         for i in 1..SLOTS {
-            assert!(holds.start(0x100 * i, 10 + i as u64, 1));
+            assert!(holds.start(0x100 * i, 10 + i as u64));
         }
         assert!(
-            !holds.start(0x9999, 100, 2),
+            !holds.start(0x9999, 100),
             "full: the oldest note is dropped"
         );
         assert_eq!(
             holds.end(0x10),
-            Some((9, 1)),
+            Some(9),
             "the dropped one: its release reads from no earlier than its start"
         );
-        assert_eq!(holds.end(0x9999), Some((100, 2)));
+        assert_eq!(holds.end(0x9999), Some(100));
         assert_eq!(
             holds.end(0x9999),
-            Some((9, 1)),
+            Some(9),
             "forgotten at its end: no earlier than the eviction"
         );
-        assert_eq!(holds.end(0x200), Some((12, 1)));
+        assert_eq!(holds.end(0x200), Some(12));
     }
 }

@@ -90,7 +90,7 @@ fn unmeasured<R: Copy>(
     let saved = errno();
     let end = monotonic_ns();
     if outcome(rc, saved) == Outcome::Success && may_be_pending(address, kind) {
-        hold_started(state, address, kind, end, 1);
+        hold_started(state, address, kind, end);
     }
     state
         .contention
@@ -130,7 +130,7 @@ pub(super) fn acquired_pending(address: usize, kind: WaitKind) {
         return;
     }
     if let Some(state) = monitored_thread() {
-        hold_started(state, address, kind, monotonic_ns(), 1);
+        hold_started(state, address, kind, monotonic_ns());
     }
 }
 
@@ -206,9 +206,7 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
         }
         (None, Some(end)) => match mutex_hold_ends(state, address, end) {
             // The caller did not release it (e.g. EPERM): the owner's hold goes on.
-            (_, Some((start, weight))) if rc != 0 => {
-                hold_started(state, address, WaitKind::Mutex, start, weight)
-            }
+            (_, Some(start)) if rc != 0 => hold_started(state, address, WaitKind::Mutex, start),
             (Some(taken), _) if rc == 0 => charge(address, WaitKind::Mutex, taken),
             _ => {}
         },

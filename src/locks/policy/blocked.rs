@@ -167,7 +167,7 @@ impl Blocked {
             };
             self.end_at(outcome, end, held_from);
             if kind == WaitKind::Mutex && may_be_pending(address, kind) {
-                hold_started(state, address, kind, held_from, 1);
+                hold_started(state, address, kind, held_from);
             }
             return end;
         }

@@ -76,7 +76,7 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
         bookkeeping(|| table::depart_proxy(retaken, now));
     }
     if may_be_pending(mutex, WaitKind::Mutex) {
-        hold_started(state, mutex, WaitKind::Mutex, now, 1);
+        hold_started(state, mutex, WaitKind::Mutex, now);
     }
     rc
 }

@@ -4,8 +4,9 @@
 //! Job: [`hold_started`] notes a mutex's hold start in the thread's own state
 //! (`locks::hold_starts`) or tells the wait table an rwlock is held again; [`mutex_hold_ends`]
 //! reads a mutex hold's waiter-time from the mutex's history (`wait_table::hold_blame`)
-//! without a lock, counted as many times as the hold stands for (`locks::hold_sampling`).
-//! Neither writes anything the waiters write.
+//! without a lock; [`sampled_hold_ends`] does the same for a hold the hold sampling kept
+//! (`locks::hold_sampling`), counted as many times as it stands for. None of them writes
+//! anything the waiters write.
 //!
 //! Not async-signal-safe (not called from the handler); allocation-free.
 
@@ -17,21 +18,15 @@ use crate::sampler::counters::{self, Counter};
 use crate::sampler::thread_state::ThreadState;
 
 /// The calling thread's hold of the object at `address` started at `now`, while others may
-/// be waiting for it: a mutex's is noted in the thread's own state, its blame to count
-/// `weight` times; an rwlock's told to the wait table.
-pub(super) fn hold_started(
-    state: &'static ThreadState,
-    address: usize,
-    kind: WaitKind,
-    now: u64,
-    weight: u32,
-) {
+/// be waiting for it: a mutex's is noted in the thread's own state, an rwlock's told to the
+/// wait table.
+pub(super) fn hold_started(state: &'static ThreadState, address: usize, kind: WaitKind, now: u64) {
     let _busy = Bookkeeping::enter(state);
     if kind == WaitKind::Mutex {
         // Noted here, the hold sampling keeps nothing of it (what it kept has ended).
         hold_sampling::with(|s| s.forget(address));
         // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
-        if !unsafe { (*state.owner.get()).holds.start(address, now, weight) } {
+        if !unsafe { (*state.owner.get()).holds.start(address, now) } {
             counters::add(Counter::HoldsApproximated, 1);
         }
     } else {
@@ -40,23 +35,21 @@ pub(super) fn hold_started(
 }
 
 /// The calling thread's hold of the mutex at `address` ends at `end`: the waiter-time it
-/// takes (`None`: nobody waited for the mutex), read from the mutex's history and counted
-/// as many times as the hold stands for, and when the hold started and that weight
-/// (`None`: not noted).
+/// takes (`None`: nobody waited for the mutex), read from the mutex's history, and when the
+/// hold started (`None`: not noted).
 pub(super) fn mutex_hold_ends(
     state: &'static ThreadState,
     address: usize,
     end: u64,
-) -> (Option<WaiterTime>, Option<(u64, u32)>) {
+) -> (Option<WaiterTime>, Option<u64>) {
     let _busy = Bookkeeping::enter(state);
     // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
-    let noted = unsafe { (*state.owner.get()).holds.end(address) };
-    let blame = table::hold_blame(address, noted.map(|(start, _)| start), end);
+    let start = unsafe { (*state.owner.get()).holds.end(address) };
+    let blame = table::hold_blame(address, start, end);
     if blame.is_some_and(|b| b.approximate) {
         counters::add(Counter::HoldsApproximated, 1);
     }
-    let weight = noted.map_or(1, |(_, weight)| weight);
-    (blame.map(|b| b.taken.times(weight)), noted)
+    (blame.map(|b| b.taken), start)
 }
 
 /// The calling thread's hold of the mutex at `address`, kept by the hold sampling from
