@@ -157,6 +157,47 @@ pub unsafe fn field<'a>(m: *mut pthread_mutex_t, at: usize) -> &'a AtomicI32 {
     unsafe { &*((m as *mut u8).add(at) as *const AtomicI32) }
 }
 
+/// The lock word of `m` and [`TID_OFFSET`]'s value when `m` is a plain mutex and this path
+/// is on; `None` otherwise (ask glibc).
+///
+/// # Safety
+/// `m` must point at a valid, initialised glibc mutex.
+#[inline(always)]
+unsafe fn plain_word<'a>(m: *mut pthread_mutex_t) -> Option<(&'a AtomicI32, usize)> {
+    let offset = TID_OFFSET.load(Ordering::Relaxed);
+    // SAFETY: `m` is valid (caller's contract).
+    let (lock, kind) = unsafe { (field(m, LOCK), field(m, KIND)) };
+    (offset != 0 && kind.load(Ordering::Relaxed) == 0).then_some((lock, offset))
+}
+
+/// Takes the plain mutex `m`, whose lock word is `lock`, as glibc does once it means to:
+/// `Some(0)` acquired, `Some(EBUSY)` held by someone. In a `single` threaded process (the
+/// caller asked [`single_threaded`] and saw the word 0), by a store, as glibc 2.34 on does
+/// for a private mutex (a pair of locked instructions cost 14 ns more than glibc's,
+/// benchmarks/locks.sh); else by a compare-and-swap 0 → 1.
+///
+/// # Safety
+/// `m` must be a valid plain mutex and `offset` [`TID_OFFSET`]'s non-zero value.
+#[inline(always)]
+unsafe fn take_free(
+    m: *mut pthread_mutex_t,
+    lock: &AtomicI32,
+    offset: usize,
+    single: bool,
+) -> Option<c_int> {
+    if single {
+        lock.store(1, Ordering::Relaxed);
+    } else if lock
+        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return Some(libc::EBUSY);
+    }
+    // SAFETY: the caller's contract; it now holds `m`.
+    unsafe { took(m, offset) };
+    Some(0)
+}
+
 /// glibc's lock of a plain mutex, its first attempt: `Some(0)` acquired, `Some(EBUSY)`
 /// held by someone (wait in [`lock_wait`]); `None`: not a plain mutex, or this path or
 /// glibc's wait is missing (ask glibc).
@@ -165,31 +206,19 @@ pub unsafe fn field<'a>(m: *mut pthread_mutex_t, at: usize) -> &'a AtomicI32 {
 /// `m` must point at a valid, initialised glibc mutex.
 #[inline(always)]
 pub unsafe fn lock(m: *mut pthread_mutex_t) -> Option<c_int> {
-    let offset = TID_OFFSET.load(Ordering::Relaxed);
     // SAFETY: `m` is valid (caller's contract).
-    let (lock, kind) = unsafe { (field(m, LOCK), field(m, KIND)) };
-    if offset == 0
-        || kind.load(Ordering::Relaxed) != 0
-        || LOCK_WAIT.load(Ordering::Relaxed).is_null()
-    {
+    let (lock, offset) = unsafe { plain_word(m) }?;
+    if LOCK_WAIT.load(Ordering::Relaxed).is_null() {
         return None;
     }
     // As glibc's `lll_lock`: a compare-and-swap at once, no load first (that is its
-    // trylock's way).
-    if single_threaded() {
-        if lock.load(Ordering::Relaxed) != 0 {
-            return Some(libc::EBUSY);
-        }
-        lock.store(1, Ordering::Relaxed);
-    } else if lock
-        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
+    // trylock's way), except in a single-threaded process, where it stores.
+    let single = single_threaded();
+    if single && lock.load(Ordering::Relaxed) != 0 {
         return Some(libc::EBUSY);
     }
-    // SAFETY: as above; the caller now holds `m`.
-    unsafe { took(m, offset) };
-    Some(0)
+    // SAFETY: a plain mutex, the path on.
+    unsafe { take_free(m, lock, offset, single) }
 }
 
 /// The wait of glibc's lock for a plain mutex that [`lock`] found held: glibc's own
@@ -246,12 +275,8 @@ unsafe fn took(m: *mut pthread_mutex_t, offset: usize) {
 /// `m` must point at a valid, initialised glibc mutex.
 #[inline(always)]
 pub unsafe fn try_lock(m: *mut pthread_mutex_t) -> Option<c_int> {
-    let offset = TID_OFFSET.load(Ordering::Relaxed);
     // SAFETY: `m` is valid (caller's contract).
-    let (lock, kind) = unsafe { (field(m, LOCK), field(m, KIND)) };
-    if offset == 0 || kind.load(Ordering::Relaxed) != 0 {
-        return None;
-    }
+    let (lock, offset) = unsafe { plain_word(m) }?;
     // As glibc (2.36 on x86-64): a load first, and a compare-and-swap only when the mutex
     // looks free. A failed compare-and-swap still takes the lock's cache line exclusive,
     // from the holder, whose unlock then misses: with it, four threads on one mutex on two
@@ -260,19 +285,8 @@ pub unsafe fn try_lock(m: *mut pthread_mutex_t) -> Option<c_int> {
     if lock.load(Ordering::Relaxed) != 0 {
         return Some(libc::EBUSY);
     }
-    if single_threaded() {
-        // As glibc's lock of a private mutex in a single-threaded process: a store, no
-        // locked instruction (a pair of them cost 14 ns more than glibc's, benchmarks/locks.sh).
-        lock.store(1, Ordering::Relaxed);
-    } else if lock
-        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        return Some(libc::EBUSY);
-    }
-    // SAFETY: as above; the caller now holds `m`.
-    unsafe { took(m, offset) };
-    Some(0)
+    // SAFETY: a plain mutex, the path on.
+    unsafe { take_free(m, lock, offset, single_threaded()) }
 }
 
 /// glibc's unlock of a plain mutex; false: not such a mutex, or this path is off (ask
@@ -283,10 +297,9 @@ pub unsafe fn try_lock(m: *mut pthread_mutex_t) -> Option<c_int> {
 #[inline(always)]
 pub unsafe fn unlock(m: *mut pthread_mutex_t) -> bool {
     // SAFETY: `m` is valid (caller's contract).
-    let (lock, kind) = unsafe { (field(m, LOCK), field(m, KIND)) };
-    if TID_OFFSET.load(Ordering::Relaxed) == 0 || kind.load(Ordering::Relaxed) != 0 {
+    let Some((lock, _)) = (unsafe { plain_word(m) }) else {
         return false;
-    }
+    };
     // SAFETY: as above.
     let (owner, nusers) = unsafe { (field(m, OWNER), field(m, NUSERS)) };
     // As glibc: the fields are reset before the release, while the caller still holds it.

@@ -156,16 +156,22 @@ impl ContentionSampler {
     }
 
     fn next_random(&self, seed: u64) -> u64 {
-        let mut x = match self.rng.load(Ordering::Relaxed) {
+        let x = xorshift(match self.rng.load(Ordering::Relaxed) {
             0 => seed | 1,
             x => x,
-        };
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        });
         self.rng.store(x, Ordering::Relaxed);
         x
     }
+}
+
+/// The next state (and draw) of a xorshift64 generator whose state is `x` (not 0): the
+/// contention and hold sampling's source of randomness, cheap and with no state but `x`.
+pub fn xorshift(mut x: u64) -> u64 {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
 }
 
 /// Adds to an owner-only counter (a plain load and store: nobody else writes it).

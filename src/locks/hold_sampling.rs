@@ -10,9 +10,8 @@
 //! contended as without the profiler (docs/benchmarks.md, session 18). So each thread
 //! counts these holds, and when it had more than its budget a millisecond
 //! ([`BUDGET_PER_CONTENDED`] times the contention sampling's), notes each with probability
-//! 2^-shift and counts the
-//! blame of a noted one 2^shift times (Horvitz-Thompson: each hold's expected blame is
-//! exact). A hold left unnoted is marked, and its release takes no blame and reads no
+//! 2^-shift and counts the blame of a noted one 2^shift times (Horvitz-Thompson: each
+//! hold's expected blame is exact). A hold left unnoted is marked, and its release takes no blame and reads no
 //! clock. Both the marks and the noted starts live here, in thread-local storage, so that
 //! what the critical section pays is a thread-local write and, for a noted hold, the
 //! clock: a noted hold must not last longer than the holds it stands for.
@@ -41,7 +40,7 @@
 //!
 //! Allocation-free, no locks; the seed of a thread's first draw may cost a `gettid`.
 
-use crate::locks::contention_sampling::{budget, shift_within, WINDOW_NS};
+use crate::locks::contention_sampling::{budget, shift_within, xorshift, WINDOW_NS};
 use std::cell::Cell;
 
 /// Holds a thread can keep here at once (nested holds of contended mutexes).
@@ -247,13 +246,10 @@ impl HoldSampler {
     }
 
     fn next_random(&self, seed: impl FnOnce() -> u64) -> u64 {
-        let mut x = match self.rng.get() {
+        let x = xorshift(match self.rng.get() {
             0 => seed() | 1,
             x => x,
-        };
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        });
         self.rng.set(x);
         x
     }

@@ -28,15 +28,7 @@ pub fn realtime_ns() -> u64 {
 }
 
 fn read_clock(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; clock_gettime is async-signal-safe.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    super::tsc_clock::read_clock(clock).unwrap_or(0)
 }
 
 std::thread_local! {

@@ -157,7 +157,7 @@ pub fn monotonic_ns() -> u64 {
 #[cold]
 #[inline(never)]
 fn uncalibrated() -> u64 {
-    let now = read(libc::CLOCK_MONOTONIC).unwrap_or(0);
+    let now = read_clock(libc::CLOCK_MONOTONIC).unwrap_or(0);
     if STATE.load(Ordering::Acquire) == CALIBRATING
         && now.saturating_sub(FIRST_NS.load(Ordering::Relaxed)) >= CALIBRATION_NS
     {
@@ -204,8 +204,8 @@ fn pair() -> Option<(u64, u64, u64)> {
     let mut best: Option<(u64, (u64, u64, u64))> = None;
     for _ in 0..PAIR_TRIES {
         let before = rdtsc();
-        let raw = read(libc::CLOCK_MONOTONIC_RAW)?;
-        let mono = read(libc::CLOCK_MONOTONIC)?;
+        let raw = read_clock(libc::CLOCK_MONOTONIC_RAW)?;
+        let mono = read_clock(libc::CLOCK_MONOTONIC)?;
         let after = rdtsc();
         let width = after.wrapping_sub(before);
         if width <= PAIR_TICKS && best.map_or(true, |(w, _)| width < w) {
@@ -215,7 +215,9 @@ fn pair() -> Option<(u64, u64, u64)> {
     best.map(|(_, pair)| pair)
 }
 
-fn read(clock: libc::clockid_t) -> Option<u64> {
+/// Clock `clock` in nanoseconds (`clock_gettime`); `None` if it cannot be read. Also
+/// `sampler::clock`'s, for the other clocks.
+pub(super) fn read_clock(clock: libc::clockid_t) -> Option<u64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -279,7 +281,7 @@ mod tests {
             usable,
             "calibrated when usable, a few pairs after the window"
         );
-        let kernel = || read(libc::CLOCK_MONOTONIC).unwrap();
+        let kernel = || read_clock(libc::CLOCK_MONOTONIC).unwrap();
         // Ours between two of the kernel's, close together (retried past a preemption).
         let bracketed = || loop {
             let (k0, t, k1) = (kernel(), monotonic_ns(), kernel());
