@@ -81,8 +81,9 @@ pub struct HoldSampler {
     /// drawn since.
     window_start: Cell<u64>,
     in_window: Cell<u64>,
-    /// Not yet handed on ([`Report`]).
+    /// Not yet handed on ([`Report`]), and when the last was (monotonic ns).
     report: Cell<Report>,
+    handed_on: Cell<u64>,
     /// xorshift64 state (0: not seeded yet).
     rng: Cell<u64>,
     /// (mutex address, start, weight) of the thread's holds kept here; address 0: a free
@@ -102,6 +103,7 @@ impl HoldSampler {
                 noted: 0,
                 peak_period: 0,
             }),
+            handed_on: Cell::new(0),
             rng: Cell::new(0),
             entries: [const { Cell::new((0, 0, 0)) }; ENTRIES],
             busy: Cell::new(false),
@@ -237,6 +239,17 @@ impl HoldSampler {
         report
     }
 
+    /// [`HoldSampler::take_report`] if the last was handed on [`WINDOW_NS`] or more before
+    /// `now`: the process's counters, which every thread's folds write, are written a
+    /// thousand times a second at most, not at every noted release (issue 22).
+    pub fn take_report_due(&self, now: u64) -> Report {
+        if now.saturating_sub(self.handed_on.get()) < WINDOW_NS {
+            return Report::default();
+        }
+        self.handed_on.set(now);
+        self.take_report()
+    }
+
     /// In a fork child: the parent's counts are the parent's, and the generator must not
     /// repeat the parent's draws. The entries stay: the child's thread still holds those
     /// mutexes.
@@ -327,6 +340,20 @@ mod tests {
         // Quiet again: the next noted hold closes the busy window, the one after a quiet one.
         let quiet = run(&s, 0x10, 2_000, 5 * WINDOW_NS, &mut now);
         assert_eq!(quiet.last(), Some(&1));
+    }
+
+    #[test]
+    fn counts_are_handed_on_at_most_once_a_window() {
+        let s = HoldSampler::new();
+        let mut now = WINDOW_NS;
+        run(&s, 0x10, 10, 1, &mut now);
+        assert_eq!(s.take_report_due(now).drawn, 10, "the first is due");
+        run(&s, 0x10, 10, 1, &mut now);
+        assert_eq!(s.take_report_due(now), Report::default(), "not due yet");
+        run(&s, 0x10, 10, 1, &mut now);
+        let due = now + WINDOW_NS;
+        assert_eq!(s.take_report_due(due).drawn, 20, "nothing lost meanwhile");
+        assert_eq!(s.take_report(), Report::default());
     }
 
     #[test]

@@ -255,7 +255,7 @@ extern "C" fn thread_exit(value: *mut libc::c_void) {
     stop_timer(state);
     flush_thread(state);
     fold_contention(state);
-    // Its hold sampling counts since its last measured release (its own thread-local state).
+    // Its hold sampling counts not yet handed on (its own thread-local state).
     crate::locks::policy::fold_hold_sampling();
     let name = records::thread_name(tid);
     let cpu = thread_cpu_ns();
@@ -351,8 +351,8 @@ fn finish(reason: u8) -> bool {
         Counter::MonitoredWaitObjectsPeak,
         u64::from(crate::locks::wait_table::monitored_high_water()),
     );
-    // This thread's hold sampling counts; those of the threads still alive since their last
-    // measured release are in their own thread-local state, out of reach (a gauge's loss).
+    // This thread's hold sampling counts; those the threads still alive have not handed on
+    // (at most a millisecond's) are in their own thread-local state, out of reach.
     crate::locks::policy::fold_hold_sampling();
     let me = gettid();
     let mut ends = Vec::new();

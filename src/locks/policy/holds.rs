@@ -55,7 +55,7 @@ pub(super) fn mutex_hold_ends(
 /// The calling thread's hold of the mutex at `address`, kept by the hold sampling from
 /// `start` and standing for `weight` holds, ends at `end`: the waiter-time it takes
 /// (`None`: nobody waited), counted `weight` times. Hands the thread's hold sampling counts
-/// on to the process's counters (here, outside the critical section).
+/// on to the process's counters when due (here, outside the critical section).
 pub(super) fn sampled_hold_ends(
     state: &'static ThreadState,
     address: usize,
@@ -64,7 +64,7 @@ pub(super) fn sampled_hold_ends(
     weight: u32,
 ) -> Option<WaiterTime> {
     let _busy = Bookkeeping::enter(state);
-    fold_hold_sampling();
+    fold(hold_sampling::with(|s| s.take_report_due(end)));
     let blame = table::hold_blame(address, Some(start), end)?;
     if blame.approximate {
         counters::add(Counter::HoldsApproximated, 1);
@@ -75,7 +75,10 @@ pub(super) fn sampled_hold_ends(
 /// Adds the calling thread's hold sampling counts since the last call to the process's
 /// counters.
 pub fn fold_hold_sampling() {
-    let report = hold_sampling::with(|s| s.take_report());
+    fold(hold_sampling::with(|s| s.take_report()));
+}
+
+fn fold(report: hold_sampling::Report) {
     if report.drawn > 0 {
         counters::add(Counter::ContendedHolds, report.drawn);
         counters::add(Counter::ContendedHoldsNoted, report.noted);
