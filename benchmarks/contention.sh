@@ -8,12 +8,18 @@
 #   3. Contention fidelity (benchmarks/workloads/fidelity_trylock.c, 4 and 8 threads, a
 #      failed trylock before each lock counted by the program): the contended fraction
 #      unprofiled and profiled, and the wall-time ratio.
+#   4. What moves that fraction besides the profiler (4 threads): the same workload
+#      unprofiled with holds or gaps 7% shorter and longer (56 and 64, 140 and 160
+#      multiply-adds), and with the runtime library preloaded but not profiling (no
+#      `blameprof run`: its lock functions run, nothing is measured), beside the profiled
+#      run; each as the median of the per-round ratios to the unprofiled default.
 # Each configuration runs N rounds, unprofiled and profiled alternating; medians of the
 # per-round ratios. Prints markdown on stdout; progress on stderr. Asserts nothing.
 #
 # Environment: N (5), NF (15: rounds of part 3, whose unprofiled fraction moves by up to 2x
 #   from run to run), HZ (200), WORK (scratch dir), BLAMEPROF (target/release/blameprof),
-#   SKIP_BUILD=1 to use an existing build, ONLY (sysbench|scale|fidelity: one part).
+#   SKIP_BUILD=1 to use an existing build, ONLY (sysbench|scale|fidelity|sensitivity: one
+#   part).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -110,6 +116,43 @@ if [[ -z $ONLY || $ONLY == fidelity ]]; then
         mp=$(median $fp)
         mq=$(median $fq)
         echo "| $t | $(fmt "$mp" 4) | $(fmt "$mq" 4) | $(ratio "$mq" "$mp") | $(median $ratios) |"
+    done
+    echo
+fi
+if [[ -z $ONLY || $ONLY == sensitivity ]]; then
+    echo "## What moves the contended fraction (fidelity_trylock, 4 threads; median of $NF rounds of per-round ratios to the unprofiled default, 60/150)"
+    echo
+    echo "| run | contended (median) | / unprofiled default |"
+    echo "|---|---:|---:|"
+    runtime=$(dirname "$BLAMEPROF")/libblameprof_rt.so
+    labels=("unprofiled, hold 56" "unprofiled, hold 64" "unprofiled, gap 140" "unprofiled, gap 160"
+        "runtime preloaded, not profiling" "blameprof run")
+    base=""
+    fr=("" "" "" "" "" "")
+    rr=("" "" "" "" "" "")
+    for ((i = 1; i <= NF; i++)); do
+        timed plain "$WORK/fidelity_trylock" 4 2000000 >/dev/null
+        c0=$(awk '/^fidelity:/ { print $3 }' "$WORK/out")
+        base+=" $c0"
+        for k in 0 1 2 3 4 5; do
+            case $k in
+                0) timed plain "$WORK/fidelity_trylock" 4 2000000 56 150 ;;
+                1) timed plain "$WORK/fidelity_trylock" 4 2000000 64 150 ;;
+                2) timed plain "$WORK/fidelity_trylock" 4 2000000 60 140 ;;
+                3) timed plain "$WORK/fidelity_trylock" 4 2000000 60 160 ;;
+                4) timed plain env LD_PRELOAD="$runtime" "$WORK/fidelity_trylock" 4 2000000 ;;
+                5) timed prof "$WORK/fidelity_trylock" 4 2000000 ;;
+            esac >/dev/null
+            c=$(awk '/^fidelity:/ { print $3 }' "$WORK/out")
+            fr[k]+=" $c"
+            rr[k]+=" $(ratio "$c" "$c0")"
+        done
+        log "sensitivity round $i: default $c0, last $c"
+    done
+    echo "| unprofiled, default (60/150) | $(fmt "$(median $base)" 4) | 1 |"
+    for k in 0 1 2 3 4 5; do
+        # shellcheck disable=SC2086
+        echo "| ${labels[k]} | $(fmt "$(median ${fr[k]})" 4) | $(median ${rr[k]}) |"
     done
     echo
 fi

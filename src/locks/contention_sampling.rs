@@ -19,11 +19,17 @@
 //! have, and it does not: a measured waiter unwinds before it blocks and registers with the
 //! lock, so the holds while it waits read the clock and note their starts, and those
 //! holds, and so its wait, grow longer (on a 2-CPU machine with 4 threads on one lock,
-//! measured waits ran 4-7 times longer than the ones they stood for). So the sampler also times every wait it samples
-//! from, measured or not (the clock was read at its start anyway; one more read at its
-//! end), and sums that waiting and its estimate by the measured ones ([`Taken`]); the
-//! analysis multiplies the scaled idleness and blame by their ratio (a ratio estimator:
-//! the totals are exact, the split between call paths comes from the measured ones).
+//! measured waits ran 4-7 times longer than the ones they stood for). So the sampler also
+//! *times* a second random subset of the waits, as large as the measured one and disjoint
+//! from it ([`Draw::Time`]: one clock read at its end, the one at its start being the
+//! draw's), and sums the waiting of all of them as estimated by the timed and measured
+//! ones, and as estimated by the measured ones alone ([`Taken`]); the analysis multiplies
+//! the scaled idleness and blame by their ratio (a ratio estimator: the totals are
+//! unbiased, the split between call paths comes from the measured ones). The other waits
+//! read no clock once they have waited: a clock read there lies inside the program's
+//! critical section, the one the waiter now holds, and at tens of thousands of contended
+//! acquisitions a second, those reads alone halved a contended lock's contended fraction
+//! (docs/benchmarks.md, session 19).
 //!
 //! Invariants: a [`ContentionSampler`] is touched only by its owner thread, outside the
 //! signal handler (its atomics are relaxed: plain loads and stores). Async-signal-safe,
@@ -68,7 +74,9 @@ pub struct ContentionSampler {
     seen: AtomicU64,
     measured: AtomicU64,
     /// Since the last take: nanoseconds waited by the acquisitions drawn with a period over
-    /// 1, and their estimate by the measured ones (each weighted by its period).
+    /// 1, as estimated by the measured and the timed ones (each timed one counted for the
+    /// unmeasured ones it stands for), and as estimated by the measured ones alone (each
+    /// weighted by its period).
     sampled_wait_ns: AtomicU64,
     scaled_wait_ns: AtomicU64,
 }
@@ -84,12 +92,15 @@ pub struct Taken {
     pub scaled_wait_ns: u64,
 }
 
-/// Whether one contended acquisition is measured.
+/// Whether one contended acquisition is measured, timed or neither.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Draw {
     /// Measure it; its waiting counts `weight` times.
     Measure { weight: u32 },
-    /// Let it wait unmeasured.
+    /// Let it wait unmeasured, but time its waiting, which stands for `stands_for`
+    /// unmeasured waits ([`ContentionSampler::note_timed_wait`]).
+    Time { stands_for: u32 },
+    /// Let it wait unmeasured and untimed.
     Skip,
 }
 
@@ -115,18 +126,37 @@ impl ContentionSampler {
         if shift > self.peak_shift.load(Ordering::Relaxed) {
             self.peak_shift.store(shift, Ordering::Relaxed);
         }
-        if shift > 0 && self.next_random(seed) >> (64 - shift) != 0 {
-            return Draw::Skip;
+        if shift == 0 {
+            add(&self.measured, 1);
+            return Draw::Measure { weight: 1 };
         }
-        add(&self.measured, 1);
-        Draw::Measure { weight: 1 << shift }
+        // The top `shift` bits: 0 (probability 2^-shift) measures it, 1 (as likely, and 1 in
+        // 2^shift - 1 of the others) times it.
+        match self.next_random(seed) >> (64 - shift) {
+            0 => {
+                add(&self.measured, 1);
+                Draw::Measure { weight: 1 << shift }
+            }
+            1 => Draw::Time {
+                stands_for: (1 << shift) - 1,
+            },
+            _ => Draw::Skip,
+        }
     }
 
-    /// A contended acquisition drawn while sampling (`Skip`, or `Measure` with a weight over
-    /// 1) waited `ns`; `weight`: what it was measured for (0: not measured).
+    /// A contended acquisition measured for `weight` (over 1: while sampling) waited `ns`.
     pub fn note_sampled_wait(&self, ns: u64, weight: u32) {
         add(&self.sampled_wait_ns, ns);
         add(&self.scaled_wait_ns, ns.saturating_mul(u64::from(weight)));
+    }
+
+    /// A contended acquisition drawn [`Draw::Time`], standing for `stands_for` unmeasured
+    /// ones, waited `ns`.
+    pub fn note_timed_wait(&self, ns: u64, stands_for: u32) {
+        add(
+            &self.sampled_wait_ns,
+            ns.saturating_mul(u64::from(stands_for)),
+        );
     }
 
     /// The acquisitions seen and measured since the last call, the longest sampling
@@ -262,6 +292,52 @@ mod tests {
         // (about 1/sqrt(3000) relative: 5 sd is under 10%).
         let err = (weighted as f64 - n as f64).abs() / n as f64;
         assert!(err < 0.1, "weighted {weighted} of {n}");
+    }
+
+    #[test]
+    fn timed_and_measured_waits_estimate_the_waiting_of_all() {
+        let s = ContentionSampler::default();
+        let mut now = 1;
+        // 100 a millisecond: sampling with a period of 32 after the first window.
+        for _ in 0..1_000 {
+            now += 10_000;
+            s.draw(now, 99);
+        }
+        s.take();
+        let (mut truth, mut timed, mut measured) = (0u64, 0u64, 0u64);
+        for i in 0..200_000u64 {
+            now += 10_000;
+            let ns = 1_000 + (i * 7919) % 5_000;
+            truth += ns;
+            match s.draw(now, 99) {
+                Draw::Measure { weight } => {
+                    assert_eq!(weight, 32);
+                    measured += 1;
+                    s.note_sampled_wait(ns, weight);
+                }
+                Draw::Time { stands_for } => {
+                    assert_eq!(stands_for, 31);
+                    timed += 1;
+                    s.note_timed_wait(ns, stands_for);
+                }
+                Draw::Skip => {}
+            }
+        }
+        // As many timed as measured, each about 1 in 32.
+        for n in [timed, measured] {
+            assert!(
+                (5_000..7_500).contains(&n),
+                "{timed} timed, {measured} measured"
+            );
+        }
+        let taken = s.take();
+        for (what, estimate) in [
+            ("all", taken.sampled_wait_ns),
+            ("measured", taken.scaled_wait_ns),
+        ] {
+            let err = (estimate as f64 - truth as f64).abs() / truth as f64;
+            assert!(err < 0.05, "{what}: {estimate} for {truth}");
+        }
     }
 
     #[test]

@@ -32,8 +32,9 @@ use crate::sampler::thread_state::ThreadState;
 ///
 /// A contended acquisition (hold kinds) is measured only if the thread's contention
 /// sampling draws it (`locks::contention_sampling`: all of them while the thread has few);
-/// one that is not waits in the real call with no bookkeeping but what starting its hold
-/// needs when others' waits are being measured.
+/// one that is not waits in the real call with no bookkeeping after it but the draw of its
+/// hold when others' waits are being measured (and its end's clock read, if drawn to be
+/// timed).
 pub fn wait<R: Copy>(
     address: usize,
     kind: WaitKind,
@@ -47,7 +48,11 @@ pub fn wait<R: Copy>(
         let seed = u64::from(state.tid.load(std::sync::atomic::Ordering::Relaxed)) << 32 ^ start;
         match state.contention.draw(start, seed) {
             Draw::Measure { weight } => weight,
-            Draw::Skip => return unmeasured(state, start, address, kind, block, outcome),
+            Draw::Time { stands_for } => {
+                let timed = Some((state, start, stands_for));
+                return unmeasured(timed, address, kind, block, outcome);
+            }
+            Draw::Skip => return unmeasured(None, address, kind, block, outcome),
         }
     } else {
         1
@@ -74,13 +79,15 @@ pub fn wait<R: Copy>(
     rc
 }
 
-/// A contended acquisition the sampling left unmeasured, which started waiting at `start`:
-/// the real call, then, if it acquired, the start of its hold (others' measured waits
-/// accrue to it); its waiting is timed for the calibration of the measured ones.
+/// A contended acquisition the sampling left unmeasured: the real call, then, if it
+/// acquired while others' waits are being measured, the start of its hold, drawn by the
+/// hold sampling as any hold that began while others waited ([`acquired_pending`]: no
+/// clock read inside the critical section unless drawn). Only a `timed` one (its thread
+/// state, its start, and how many unmeasured waits it stands for) reads the clock after
+/// its wait, for the calibration of the measured ones (`locks::contention_sampling`).
 #[inline(never)]
 fn unmeasured<R: Copy>(
-    state: &'static ThreadState,
-    start: u64,
+    timed: Option<(&'static ThreadState, u64, u32)>,
     address: usize,
     kind: WaitKind,
     block: impl FnOnce() -> R,
@@ -88,13 +95,13 @@ fn unmeasured<R: Copy>(
 ) -> R {
     let rc = block();
     let saved = errno();
-    let end = monotonic_ns();
-    if outcome(rc, saved) == Outcome::Success && may_be_pending(address, kind) {
-        hold_started(state, address, kind, end);
+    if let Some((state, start, stands_for)) = timed {
+        let waited = monotonic_ns().saturating_sub(start);
+        state.contention.note_timed_wait(waited, stands_for);
     }
-    state
-        .contention
-        .note_sampled_wait(end.saturating_sub(start), 0);
+    if outcome(rc, saved) == Outcome::Success && may_be_pending(address, kind) {
+        acquired_pending(address, kind);
+    }
     set_errno(saved);
     rc
 }
