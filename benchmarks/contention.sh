@@ -16,8 +16,8 @@
 # Each configuration runs N rounds, unprofiled and profiled alternating; medians of the
 # per-round ratios. Prints markdown on stdout; progress on stderr. Asserts nothing.
 #
-# Environment: N (5), NF (15: rounds of part 3, whose unprofiled fraction moves by up to 2x
-#   from run to run), HZ (200), WORK (scratch dir), BLAMEPROF (target/release/blameprof),
+# Environment: N (5), NF (15: rounds of parts 3 and 4, whose unprofiled fraction moves by up
+#   to 2x from run to run), HZ (200), WORK (scratch dir), BLAMEPROF (target/release/blameprof),
 #   SKIP_BUILD=1 to use an existing build, ONLY (sysbench|scale|fidelity|sensitivity: one
 #   part).
 set -euo pipefail
@@ -125,16 +125,27 @@ if [[ -z $ONLY || $ONLY == sensitivity ]]; then
     echo "| run | contended (median) | / unprofiled default |"
     echo "|---|---:|---:|"
     runtime=$(dirname "$BLAMEPROF")/libblameprof_rt.so
+    [[ -f $runtime ]] || die "no runtime library at $runtime"
     labels=("unprofiled, hold 56" "unprofiled, hold 64" "unprofiled, gap 140" "unprofiled, gap 160"
         "runtime preloaded, not profiling" "blameprof run")
     base=""
     fr=("" "" "" "" "" "")
     rr=("" "" "" "" "" "")
+    # fraction_of: the contended fraction the last run printed (exit if none)
+    fraction_of() {
+        local c
+        c=$(awk '/^fidelity:/ { print $3 }' "$WORK/out")
+        [[ -n $c ]] || die "fidelity_trylock printed no fraction"
+        echo "$c"
+    }
     for ((i = 1; i <= NF; i++)); do
         timed plain "$WORK/fidelity_trylock" 4 2000000 >/dev/null
-        c0=$(awk '/^fidelity:/ { print $3 }' "$WORK/out")
+        c0=$(fraction_of)
         base+=" $c0"
-        for k in 0 1 2 3 4 5; do
+        # Each round starts at another configuration, so none is always first after the
+        # default run.
+        for j in 0 1 2 3 4 5; do
+            k=$(((i + j) % 6))
             case $k in
                 0) timed plain "$WORK/fidelity_trylock" 4 2000000 56 150 ;;
                 1) timed plain "$WORK/fidelity_trylock" 4 2000000 64 150 ;;
@@ -143,7 +154,7 @@ if [[ -z $ONLY || $ONLY == sensitivity ]]; then
                 4) timed plain env LD_PRELOAD="$runtime" "$WORK/fidelity_trylock" 4 2000000 ;;
                 5) timed prof "$WORK/fidelity_trylock" 4 2000000 ;;
             esac >/dev/null
-            c=$(awk '/^fidelity:/ { print $3 }' "$WORK/out")
+            c=$(fraction_of)
             fr[k]+=" $c"
             rr[k]+=" $(ratio "$c" "$c0")"
         done

@@ -95,12 +95,16 @@ fn unmeasured<R: Copy>(
 ) -> R {
     let rc = block();
     let saved = errno();
-    if let Some((state, start, stands_for)) = timed {
-        let waited = monotonic_ns().saturating_sub(start);
-        state.contention.note_timed_wait(waited, stands_for);
-    }
+    let end = timed.map(|(state, start, stands_for)| {
+        let end = monotonic_ns();
+        state
+            .contention
+            .note_timed_wait(end.saturating_sub(start), stands_for);
+        end
+    });
     if outcome(rc, saved) == Outcome::Success && may_be_pending(address, kind) {
-        acquired_pending(address, kind);
+        // A timed wait's end is its hold's start, if noted.
+        acquired_pending(address, kind, || end.unwrap_or_else(monotonic_ns));
     }
     set_errno(saved);
     rc
@@ -118,26 +122,26 @@ pub fn acquired(address: usize, kind: WaitKind) {
 #[inline(always)]
 pub fn acquired_if(address: usize, kind: WaitKind, starts_hold: impl FnOnce() -> bool) {
     if may_be_pending(address, kind) && starts_hold() {
-        acquired_pending(address, kind);
+        acquired_pending(address, kind, monotonic_ns);
     }
 }
 
-/// A hold that began without waiting while others may wait: a mutex's is kept by the
+/// A hold that began while others may wait, without waiting or after an unmeasured wait
+/// (its end read by `clock`): a mutex's is kept by the
 /// hold sampling (`locks::hold_sampling`: a thread-local entry, its start noted only if
 /// drawn, so that no clock is read inside the program's critical section for the others),
 /// or noted in the thread's state when the sampling cannot keep it; an rwlock's is told to
 /// the wait table.
 #[cold]
 #[inline(never)]
-pub(super) fn acquired_pending(address: usize, kind: WaitKind) {
+pub(super) fn acquired_pending(address: usize, kind: WaitKind, clock: impl Fn() -> u64 + Copy) {
     if kind == WaitKind::Mutex
-        && hold_sampling::with(|s| s.start(address, || seed(address), monotonic_ns))
-            != Started::Elsewhere
+        && hold_sampling::with(|s| s.start(address, || seed(address), clock)) != Started::Elsewhere
     {
         return;
     }
     if let Some(state) = monitored_thread() {
-        hold_started(state, address, kind, monotonic_ns());
+        hold_started(state, address, kind, clock());
     }
 }
 
