@@ -92,6 +92,47 @@ fn run_command_not_found() {
 }
 
 #[test]
+fn runtime_override_that_is_missing_or_misnamed() {
+    let dir = scratch_dir("runtime-override");
+    let renamed = dir.join("my-runtime.so");
+    let real = Path::new(blameprof()).with_file_name("libblameprof_rt.so");
+    fs::copy(&real, &renamed).unwrap();
+    let link_dir = dir.join("link");
+    fs::create_dir_all(&link_dir).unwrap();
+    let link = link_dir.join("libblameprof_rt.so");
+    std::os::unix::fs::symlink(&renamed, &link).unwrap();
+    let missing = dir.join("nowhere").join("libblameprof_rt.so");
+    for (runtime, says) in [
+        (&missing, "does not name a file"),
+        // Under another name, the report would show the runtime's internals as the
+        // program's code; through a link, the program would load it by its real name.
+        (&renamed, "is not named libblameprof_rt.so"),
+        (&link, "is not named libblameprof_rt.so"),
+    ] {
+        let mut cmd = std::process::Command::new(blameprof());
+        cmd.args(["run", "-q", "-o"])
+            .arg(dir.join("prof"))
+            .args(["--", "true"])
+            .env("BLAMEPROF_RUNTIME", runtime);
+        let run = run_with_timeout(&mut cmd, TOOL_TIMEOUT);
+        let what = format!("BLAMEPROF_RUNTIME={}", runtime.display());
+        assert_clean_error(&run, &what);
+        assert!(run.stderr.contains(says), "{what}: {}", run.describe());
+    }
+    // A copy under the right name in a directory of its own runs.
+    let good = dir.join("good").join("libblameprof_rt.so");
+    fs::create_dir_all(good.parent().unwrap()).unwrap();
+    fs::copy(&real, &good).unwrap();
+    let mut cmd = std::process::Command::new(blameprof());
+    cmd.args(["run", "-q", "-o"])
+        .arg(dir.join("prof-good"))
+        .args(["--", "true"])
+        .env("BLAMEPROF_RUNTIME", &good);
+    let run = run_with_timeout(&mut cmd, TOOL_TIMEOUT);
+    assert!(run.status.success(), "{}", run.describe());
+}
+
+#[test]
 fn run_non_executable_file() {
     let dir = scratch_dir("non-exec");
     let file = dir.join("script.sh");

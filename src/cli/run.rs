@@ -141,35 +141,48 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
 }
 
 /// Finds the runtime library: `$BLAMEPROF_RUNTIME`, else next to this executable (or in
-/// `../lib/blameprof/` for an installed layout).
+/// `../lib/blameprof/` for an installed layout); its real path, which must end in
+/// [`RUNTIME_NAME`].
 fn find_runtime() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os(ENV_RUNTIME) {
-        let p = PathBuf::from(p);
-        if p.is_file() {
-            return Ok(std::fs::canonicalize(&p).unwrap_or(p));
+    let found = match std::env::var_os(ENV_RUNTIME) {
+        Some(p) => {
+            let p = PathBuf::from(p);
+            if !p.is_file() {
+                bail!(
+                    "{ENV_RUNTIME}={} does not name a file: point it at {RUNTIME_NAME}",
+                    p.display()
+                );
+            }
+            p
         }
+        None => {
+            let exe = std::env::current_exe().context("cannot locate the blameprof executable")?;
+            let dir = exe.parent().unwrap_or(Path::new("."));
+            let candidates = [
+                dir.join(RUNTIME_NAME),
+                dir.join("..").join(RUNTIME_NAME),
+                dir.join("../lib/blameprof").join(RUNTIME_NAME),
+            ];
+            candidates.into_iter().find(|p| p.is_file()).with_context(|| {
+                format!(
+                    "runtime library {RUNTIME_NAME} not found next to {}: build it with 'cargo build --release --workspace', or set {ENV_RUNTIME}",
+                    exe.display()
+                )
+            })?
+        }
+    };
+    let real = std::fs::canonicalize(&found).unwrap_or_else(|_| found.clone());
+    // The program loads the library by this path, and the analysis knows the runtime's
+    // frames (to fold them into the lock function the program called) by its file name:
+    // under another name its internals would show up in the program's call paths.
+    if real.file_name() != Some(std::ffi::OsStr::new(RUNTIME_NAME)) {
         bail!(
-            "{ENV_RUNTIME}={} does not name a file: point it at {RUNTIME_NAME}",
-            p.display()
+            "the runtime library {} is not named {RUNTIME_NAME} (the name reports recognise \
+             its frames by): copy or rename it to a file of that name",
+            real.display()
         );
     }
-    let exe = std::env::current_exe().context("cannot locate the blameprof executable")?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let candidates = [
-        dir.join(RUNTIME_NAME),
-        dir.join("..").join(RUNTIME_NAME),
-        dir.join("../lib/blameprof").join(RUNTIME_NAME),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
-        .with_context(|| {
-            format!(
-                "runtime library {RUNTIME_NAME} not found next to {}: build it with 'cargo build --release --workspace', or set {ENV_RUNTIME}",
-                exe.display()
-            )
-        })
+    Ok(real)
 }
 
 /// `-o PATH`: a new directory, or an existing profile directory that is replaced.
