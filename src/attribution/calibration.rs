@@ -1,7 +1,7 @@
 //! Calibration of sampled contended-lock estimates: the idleness and blame samples a
 //! process flagged [`SAMPLE_SCALED`] are multiplied by its ratio of the contended waiting
-//! its measured and timed acquisitions estimated to the waiting its measured acquisitions
-//! alone estimated (see the runtime's `locks::contention_sampling`).
+//! it timed to the waiting its measured acquisitions estimated (see the runtime's
+//! `locks::contention_sampling`).
 //!
 //! Invariants: a process without sampled acquisitions, or a profile written before the
 //! counters existed, has the identity; a sample without the flag is never changed. Pure.
@@ -26,9 +26,8 @@ impl Calibration {
         )
     }
 
-    /// Waiting of all sampled acquisitions as the measured and timed ones estimate it
-    /// (`timed`), and as the measured ones alone do (`estimated`); the identity when there
-    /// is no estimate to correct.
+    /// Waiting `timed` by all sampled acquisitions, `estimated` by the measured ones; the
+    /// identity when there is no estimate to correct.
     pub fn new(timed: u64, estimated: u64) -> Calibration {
         match estimated {
             0 => Calibration { num: 1, den: 1 },

@@ -230,9 +230,9 @@ pub mod counters {
     /// The longest sampling period of contended acquisitions a thread went up to (1: every
     /// one was measured; a rate gauge).
     pub const CONTENDED_PERIOD_PEAK: &str = "contended_sampling_period_peak";
-    /// Nanoseconds waited by the contended acquisitions a thread made while it was sampling
-    /// them, measured or not, as estimated by the measured ones and a second random subset
-    /// as large, the timed ones (each counted for the unmeasured ones it stands for).
+    /// Nanoseconds waited by every contended acquisition a thread made while it was
+    /// sampling them (measured or not: each one's wait is timed, only its registration for
+    /// the blame is sampled).
     pub const CONTENDED_SAMPLED_WAIT: &str = "contended_sampled_wait_ns";
     /// The same waiting as estimated by the measured ones, each scaled by its sampling
     /// period. The analysis multiplies every [`super::SAMPLE_SCALED`] sample of the process
@@ -240,10 +240,10 @@ pub mod counters {
     /// (their releases take its blame), so measured waits run longer than the ones they
     /// stand for, and this ratio takes that out of the totals.
     pub const CONTENDED_SCALED_WAIT: &str = "contended_scaled_wait_ns";
-    /// Mutex holds that began without waiting (a successful try or lock), or after a
-    /// contended wait the sampling left unmeasured, while others may have waited for the
-    /// mutex (measured waiters were registered on it, or on another object sharing its
-    /// wait-table bucket): the holds whose start must be noted for their blame.
+    /// Mutex holds that began without waiting (a successful try or lock) while others may
+    /// have waited for the mutex (measured waiters were registered on it, or on another
+    /// object sharing its wait-table bucket): the holds whose start must be noted for their
+    /// blame.
     pub const CONTENDED_HOLDS: &str = "contended_holds";
     /// Of those, how many were noted. When a thread has more than the runtime's budget, it
     /// notes a random subset and counts each one's blame as many times as its sampling

@@ -19,20 +19,11 @@
 //! have, and it does not: a measured waiter unwinds before it blocks and registers with the
 //! lock, so the holds while it waits read the clock and note their starts, and those
 //! holds, and so its wait, grow longer (on a 2-CPU machine with 4 threads on one lock,
-//! measured waits ran 4-7 times longer than the ones they stood for). So the sampler also
-//! *times* a second random subset of the waits, as large as the measured one and disjoint
-//! from it ([`Draw::Time`]: one clock read at its end, the one at its start being the
-//! draw's), and sums the waiting of all of them as estimated by the timed and measured
-//! ones, and as estimated by the measured ones alone ([`Taken`]); the analysis multiplies
-//! the scaled idleness and blame by their ratio (a ratio estimator: the totals are
-//! unbiased, the split between call paths comes from the measured ones). The skipped waits
-//! read no clock once they have waited: a clock read there lies inside the program's
-//! critical section, the one the waiter now holds (their mutex holds are drawn by the hold
-//! sampling like any other that began while others waited, and only the drawn ones read
-//! it; an rwlock's hold is told to the wait table, with the time). In the session that made
-//! this change, the 4-thread contended fraction of `fidelity_trylock` came out at 0.6-0.9
-//! of unprofiled either way (docs/benchmarks.md, session 19): a principle, not a measured
-//! gain.
+//! measured waits ran 4-7 times longer than the ones they stood for). So the sampler also times every wait it samples
+//! from, measured or not (the clock was read at its start anyway; one more read at its
+//! end), and sums that waiting and its estimate by the measured ones ([`Taken`]); the
+//! analysis multiplies the scaled idleness and blame by their ratio (a ratio estimator:
+//! the totals are exact, the split between call paths comes from the measured ones).
 //!
 //! Invariants: a [`ContentionSampler`] is touched only by its owner thread, outside the
 //! signal handler (its atomics are relaxed: plain loads and stores). Async-signal-safe,
@@ -77,9 +68,7 @@ pub struct ContentionSampler {
     seen: AtomicU64,
     measured: AtomicU64,
     /// Since the last take: nanoseconds waited by the acquisitions drawn with a period over
-    /// 1, as estimated by the measured and the timed ones (each timed one counted for the
-    /// unmeasured ones it stands for), and as estimated by the measured ones alone (each
-    /// weighted by its period).
+    /// 1, and their estimate by the measured ones (each weighted by its period).
     sampled_wait_ns: AtomicU64,
     scaled_wait_ns: AtomicU64,
 }
@@ -95,15 +84,12 @@ pub struct Taken {
     pub scaled_wait_ns: u64,
 }
 
-/// Whether one contended acquisition is measured, timed or neither.
+/// Whether one contended acquisition is measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Draw {
     /// Measure it; its waiting counts `weight` times.
     Measure { weight: u32 },
-    /// Let it wait unmeasured, but time its waiting, which stands for `stands_for`
-    /// unmeasured waits ([`ContentionSampler::note_timed_wait`]).
-    Time { stands_for: u32 },
-    /// Let it wait unmeasured and untimed.
+    /// Let it wait unmeasured.
     Skip,
 }
 
@@ -129,37 +115,18 @@ impl ContentionSampler {
         if shift > self.peak_shift.load(Ordering::Relaxed) {
             self.peak_shift.store(shift, Ordering::Relaxed);
         }
-        if shift == 0 {
-            add(&self.measured, 1);
-            return Draw::Measure { weight: 1 };
+        if shift > 0 && self.next_random(seed) >> (64 - shift) != 0 {
+            return Draw::Skip;
         }
-        // The top `shift` bits: 0 (probability 2^-shift) measures it, 1 (as likely, and 1 in
-        // 2^shift - 1 of the others) times it.
-        match self.next_random(seed) >> (64 - shift) {
-            0 => {
-                add(&self.measured, 1);
-                Draw::Measure { weight: 1 << shift }
-            }
-            1 => Draw::Time {
-                stands_for: (1 << shift) - 1,
-            },
-            _ => Draw::Skip,
-        }
+        add(&self.measured, 1);
+        Draw::Measure { weight: 1 << shift }
     }
 
-    /// A contended acquisition measured for `weight` (over 1: while sampling) waited `ns`.
+    /// A contended acquisition drawn while sampling (`Skip`, or `Measure` with a weight over
+    /// 1) waited `ns`; `weight`: what it was measured for (0: not measured).
     pub fn note_sampled_wait(&self, ns: u64, weight: u32) {
         add(&self.sampled_wait_ns, ns);
         add(&self.scaled_wait_ns, ns.saturating_mul(u64::from(weight)));
-    }
-
-    /// A contended acquisition drawn [`Draw::Time`], standing for `stands_for` unmeasured
-    /// ones, waited `ns`.
-    pub fn note_timed_wait(&self, ns: u64, stands_for: u32) {
-        add(
-            &self.sampled_wait_ns,
-            ns.saturating_mul(u64::from(stands_for)),
-        );
     }
 
     /// The acquisitions seen and measured since the last call, the longest sampling
@@ -298,52 +265,6 @@ mod tests {
     }
 
     #[test]
-    fn timed_and_measured_waits_estimate_the_waiting_of_all() {
-        let s = ContentionSampler::default();
-        let mut now = 1;
-        // 100 a millisecond: sampling with a period of 32 after the first window.
-        for _ in 0..1_000 {
-            now += 10_000;
-            s.draw(now, 99);
-        }
-        s.take();
-        let (mut truth, mut timed, mut measured) = (0u64, 0u64, 0u64);
-        for i in 0..200_000u64 {
-            now += 10_000;
-            let ns = 1_000 + (i * 7919) % 5_000;
-            truth += ns;
-            match s.draw(now, 99) {
-                Draw::Measure { weight } => {
-                    assert_eq!(weight, 32);
-                    measured += 1;
-                    s.note_sampled_wait(ns, weight);
-                }
-                Draw::Time { stands_for } => {
-                    assert_eq!(stands_for, 31);
-                    timed += 1;
-                    s.note_timed_wait(ns, stands_for);
-                }
-                Draw::Skip => {}
-            }
-        }
-        // As many timed as measured, each about 1 in 32.
-        for n in [timed, measured] {
-            assert!(
-                (5_000..7_500).contains(&n),
-                "{timed} timed, {measured} measured"
-            );
-        }
-        let taken = s.take();
-        for (what, estimate) in [
-            ("all", taken.sampled_wait_ns),
-            ("measured", taken.scaled_wait_ns),
-        ] {
-            let err = (estimate as f64 - truth as f64).abs() / truth as f64;
-            assert!(err < 0.05, "{what}: {estimate} for {truth}");
-        }
-    }
-
-    #[test]
     fn estimates_hold_across_changes_of_the_period() {
         let s = ContentionSampler::default();
         // `truth`: the waiting of the acquisitions drawn while sampling.
@@ -362,8 +283,7 @@ mod tests {
                         continue;
                     }
                     Draw::Measure { weight } => s.note_sampled_wait(ns, weight),
-                    Draw::Time { stands_for } => s.note_timed_wait(ns, stands_for),
-                    Draw::Skip => {}
+                    Draw::Skip => s.note_sampled_wait(ns, 0),
                 }
                 truth += ns;
             }
@@ -371,13 +291,9 @@ mod tests {
         let taken = s.take();
         assert!(exact > 100, "the quiet phase measures all ({exact})");
         assert!(taken.peak_period >= 256, "{taken:?}");
-        for (what, estimate) in [
-            ("all", taken.sampled_wait_ns),
-            ("measured", taken.scaled_wait_ns),
-        ] {
-            let err = (estimate as f64 - truth as f64).abs() / truth as f64;
-            assert!(err < 0.1, "{what}: {estimate} for {truth}");
-        }
+        assert_eq!(taken.sampled_wait_ns, truth, "every sampled wait is timed");
+        let err = (taken.scaled_wait_ns as f64 - truth as f64).abs() / truth as f64;
+        assert!(err < 0.1, "{} estimated for {truth}", taken.scaled_wait_ns);
     }
 
     #[test]

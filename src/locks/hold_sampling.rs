@@ -1,12 +1,11 @@
-//! Which holds of a mutex taken while others wait for it (without waiting, or after a
-//! contended wait the contention sampling left unmeasured) have their start noted: all of
-//! them while a thread takes few, an unbiased random subset, scaled, when it takes many;
-//! and where those starts are kept.
+//! Which holds of a mutex taken without waiting, while others wait for it, have their start
+//! noted: all of them while a thread takes few, an unbiased random subset, scaled, when it
+//! takes many; and where those starts are kept.
 //!
 //! Job: a hold's blame is the waiting that accrued during it, read at its release from its
-//! start; a hold that began with a successful try or lock while others waited, or after an
-//! unmeasured wait, has no time of its own (a measured wait has its end), so the thread
-//! reads the clock inside the program's critical section to note it. That clock read, at millions of such
+//! start; a hold that began with a successful try or lock while others waited has no time
+//! of its own (a contended acquisition has its wait's end), so the thread reads the clock
+//! inside the program's critical section to note it. That clock read, at millions of such
 //! holds a second, made a one-mutex program with 8 threads on 2 CPUs 1.5-1.7 times as
 //! contended as without the profiler (docs/benchmarks.md, session 18). So each thread
 //! counts these holds, and when it had more than its budget a millisecond
@@ -53,8 +52,7 @@ pub const ENTRIES: usize = 4;
 /// smaller variance). 0 with the contention budget 0: every hold is noted.
 pub const BUDGET_PER_CONTENDED: u64 = 16;
 
-/// How a hold that began while others waited (without waiting, or after an unmeasured
-/// wait) was started.
+/// How a hold that began without waiting while others waited was started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Started {
     /// Noted here, at `start`: its blame counts `weight` times.
@@ -112,8 +110,7 @@ impl HoldSampler {
         }
     }
 
-    /// A hold of the mutex at `address` began while others waited (without waiting, or
-    /// after an unmeasured wait): draws
+    /// A hold of the mutex at `address` began without waiting while others waited: draws
     /// whether its start is noted, and if so reads `clock` (monotonic ns) and keeps it.
     /// `seed` seeds the generator at the thread's first draw.
     pub fn start(

@@ -252,8 +252,8 @@ pub fn describe_contention(analysis: &Analysis) -> Option<String> {
     ))
 }
 
-/// How the blame of mutex holds that began while others waited (without waiting, or after
-/// a contended wait left unmeasured) was measured, when some were sampled (`None` when every one was noted, or there were none):
+/// How the blame of mutex holds that began without waiting while others waited was
+/// measured, when some were sampled (`None` when every one was noted, or there were none):
 /// how many there were and were noted, and the sampling.
 pub fn describe_held(analysis: &Analysis) -> Option<String> {
     use crate::format::counters::{
@@ -265,8 +265,7 @@ pub fn describe_held(analysis: &Analysis) -> Option<String> {
     );
     (noted < seen).then(|| {
         format!(
-            "{seen} began while others waited (without waiting, or after an unmeasured wait), \
-             {noted} noted (sampled: past \
+            "{seen} began without waiting while others waited, {noted} noted (sampled: past \
              its budget a thread notes 1 in up to {} at random, and scales the blame of each \
              noted one by its period; the others take none)",
             analysis.counter(CONTENDED_HOLD_PERIOD_PEAK).max(2)

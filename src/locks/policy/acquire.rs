@@ -32,9 +32,8 @@ use crate::sampler::thread_state::ThreadState;
 ///
 /// A contended acquisition (hold kinds) is measured only if the thread's contention
 /// sampling draws it (`locks::contention_sampling`: all of them while the thread has few);
-/// one that is not waits in the real call with no bookkeeping after it but the draw of its
-/// hold when others' waits are being measured (and its end's clock read, if drawn to be
-/// timed).
+/// one that is not waits in the real call with no bookkeeping but what starting its hold
+/// needs when others' waits are being measured.
 pub fn wait<R: Copy>(
     address: usize,
     kind: WaitKind,
@@ -48,11 +47,7 @@ pub fn wait<R: Copy>(
         let seed = u64::from(state.tid.load(std::sync::atomic::Ordering::Relaxed)) << 32 ^ start;
         match state.contention.draw(start, seed) {
             Draw::Measure { weight } => weight,
-            Draw::Time { stands_for } => {
-                let timed = Some((state, start, stands_for));
-                return unmeasured(timed, address, kind, block, outcome);
-            }
-            Draw::Skip => return unmeasured(None, address, kind, block, outcome),
+            Draw::Skip => return unmeasured(state, start, address, kind, block, outcome),
         }
     } else {
         1
@@ -79,15 +74,13 @@ pub fn wait<R: Copy>(
     rc
 }
 
-/// A contended acquisition the sampling left unmeasured: the real call, then, if it
-/// acquired while others' waits are being measured, the start of its hold, drawn by the
-/// hold sampling as any hold that began while others waited ([`acquired_pending`]: no
-/// clock read inside the critical section unless drawn). Only a `timed` one (its thread
-/// state, its start, and how many unmeasured waits it stands for) reads the clock after
-/// its wait, for the calibration of the measured ones (`locks::contention_sampling`).
+/// A contended acquisition the sampling left unmeasured, which started waiting at `start`:
+/// the real call, then, if it acquired, the start of its hold (others' measured waits
+/// accrue to it); its waiting is timed for the calibration of the measured ones.
 #[inline(never)]
 fn unmeasured<R: Copy>(
-    timed: Option<(&'static ThreadState, u64, u32)>,
+    state: &'static ThreadState,
+    start: u64,
     address: usize,
     kind: WaitKind,
     block: impl FnOnce() -> R,
@@ -95,17 +88,13 @@ fn unmeasured<R: Copy>(
 ) -> R {
     let rc = block();
     let saved = errno();
-    let end = timed.map(|(state, start, stands_for)| {
-        let end = monotonic_ns();
-        state
-            .contention
-            .note_timed_wait(end.saturating_sub(start), stands_for);
-        end
-    });
+    let end = monotonic_ns();
     if outcome(rc, saved) == Outcome::Success && may_be_pending(address, kind) {
-        // A timed wait's end is its hold's start, if noted.
-        acquired_pending(address, kind, || end.unwrap_or_else(monotonic_ns));
+        hold_started(state, address, kind, end);
     }
+    state
+        .contention
+        .note_sampled_wait(end.saturating_sub(start), 0);
     set_errno(saved);
     rc
 }
@@ -122,26 +111,26 @@ pub fn acquired(address: usize, kind: WaitKind) {
 #[inline(always)]
 pub fn acquired_if(address: usize, kind: WaitKind, starts_hold: impl FnOnce() -> bool) {
     if may_be_pending(address, kind) && starts_hold() {
-        acquired_pending(address, kind, monotonic_ns);
+        acquired_pending(address, kind);
     }
 }
 
-/// A hold that began while others may wait, without waiting or after an unmeasured wait
-/// (its end read by `clock`): a mutex's is kept by the
+/// A hold that began without waiting while others may wait: a mutex's is kept by the
 /// hold sampling (`locks::hold_sampling`: a thread-local entry, its start noted only if
 /// drawn, so that no clock is read inside the program's critical section for the others),
 /// or noted in the thread's state when the sampling cannot keep it; an rwlock's is told to
 /// the wait table.
 #[cold]
 #[inline(never)]
-pub(super) fn acquired_pending(address: usize, kind: WaitKind, clock: impl Fn() -> u64 + Copy) {
+pub(super) fn acquired_pending(address: usize, kind: WaitKind) {
     if kind == WaitKind::Mutex
-        && hold_sampling::with(|s| s.start(address, || seed(address), clock)) != Started::Elsewhere
+        && hold_sampling::with(|s| s.start(address, || seed(address), monotonic_ns))
+            != Started::Elsewhere
     {
         return;
     }
     if let Some(state) = monitored_thread() {
-        hold_started(state, address, kind, clock());
+        hold_started(state, address, kind, monotonic_ns());
     }
 }
 
