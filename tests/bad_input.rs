@@ -268,8 +268,18 @@ fn report_on_undamaged_copy_works() {
 #[test]
 fn report_on_truncated_profile() {
     let dir = damaged_copy("truncated", |b| {
-        let half = b.len() / 2;
-        b.truncate(half);
+        // Cut inside the chunk that spans the file's middle (halfway through its payload),
+        // never at a chunk boundary: a file cut between chunks is a valid, shorter profile.
+        let mut start = 16;
+        loop {
+            let len = u32::from_le_bytes(b[start + 4..start + 8].try_into().unwrap()) as usize;
+            let end = start + 16 + len;
+            if end >= b.len() / 2 || end >= b.len() {
+                b.truncate(start + 16 + len / 2);
+                break;
+            }
+            start = end;
+        }
     });
     assert_clean_error(&report_on(&dir), "report on a truncated profile");
 }
