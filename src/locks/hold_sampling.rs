@@ -11,8 +11,8 @@
 //! counts these holds, and when it had more than its budget a millisecond
 //! ([`BUDGET_PER_CONTENDED`] times the contention sampling's), notes each with probability
 //! 2^-shift and counts the blame of a noted one 2^shift times (Horvitz-Thompson: each
-//! hold's expected blame is exact). A hold left unnoted is marked, and its release takes no blame and reads no
-//! clock. Both the marks and the noted starts live here, in thread-local storage, so that
+//! hold's expected blame is exact). A hold left unnoted is marked, and its release takes no
+//! blame and reads no clock. Both the marks and the noted starts live here, in thread-local storage, so that
 //! what the critical section pays is a thread-local write and, for a noted hold, the
 //! clock: a noted hold must not last longer than the holds it stands for.
 //!
@@ -119,11 +119,19 @@ impl HoldSampler {
         seed: impl FnOnce() -> u64,
         clock: impl FnOnce() -> u64,
     ) -> Started {
-        if self.busy.replace(true) {
-            return Started::Elsewhere;
-        }
+        self.exclusive(|| self.start_here(address, seed, clock))
+            .unwrap_or(Started::Elsewhere)
+    }
+
+    /// [`HoldSampler::start`], the state marked busy.
+    fn start_here(
+        &self,
+        address: usize,
+        seed: impl FnOnce() -> u64,
+        clock: impl FnOnce() -> u64,
+    ) -> Started {
         self.forget_entry(address);
-        let started = match self.entries.iter().find(|e| e.get().0 == 0) {
+        match self.entries.iter().find(|e| e.get().0 == 0) {
             None => {
                 // Noted elsewhere, with weight 1: counted as drawn and noted.
                 let mut report = self.report.get();
@@ -153,9 +161,7 @@ impl HoldSampler {
                 self.report.set(report);
                 started
             }
-        };
-        self.busy.set(false);
-        started
+        }
     }
 
     /// At a noted hold's time `now`: closes the rate window if it is old enough.
@@ -178,23 +184,15 @@ impl HoldSampler {
     /// the entry is taken (the hold ends). `None` while the state is busy (a signal
     /// handler's release inside another call here: its hold was noted elsewhere).
     pub fn take(&self, address: usize) -> Option<Started> {
-        if self.busy.replace(true) {
-            return None;
-        }
-        let taken = self
-            .entries
-            .iter()
-            .find(|e| e.get().0 == address)
-            .map(|entry| {
-                let (_, start, weight) = entry.get();
-                entry.set((0, 0, 0));
-                match weight {
-                    0 => Started::Unnoted,
-                    weight => Started::Noted { start, weight },
-                }
-            });
-        self.busy.set(false);
-        taken
+        self.exclusive(|| {
+            let entry = self.entries.iter().find(|e| e.get().0 == address)?;
+            let (_, start, weight) = entry.replace((0, 0, 0));
+            Some(match weight {
+                0 => Started::Unnoted,
+                weight => Started::Noted { start, weight },
+            })
+        })
+        .flatten()
     }
 
     /// Keeps a hold taken by [`HoldSampler::take`] again (its release failed).
@@ -204,22 +202,17 @@ impl HoldSampler {
             Started::Unnoted => (address, 0, 0),
             Started::Elsewhere => return,
         };
-        if self.busy.replace(true) {
-            return;
-        }
-        if let Some(entry) = self.entries.iter().find(|e| e.get().0 == 0) {
-            entry.set(value);
-        }
-        self.busy.set(false);
+        self.exclusive(|| {
+            if let Some(entry) = self.entries.iter().find(|e| e.get().0 == 0) {
+                entry.set(value);
+            }
+        });
     }
 
     /// Drops the entry of the mutex at `address`, if any: its hold is noted elsewhere now,
     /// so a hold kept here has ended.
     pub fn forget(&self, address: usize) {
-        if !self.busy.replace(true) {
-            self.forget_entry(address);
-            self.busy.set(false);
-        }
+        self.exclusive(|| self.forget_entry(address));
     }
 
     fn forget_entry(&self, address: usize) {
@@ -231,12 +224,18 @@ impl HoldSampler {
     /// The holds drawn and noted since the last call, and the longest period; reset.
     /// Nothing while the state is busy.
     pub fn take_report(&self) -> Report {
+        self.exclusive(|| self.report.take()).unwrap_or_default()
+    }
+
+    /// Runs `f` with the state marked busy; `None` (and `f` not run) if it already was: a
+    /// program's signal handler that came here while the interrupted code was inside.
+    fn exclusive<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
         if self.busy.replace(true) {
-            return Report::default();
+            return None;
         }
-        let report = self.report.take();
+        let r = f();
         self.busy.set(false);
-        report
+        Some(r)
     }
 
     /// [`HoldSampler::take_report`] if the last was handed on [`WINDOW_NS`] or more before
