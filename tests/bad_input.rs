@@ -109,12 +109,8 @@ fn runtime_override_that_is_missing_or_misnamed() {
         (&renamed, "is not named libblameprof_rt.so"),
         (&link, "is not named libblameprof_rt.so"),
     ] {
-        let mut cmd = std::process::Command::new(blameprof());
-        cmd.args(["run", "-q", "-o"])
-            .arg(dir.join("prof"))
-            .args(["--", "true"])
-            .env("BLAMEPROF_RUNTIME", runtime);
-        let run = run_with_timeout(&mut cmd, TOOL_TIMEOUT);
+        let env = [("BLAMEPROF_RUNTIME", runtime.as_os_str())];
+        let run = profile_run(&dir.join("prof"), 200, Path::new("true"), &[], &env);
         let what = format!("BLAMEPROF_RUNTIME={}", runtime.display());
         assert_clean_error(&run, &what);
         assert!(run.stderr.contains(says), "{what}: {}", run.describe());
@@ -123,12 +119,8 @@ fn runtime_override_that_is_missing_or_misnamed() {
     let good = dir.join("good").join("libblameprof_rt.so");
     fs::create_dir_all(good.parent().unwrap()).unwrap();
     fs::copy(&real, &good).unwrap();
-    let mut cmd = std::process::Command::new(blameprof());
-    cmd.args(["run", "-q", "-o"])
-        .arg(dir.join("prof-good"))
-        .args(["--", "true"])
-        .env("BLAMEPROF_RUNTIME", &good);
-    let run = run_with_timeout(&mut cmd, TOOL_TIMEOUT);
+    let env = [("BLAMEPROF_RUNTIME", good.as_os_str())];
+    let run = profile_run(&dir.join("prof-good"), 200, Path::new("true"), &[], &env);
     assert!(run.status.success(), "{}", run.describe());
 }
 
@@ -274,7 +266,7 @@ fn report_on_truncated_profile() {
         loop {
             let len = u32::from_le_bytes(b[start + 4..start + 8].try_into().unwrap()) as usize;
             let end = start + 16 + len;
-            if end >= b.len() / 2 || end >= b.len() {
+            if end >= b.len() / 2 {
                 b.truncate(start + 16 + len / 2);
                 break;
             }
