@@ -34,7 +34,7 @@ fn real_profile() -> &'static (PathBuf, PathBuf) {
         assert_eq!(&bytes[..8], b"BLMPROF\0", "part file magic");
         assert_eq!(
             u32::from_le_bytes(bytes[8..12].try_into().unwrap()),
-            1,
+            blameprof::format::FORMAT_VERSION,
             "part file version"
         );
         (out, parts[0].clone())

@@ -7,6 +7,7 @@
 //! hold's blame is taken at the wait. glibc does all the real work, so semantics and return
 //! codes are unchanged.
 
+use crate::init_site::export_with_site;
 use crate::real;
 use blameprof_measure::locks::policy;
 use libc::{c_int, pthread_cond_t, pthread_mutex_t, timespec};
@@ -71,14 +72,24 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int
     })
 }
 
+export_with_site! {
+    /// # Safety
+    /// Same contract as `pthread_cond_init(3)`.
+    pthread_cond_init(c: *mut pthread_cond_t, attr: *const libc::pthread_condattr_t)
+        => cond_init_at, "rdx"
+}
+
+/// `pthread_cond_init` called from `site`.
+///
 /// # Safety
 /// Same contract as `pthread_cond_init(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_cond_init(
+unsafe extern "C" fn cond_init_at(
     c: *mut pthread_cond_t,
     attr: *const libc::pthread_condattr_t,
+    site: usize,
 ) -> c_int {
     policy::forget(c as usize);
+    policy::lock_initialised(c as usize, site);
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
     unsafe { real::pthread_cond_init()(c, attr) }
 }

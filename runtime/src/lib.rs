@@ -18,6 +18,7 @@ mod barrier;
 mod condvar;
 mod exec_variadic;
 mod futex;
+mod init_site;
 mod locks;
 mod plain_mutex;
 mod real;

@@ -10,6 +10,7 @@
 //! The release of a plain mutex is [`plain_mutex`]'s too (glibc's exchange, and its wake
 //! when a waiter sleeps).
 
+use crate::init_site::export_with_site;
 use crate::plain_mutex;
 use crate::real;
 use blameprof_format::WaitKind;
@@ -34,10 +35,23 @@ fn glue(lock: *mut pthread_spinlock_t) -> SpinGlue {
     }
 }
 
+export_with_site! {
+    /// # Safety
+    /// Same contract as `pthread_spin_init(3)`.
+    pthread_spin_init(lock: *mut pthread_spinlock_t, pshared: c_int) => spin_init_at, "rdx"
+}
+
+/// `pthread_spin_init` called from `site`.
+///
 /// # Safety
 /// Same contract as `pthread_spin_init(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_spin_init(lock: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
+unsafe extern "C" fn spin_init_at(
+    lock: *mut pthread_spinlock_t,
+    pshared: c_int,
+    site: usize,
+) -> c_int {
+    policy::lock_destroyed(lock as usize);
+    policy::lock_initialised(lock as usize, site);
     note_spin_sharing(lock as usize, pshared == libc::PTHREAD_PROCESS_SHARED);
     // SAFETY: per this function's contract.
     spin::reset(unsafe { word(lock) }, spin::NATIVE_UNLOCKED)
@@ -47,6 +61,7 @@ pub unsafe extern "C" fn pthread_spin_init(lock: *mut pthread_spinlock_t, pshare
 /// Same contract as `pthread_spin_destroy(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_destroy(lock: *mut pthread_spinlock_t) -> c_int {
+    policy::lock_destroyed(lock as usize);
     note_spin_sharing(lock as usize, false);
     // SAFETY: per this function's contract.
     spin::destroy(unsafe { word(lock) })
@@ -57,7 +72,9 @@ pub unsafe extern "C" fn pthread_spin_destroy(lock: *mut pthread_spinlock_t) -> 
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_lock(lock: *mut pthread_spinlock_t) -> c_int {
     // SAFETY: per this function's contract.
-    spin::lock(unsafe { word(lock) }, &glue(lock))
+    let rc = spin::lock(unsafe { word(lock) }, &glue(lock));
+    policy::acquisition(lock as usize, WaitKind::Spin, false);
+    rc
 }
 
 /// # Safety
@@ -65,7 +82,13 @@ pub unsafe extern "C" fn pthread_spin_lock(lock: *mut pthread_spinlock_t) -> c_i
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_trylock(lock: *mut pthread_spinlock_t) -> c_int {
     // SAFETY: per this function's contract.
-    spin::trylock(unsafe { word(lock) }, &glue(lock))
+    let rc = spin::trylock(unsafe { word(lock) }, &glue(lock));
+    if rc == 0 {
+        policy::acquisition(lock as usize, WaitKind::Spin, true);
+    } else {
+        policy::try_failed(lock as usize, WaitKind::Spin);
+    }
+    rc
 }
 
 /// # Safety
@@ -77,11 +100,14 @@ pub unsafe extern "C" fn pthread_spin_unlock(lock: *mut pthread_spinlock_t) -> c
 }
 
 /// Tells the blame accounting that a try acquired `m` (one counter read when no lock has
-/// waiters). Only acquisitions that start a hold are told: the accounting starts the hold of
-/// a mutex there, and an inner acquisition of a recursive mutex goes on with its owner's.
+/// waiters), and counts the acquisition (`by_try`: a trylock's) for the lock table (one
+/// thread-local decrement). Only acquisitions that start a hold are told: the accounting
+/// starts the hold of a mutex there, and an inner acquisition of a recursive mutex goes on
+/// with its owner's.
 #[inline(always)]
-fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
+fn acquired(m: *mut pthread_mutex_t, rc: c_int, by_try: bool) {
     if rc == 0 || rc == libc::EOWNERDEAD {
+        count_acquisition(m, by_try);
         // After the try, the recursion count of a recursive mutex is 1 exactly when this
         // acquisition started the hold: what `unlock_releases` tests.
         // SAFETY: `m` is a valid mutex, which the caller now holds.
@@ -89,6 +115,24 @@ fn acquired(m: *mut pthread_mutex_t, rc: c_int) {
             unlock_releases(m)
         });
     }
+}
+
+/// Counts an acquisition of `m` for the lock table: one decrement of the thread's
+/// countdown (`locks::acquisition_sampling`), and a sampled one counted out of line.
+#[inline(always)]
+fn count_acquisition(m: *mut pthread_mutex_t, by_try: bool) {
+    if policy::acquisition_due() {
+        count_sampled_acquisition(m, by_try);
+    }
+}
+
+/// A sampled acquisition of `m`. Out of line with its caller's arguments only, so that the
+/// fast path keeps its registers (with the sampling's call inline, a plain pair cost
+/// 1.2 ns more).
+#[cold]
+#[inline(never)]
+fn count_sampled_acquisition(m: *mut pthread_mutex_t, by_try: bool) {
+    policy::sampled_acquisition(m as usize, WaitKind::Mutex, by_try);
 }
 
 /// A blocking acquisition (`block`: glibc's lock of a mutex that is not plain, or its
@@ -104,7 +148,7 @@ unsafe fn lock_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) 
     // SAFETY: `m` is the caller's valid mutex.
     let rc = unsafe { try_lock(m) };
     if rc != libc::EBUSY {
-        acquired(m, rc);
+        acquired(m, rc, false);
         return rc;
     }
     kept_on_the_stack(wait_measured(m, block))
@@ -124,9 +168,13 @@ unsafe fn try_lock(m: *mut pthread_mutex_t) -> c_int {
 #[cold]
 #[inline(never)]
 fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
-    policy::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
+    let rc = policy::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
         policy::outcome_of_rc(rc)
-    })
+    });
+    if rc == 0 || rc == libc::EOWNERDEAD {
+        count_acquisition(m, false);
+    }
+    rc
 }
 
 /// # Safety
@@ -135,7 +183,10 @@ fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_in
 pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: `m` is the caller's mutex (this function's contract).
     let rc = unsafe { try_lock(m) };
-    acquired(m, rc);
+    acquired(m, rc, true);
+    if rc == libc::EBUSY {
+        policy::try_failed(m as usize, WaitKind::Mutex);
+    }
     rc
 }
 
@@ -152,7 +203,7 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
             kept_on_the_stack(wait_measured(m, || unsafe { plain_mutex::lock_wait(m) }))
         }
         Some(rc) => {
-            acquired(m, rc);
+            acquired(m, rc, false);
             rc
         }
         // SAFETY: as above.
@@ -254,14 +305,24 @@ fn release_measured(m: *mut pthread_mutex_t) -> c_int {
     policy::release(m as usize, WaitKind::Mutex, false, || unsafe { unlock(m) })
 }
 
+export_with_site! {
+    /// # Safety
+    /// Same contract as `pthread_mutex_init(3)`.
+    pthread_mutex_init(m: *mut pthread_mutex_t, attr: *const libc::pthread_mutexattr_t)
+        => mutex_init_at, "rdx"
+}
+
+/// `pthread_mutex_init` called from `site`.
+///
 /// # Safety
 /// Same contract as `pthread_mutex_init(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_init(
+unsafe extern "C" fn mutex_init_at(
     m: *mut pthread_mutex_t,
     attr: *const libc::pthread_mutexattr_t,
+    site: usize,
 ) -> c_int {
     policy::forget(m as usize);
+    policy::lock_initialised(m as usize, site);
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
     unsafe { real::pthread_mutex_init()(m, attr) }
 }

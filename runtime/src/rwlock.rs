@@ -7,6 +7,7 @@
 //! its hold; a reader that leaves other readers holding keeps the lock counted as held, so
 //! a writer blocked by several readers blames each of them in turn.
 
+use crate::init_site::export_with_site;
 use crate::real;
 use blameprof_format::WaitKind;
 use blameprof_measure::locks::policy;
@@ -26,14 +27,34 @@ fn acquire(
     match try_() {
         0 => {
             policy::acquired(rw as usize, WaitKind::RwLock);
+            policy::acquisition(rw as usize, WaitKind::RwLock, false);
             0
         }
-        libc::EBUSY => policy::wait(rw as usize, WaitKind::RwLock, block, |rc, _| {
-            policy::outcome_of_rc(rc)
-        }),
+        libc::EBUSY => {
+            let rc = policy::wait(rw as usize, WaitKind::RwLock, block, |rc, _| {
+                policy::outcome_of_rc(rc)
+            });
+            if rc == 0 {
+                policy::acquisition(rw as usize, WaitKind::RwLock, false);
+            }
+            rc
+        }
         // EAGAIN (too many readers), EDEADLK...: glibc's blocking call decides.
         _ => block(),
     }
+}
+
+/// The end of a trylock that returned `rc`: an acquisition, or a failure to count.
+fn tried(rw: *mut pthread_rwlock_t, rc: c_int) -> c_int {
+    match rc {
+        0 => {
+            policy::acquired(rw as usize, WaitKind::RwLock);
+            policy::acquisition(rw as usize, WaitKind::RwLock, true);
+        }
+        libc::EBUSY => policy::try_failed(rw as usize, WaitKind::RwLock),
+        _ => {}
+    }
+    rc
 }
 
 fn try_read(rw: *mut pthread_rwlock_t) -> impl FnOnce() -> c_int {
@@ -124,22 +145,14 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
 /// Same contract as `pthread_rwlock_tryrdlock(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> c_int {
-    let rc = try_read(rw)();
-    if rc == 0 {
-        policy::acquired(rw as usize, WaitKind::RwLock);
-    }
-    rc
+    tried(rw, try_read(rw)())
 }
 
 /// # Safety
 /// Same contract as `pthread_rwlock_trywrlock(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> c_int {
-    let rc = try_write(rw)();
-    if rc == 0 {
-        policy::acquired(rw as usize, WaitKind::RwLock);
-    }
-    rc
+    tried(rw, try_write(rw)())
 }
 
 /// Whether the lock stays held by others after the caller's unlock: the caller is a reader
@@ -178,14 +191,24 @@ pub unsafe extern "C" fn pthread_rwlock_unlock(rw: *mut pthread_rwlock_t) -> c_i
     })
 }
 
+export_with_site! {
+    /// # Safety
+    /// Same contract as `pthread_rwlock_init(3)`.
+    pthread_rwlock_init(rw: *mut pthread_rwlock_t, attr: *const libc::pthread_rwlockattr_t)
+        => rwlock_init_at, "rdx"
+}
+
+/// `pthread_rwlock_init` called from `site`.
+///
 /// # Safety
 /// Same contract as `pthread_rwlock_init(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_init(
+unsafe extern "C" fn rwlock_init_at(
     rw: *mut pthread_rwlock_t,
     attr: *const libc::pthread_rwlockattr_t,
+    site: usize,
 ) -> c_int {
     policy::forget(rw as usize);
+    policy::lock_initialised(rw as usize, site);
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
     unsafe { real::pthread_rwlock_init()(rw, attr) }
 }

@@ -6,6 +6,7 @@
 //! `EINTR` whenever a handler runs, whatever `SA_RESTART` says). The waiting is blamed on
 //! the `sem_post` that ends it.
 
+use crate::init_site::export_with_site;
 use crate::real;
 use blameprof_format::WaitKind;
 use blameprof_measure::locks::policy;
@@ -90,11 +91,24 @@ pub unsafe extern "C" fn sem_post(sem: *mut sem_t) -> c_int {
     )
 }
 
+export_with_site! {
+    /// # Safety
+    /// Same contract as `sem_init(3)`.
+    sem_init(sem: *mut sem_t, pshared: c_int, value: libc::c_uint) => sem_init_at, "rcx"
+}
+
+/// `sem_init` called from `site`.
+///
 /// # Safety
 /// Same contract as `sem_init(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn sem_init(sem: *mut sem_t, pshared: c_int, value: libc::c_uint) -> c_int {
+unsafe extern "C" fn sem_init_at(
+    sem: *mut sem_t,
+    pshared: c_int,
+    value: libc::c_uint,
+    site: usize,
+) -> c_int {
     policy::forget(sem as usize);
+    policy::lock_initialised(sem as usize, site);
     // SAFETY: forwarding the caller's arguments unchanged.
     unsafe { real::sem_init()(sem, pshared, value) }
 }

@@ -50,7 +50,33 @@ pub(super) struct Weighed {
 
 /// Key of a distinct recorded path: process index, stack, whether frame 0 is a return
 /// address.
-type RawKey = (usize, StackId, bool);
+pub(super) type RawKey = (usize, StackId, bool);
+
+/// The source-level path (root first, runtime frames collapsed as in [`weigh`]) of each
+/// recorded path in `keys`.
+pub(super) fn expand_each(
+    profile: &Profile,
+    keys: &[RawKey],
+    symbolizer: &mut Symbolizer,
+    names: &mut Names,
+) -> Vec<Vec<Loc>> {
+    let mut expander = Expander {
+        symbolizer,
+        names,
+        cache: HashMap::new(),
+        arena: Vec::new(),
+        call_sites: CallSites::default(),
+        tail_cache: HashMap::new(),
+    };
+    keys.iter()
+        .map(|&(p, stack, first_is_return)| {
+            let proc = &profile.processes[p];
+            let mut locs = Vec::new();
+            expander.expand(p, proc, proc.stacks.get(stack), first_is_return, &mut locs);
+            locs
+        })
+        .collect()
+}
 
 /// Adds up the samples of the `selected` processes (only thread `tid`, if given).
 /// `sample_maps[p]` maps process `p`'s samples to the merged ids they count in.

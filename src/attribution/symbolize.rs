@@ -116,6 +116,39 @@ impl Symbolizer {
     }
 }
 
+impl Symbolizer {
+    /// The global or static variable at `offset` (an ELF virtual address) of `module`: its
+    /// demangled name (without a Rust hash) and the offset into it; `None` when no sized
+    /// data symbol covers it (heap and stack memory, stripped modules).
+    pub fn data_symbol(&mut self, module: &ModuleInfo, offset: u64) -> Option<(String, u64)> {
+        if module.path.is_empty() {
+            return None;
+        }
+        let key = (module.path.clone(), module.build_id.clone());
+        let debug_dir = &self.debug_dir;
+        let symbols = self
+            .modules
+            .entry(key)
+            .or_insert_with(|| ModuleSymbols::open(module, debug_dir));
+        let ModuleSymbols::Loaded(m) = symbols else {
+            return None;
+        };
+        let (raw, within) = m.symbols.find_data(offset)?;
+        let name = addr2line::demangle_auto(raw.into(), None).into_owned();
+        Some((strip_rust_hash(&name).to_owned(), within))
+    }
+}
+
+/// `a::b::h0123456789abcdef` without its `::h…` hash (legacy Rust mangling).
+fn strip_rust_hash(name: &str) -> &str {
+    match name.rsplit_once("::h") {
+        Some((head, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            head
+        }
+        _ => name,
+    }
+}
+
 /// What is known about one module file.
 enum ModuleSymbols {
     /// A pseudo-module without a file, such as `[vdso]`: every frame is its name.

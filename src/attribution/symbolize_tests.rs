@@ -228,6 +228,7 @@ fn analysis_expands_inlined_frames_into_the_tree() {
         flags: 0,
         value: 5_000_000,
         stack,
+        object: 0,
     });
     let profile = Profile {
         path: dir.to_owned(),

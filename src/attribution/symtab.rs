@@ -1,4 +1,5 @@
-//! ELF symbol tables with sizes: which function, if any, contains an address.
+//! ELF symbol tables with sizes: which function, if any, contains an address, and which
+//! data object (a global or static variable: a lock's name in the lock view).
 //!
 //! Job: answer "which symbol covers this address" from `.symtab` and `.dynsym` of a module
 //! (and of its separate debug file), honouring symbol sizes. A nearest-preceding lookup
@@ -20,6 +21,8 @@ pub struct SymbolTable {
     symbols: Vec<(u64, u64, String)>,
     /// (start, end) of every function described by `.eh_frame`, sorted.
     functions: Vec<(u64, u64)>,
+    /// Sized data objects: (start, size, raw name), sorted.
+    data: Vec<(u64, u64, String)>,
 }
 
 impl SymbolTable {
@@ -27,6 +30,7 @@ impl SymbolTable {
     pub fn read(paths: &[&Path]) -> SymbolTable {
         let mut symbols = Vec::new();
         let mut functions = Vec::new();
+        let mut data = Vec::new();
         for path in paths {
             let Ok(file) = std::fs::File::open(path) else {
                 continue;
@@ -43,12 +47,17 @@ impl SymbolTable {
                 functions = eh_frame_functions(&obj);
             }
             for sym in obj.symbols().chain(obj.dynamic_symbols()) {
-                if sym.kind() != SymbolKind::Text || sym.address() == 0 {
+                let list = match sym.kind() {
+                    SymbolKind::Text => &mut symbols,
+                    SymbolKind::Data if sym.size() > 0 => &mut data,
+                    _ => continue,
+                };
+                if sym.address() == 0 {
                     continue;
                 }
                 if let Ok(name) = sym.name() {
                     if !name.is_empty() {
-                        symbols.push((sym.address(), sym.size(), name.to_owned()));
+                        list.push((sym.address(), sym.size(), name.to_owned()));
                     }
                 }
             }
@@ -57,7 +66,24 @@ impl SymbolTable {
         // Prefer, at one address, the entry with a known size.
         symbols.dedup_by(|later, earlier| later.0 == earlier.0 && (earlier.1 > 0 || later.1 == 0));
         functions.sort_unstable();
-        SymbolTable { symbols, functions }
+        data.sort();
+        data.dedup_by(|later, earlier| later.0 == earlier.0);
+        SymbolTable {
+            symbols,
+            functions,
+            data,
+        }
+    }
+
+    /// The data object containing `address`: its raw name, and the offset into it.
+    pub fn find_data(&self, address: u64) -> Option<(&str, u64)> {
+        let i = self.data.partition_point(|s| s.0 <= address);
+        self.data[..i]
+            .iter()
+            .rev()
+            .take(8)
+            .find(|(start, size, _)| address < start + size)
+            .map(|(start, _, name)| (name.as_str(), address - start))
     }
 
     /// Every known function start (symbols and unwind-table entries), sorted, deduplicated.
@@ -144,7 +170,14 @@ mod tests {
         let table = SymbolTable {
             symbols: vec![(0x100, 0x10, "f".into()), (0x200, 0x20, "g".into())],
             functions: vec![(0x100, 0x110), (0x140, 0x180)],
+            data: vec![
+                (0x1000, 0x28, "lock".into()),
+                (0x1040, 0x400, "buckets".into()),
+            ],
         };
+        assert_eq!(table.find_data(0x1000), Some(("lock", 0)));
+        assert_eq!(table.find_data(0x1030), None, "between objects");
+        assert_eq!(table.find_data(0x1040 + 0x140), Some(("buckets", 0x140)));
         assert_eq!(table.find(0x105), Some("f"));
         assert_eq!(table.find(0x110), None, "just past f");
         assert_eq!(

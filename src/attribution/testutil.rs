@@ -98,6 +98,7 @@ pub(crate) fn add_sample(
         flags: 0,
         value,
         stack,
+        object: 0,
     });
 }
 
@@ -130,6 +131,7 @@ pub(crate) fn add_flagged(
         flags,
         value,
         stack,
+        object: 0,
     });
 }
 
@@ -417,6 +419,17 @@ pub(crate) fn write_part(dir: &std::path::Path, p: &ProcessProfile) {
             w.frame(t.start_routine.unwrap_or_default()).expect(ok);
             w.bytes(t.name.as_bytes()).expect(ok);
             w.u8(u8::from(t.is_main)).expect(ok);
+            w.varint(t.start_ns.unwrap_or(0)).expect(ok);
+        }
+        for l in &p.locks {
+            w.tag(RecordTag::LockStats).expect(ok);
+            w.varint(l.address).expect(ok);
+            w.u8(l.kind).expect(ok);
+            w.u8(l.flags).expect(ok);
+            w.varint(l.init_site).expect(ok);
+            for v in l.counts() {
+                w.varint(v).expect(ok);
+            }
         }
         for (name, value) in &p.counters {
             w.tag(RecordTag::Counter).expect(ok);
@@ -431,10 +444,18 @@ pub(crate) fn write_part(dir: &std::path::Path, p: &ProcessProfile) {
         chunk(tid, &mut |w| {
             for s in p.samples.iter().filter(|s| s.tid == tid) {
                 let frames = p.stacks.get(s.stack);
-                w.tag(RecordTag::Sample).unwrap();
+                let tag = if s.object != 0 {
+                    RecordTag::ObjectSample
+                } else {
+                    RecordTag::Sample
+                };
+                w.tag(tag).unwrap();
                 w.u8(s.metric).unwrap();
                 w.varint(s.value).unwrap();
                 w.u8(s.flags).unwrap();
+                if s.object != 0 {
+                    w.varint(s.object).unwrap();
+                }
                 w.varint(frames.len() as u64).unwrap();
                 w.varint(0).unwrap();
                 for &f in frames {

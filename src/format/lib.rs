@@ -18,8 +18,13 @@ pub mod wire;
 pub const FILE_MAGIC: [u8; 8] = *b"BLMPROF\0";
 /// First 4 bytes of every chunk.
 pub const CHUNK_MAGIC: [u8; 4] = *b"BCK1";
-/// The format version this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes and the newest it reads. Version 2 added
+/// [`RecordTag::ObjectSample`], [`RecordTag::LockStats`] and the monotonic times at the end
+/// of `ThreadStart`, `ThreadEnd` and `ProcessEnd`; version 1 profiles still read (with no
+/// lock table).
+pub const FORMAT_VERSION: u32 = 2;
+/// The first version with lock statistics.
+pub const LOCK_TABLE_VERSION: u32 = 2;
 /// Stack depth at which the runtime truncates a call path; the path then ends with a
 /// [`Frame::TRUNCATED`] marker frame on the root side.
 pub const MAX_STACK_DEPTH: usize = 512;
@@ -38,9 +43,9 @@ pub enum RecordTag {
     /// id.
     ModuleUnload = 3,
     /// tid, start routine frame (module, offset; module 0 and offset 0 = none), name, flags
-    /// (bit 0: main thread).
+    /// (bit 0: main thread); version 2: start time (monotonic ns).
     ThreadStart = 4,
-    /// tid, name, thread CPU time (ns).
+    /// tid, name, thread CPU time (ns); version 2: end time (monotonic ns).
     ThreadEnd = 5,
     /// metric index, value, flags ([`SAMPLE_TRUNCATED`], [`SAMPLE_FIRST_IS_RETURN`]),
     /// depth, shared (root-side frames equal to the previous sample of the same chunk), then
@@ -48,8 +53,16 @@ pub enum RecordTag {
     Sample = 6,
     /// name, value: a cumulative counter of the process (lost samples and why).
     Counter = 7,
-    /// Clean end of the process image: exit reason (0 exit, 1 exec).
+    /// Clean end of the process image: exit reason (0 exit, 1 exec); version 2: end time
+    /// (monotonic ns).
     ProcessEnd = 8,
+    /// A [`RecordTag::Sample`] about one lock or other waited-on object: metric index, value,
+    /// flags, the object's address, then depth, shared and frames as in a `Sample`.
+    ObjectSample = 9,
+    /// The counters of one lock or waited-on object ([`LockStats`]): address, kind code,
+    /// flags ([`LOCK_DESTROYED`]), init site, then the counters in
+    /// [`LockStats::counts`]'s order.
+    LockStats = 10,
 }
 
 impl RecordTag {
@@ -63,6 +76,8 @@ impl RecordTag {
             6 => RecordTag::Sample,
             7 => RecordTag::Counter,
             8 => RecordTag::ProcessEnd,
+            9 => RecordTag::ObjectSample,
+            10 => RecordTag::LockStats,
             _ => return None,
         })
     }
@@ -111,6 +126,11 @@ impl WaitKind {
         WaitKind::Futex,
     ];
 
+    /// The kind of a code (`kind as u8`), if any.
+    pub fn from_code(code: u8) -> Option<WaitKind> {
+        WaitKind::ALL.into_iter().find(|k| *k as u8 == code)
+    }
+
     /// The kind encoded in a sample's flags, if any.
     pub fn from_flags(flags: u8) -> Option<WaitKind> {
         let code = (flags >> SAMPLE_KIND_SHIFT) & SAMPLE_KIND_MASK;
@@ -154,6 +174,87 @@ impl Frame {
         module: u32::MAX,
         offset: 0,
     };
+}
+
+/// The mean number of a thread's lock acquisitions between two it samples for the lock
+/// table's acquisition counts (each sampled one counts for the ones since the previous).
+pub const ACQUISITION_SAMPLING_PERIOD: u32 = 256;
+
+/// LockStats flag: the lock was destroyed (or re-initialised) after these counts; a later
+/// record at the same address is another lock.
+pub const LOCK_DESTROYED: u8 = 1;
+
+/// What the runtime counted for one lock or waited-on object (a [`RecordTag::LockStats`]
+/// record). Counts marked *sampled* are estimates: a sampled event counts for the events
+/// it stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LockStats {
+    pub address: u64,
+    /// A [`WaitKind`] code.
+    pub kind: u8,
+    pub flags: u8,
+    /// Where it was initialised: the (absolute) return address of its `pthread_*_init`
+    /// call; 0 when unknown (a static initialiser, or never initialised by a call).
+    pub init_site: u64,
+    /// Acquisitions, contended or not (sampled: one in about
+    /// [`ACQUISITION_SAMPLING_PERIOD`] of a thread's, each counting for the period it ended).
+    pub acquisitions: u64,
+    /// How many sampled acquisitions `acquisitions` was estimated from.
+    pub acquisition_samples: u64,
+    /// Of `acquisitions`, those made by a successful trylock (sampled likewise).
+    pub try_acquired: u64,
+    /// Trylocks that found the lock held (exact).
+    pub try_failed: u64,
+    /// Waits: contended acquisitions (every one, measured for the blame or not), or waits
+    /// for an event (exact).
+    pub contended: u64,
+    /// How many of those were measured for the blame (registered with the lock).
+    pub contended_measured: u64,
+    /// Nanoseconds waited, summed (exact: every wait is timed).
+    pub wait_ns: u64,
+    /// The longest single wait (ns).
+    pub max_wait_ns: u64,
+    /// The most measured waiters registered at once.
+    pub peak_waiters: u64,
+}
+
+impl LockStats {
+    /// Field values after address, kind and flags, in record order.
+    pub fn counts(&self) -> [u64; 9] {
+        [
+            self.acquisitions,
+            self.acquisition_samples,
+            self.try_acquired,
+            self.try_failed,
+            self.contended,
+            self.contended_measured,
+            self.wait_ns,
+            self.max_wait_ns,
+            self.peak_waiters,
+        ]
+    }
+
+    /// The inverse of [`LockStats::counts`].
+    pub fn from_counts(
+        (address, kind, flags, init_site): (u64, u8, u8, u64),
+        c: [u64; 9],
+    ) -> LockStats {
+        LockStats {
+            address,
+            kind,
+            flags,
+            init_site,
+            acquisitions: c[0],
+            acquisition_samples: c[1],
+            try_acquired: c[2],
+            try_failed: c[3],
+            contended: c[4],
+            contended_measured: c[5],
+            wait_ns: c[6],
+            max_wait_ns: c[7],
+            peak_waiters: c[8],
+        }
+    }
 }
 
 /// Definition of a metric carried by samples.
@@ -251,6 +352,12 @@ pub mod counters {
     pub const CONTENDED_HOLDS_NOTED: &str = "contended_holds_noted";
     /// The longest sampling period of such holds a thread went up to (a rate gauge).
     pub const CONTENDED_HOLD_PERIOD_PEAK: &str = "contended_hold_sampling_period_peak";
+
+    /// Lock events (sampled acquisitions, waits, failed trylocks) of locks that found no
+    /// room in the runtime's lock table: counted here instead of in a lock's row.
+    pub const LOCK_EVENTS_UNTABLED: &str = "lock_events_untabled";
+    /// Most locks in the runtime's lock table at once (memory gauge).
+    pub const LOCK_TABLE_PEAK: &str = "lock_table_peak";
 
     /// Counters that count lost samples (summed into "lost samples" by reports).
     pub const LOST_SAMPLE_COUNTERS: &[&str] = &[

@@ -9,7 +9,7 @@
 //! reading stops there and the damage is reported in [`ProcessProfile::damage`].
 
 use super::protocol::PART_SUFFIX;
-use super::{Frame, MetricDef, RecordTag, CHUNK_MAGIC, FILE_MAGIC, FORMAT_VERSION};
+use super::{Frame, LockStats, MetricDef, RecordTag, CHUNK_MAGIC, FILE_MAGIC, FORMAT_VERSION};
 use super::{MAX_STACK_DEPTH, SAMPLE_FIRST_IS_RETURN, SAMPLE_TRUNCATED};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
@@ -105,6 +105,8 @@ pub struct Sample {
     pub flags: u8,
     pub value: u64,
     pub stack: StackId,
+    /// The lock or other waited-on object a sample is about (its address; 0 none).
+    pub object: u64,
 }
 
 impl Sample {
@@ -138,6 +140,9 @@ pub struct ThreadInfo {
     pub is_main: bool,
     /// CPU time at thread end, when the thread ended cleanly.
     pub cpu_ns: Option<u64>,
+    /// When the thread started and ended (monotonic ns; version 2 profiles).
+    pub start_ns: Option<u64>,
+    pub end_ns: Option<u64>,
 }
 
 /// What the runtime said about the process image at start.
@@ -167,6 +172,13 @@ pub struct ProcessProfile {
     pub stacks: StackTable,
     /// Cumulative counters by name (lost samples and their reasons).
     pub counters: Vec<(String, u64)>,
+    /// Per-lock counters, in the order written (a destroyed lock's record precedes a later
+    /// lock's at the same address).
+    pub locks: Vec<LockStats>,
+    /// The part's format version.
+    pub version: u32,
+    /// When the process image ended (monotonic ns; version 2 profiles that ended cleanly).
+    pub end_ns: Option<u64>,
     /// Whether the image ended cleanly (exit or exec) rather than crashing or being killed.
     pub ended_cleanly: bool,
     /// Damage skipped in salvage mode.
@@ -293,6 +305,7 @@ pub fn decode_part(
     let mut builder = Builder {
         profile: ProcessProfile {
             path: path.to_owned(),
+            version,
             ..Default::default()
         },
         last_stack: FxHashMap::default(),
@@ -489,27 +502,39 @@ impl Builder {
                 let routine = c.frame()?;
                 let name = c.string()?;
                 let flags = c.u8()?;
+                let start = (p.version >= 2).then(|| c.varint()).transpose()?;
                 let t = thread_entry(&mut p.threads, tid);
                 t.start_routine = (routine != Frame::default()).then_some(routine);
                 if !name.is_empty() {
                     t.name = name;
                 }
                 t.is_main = flags & 1 != 0;
+                t.start_ns = start.filter(|&v| v > 0).or(t.start_ns);
             }
             RecordTag::ThreadEnd => {
                 let tid = c.u32()?;
                 let name = c.string()?;
                 let cpu = c.varint()?;
+                let end = (p.version >= 2).then(|| c.varint()).transpose()?;
                 let t = thread_entry(&mut p.threads, tid);
                 if !name.is_empty() {
                     t.name = name;
                 }
                 t.cpu_ns = Some(cpu);
+                t.end_ns = end.filter(|&v| v > 0).or(t.end_ns);
             }
-            RecordTag::Sample => {
+            RecordTag::Sample | RecordTag::ObjectSample => {
+                if tag == RecordTag::ObjectSample && p.version < 2 {
+                    return Err("record type of a later format version");
+                }
                 let metric = c.u8()?;
                 let value = c.varint()?;
                 let flags = c.u8()?;
+                let object = if tag == RecordTag::ObjectSample {
+                    c.varint()?
+                } else {
+                    0
+                };
                 let depth = usize::try_from(c.varint()?).map_err(|_| "depth out of range")?;
                 let shared = usize::try_from(c.varint()?).map_err(|_| "depth out of range")?;
                 if depth > MAX_STACK_DEPTH + 1 || shared > depth {
@@ -535,6 +560,7 @@ impl Builder {
                         flags,
                         value,
                         stack,
+                        object,
                     });
                 }
                 *prev = path;
@@ -548,7 +574,27 @@ impl Builder {
             }
             RecordTag::ProcessEnd => {
                 c.u8()?;
+                if p.version >= 2 {
+                    p.end_ns = Some(c.varint()?);
+                }
                 p.ended_cleanly = true;
+            }
+            RecordTag::LockStats => {
+                if p.version < 2 {
+                    return Err("record type of a later format version");
+                }
+                let address = c.varint()?;
+                let kind = c.u8()?;
+                let flags = c.u8()?;
+                let init_site = c.varint()?;
+                let mut counts = [0u64; 9];
+                for v in &mut counts {
+                    *v = c.varint()?;
+                }
+                p.locks.push(LockStats::from_counts(
+                    (address, kind, flags, init_site),
+                    counts,
+                ));
             }
         }
         Ok(())

@@ -17,12 +17,18 @@
 //!   `runtime/` call, one per kind of lock operation, which time waits, settle blame and
 //!   record both through the sampler.
 //!
+//! The [`lock_table`] keeps per-lock counts for the report's lock view, with acquisitions
+//! counted by [`acquisition_sampling`] and each lock's init call site by [`init_sites`].
+//!
 //! Nothing here allocates with `malloc` or takes a pthread lock, so the interposed functions
 //! may be called by allocators and by the runtime itself.
 
+pub mod acquisition_sampling;
 pub mod contention_sampling;
 pub mod hold_sampling;
 pub mod hold_starts;
+pub mod init_sites;
+pub mod lock_table;
 pub mod policy;
 pub mod slab;
 pub mod spin;

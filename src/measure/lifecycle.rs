@@ -84,6 +84,7 @@ fn try_init(cfg: Config) -> std::io::Result<()> {
     start_thread_bookkeeping(main, None, 0, true);
     // SAFETY: registering plain extern "C" functions with no arguments.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    crate::locks::acquisition_sampling::init();
     process::enable();
     Ok(())
 }
@@ -223,6 +224,7 @@ pub fn thread_started(routine: usize, root: u64) {
     let Some(state) = thread_state::attach(gettid()) else {
         return;
     };
+    crate::locks::acquisition_sampling::check_thread();
     start_thread_bookkeeping(state, Some(routine), root, false);
     start_timer(state, cfg, source());
 }
@@ -280,6 +282,7 @@ fn stop_timer(state: &ThreadState) {
 /// calibrates the sampled ones) to the process's counters: at its end, or at the process's
 /// for the threads still alive (whose last few acquisitions may race with the read).
 fn fold_contention(state: &ThreadState) {
+    crate::locks::policy::fold_lock_waits(state);
     let taken = state.contention.take();
     counters::add(Counter::ContendedAcquisitions, taken.seen);
     counters::add(Counter::ContendedMeasured, taken.measured);
@@ -371,7 +374,16 @@ fn finish(reason: u8) -> bool {
         };
         ends.push((tid, records::thread_name(tid), cpu));
     });
+    counters::set(
+        Counter::LockTablePeak,
+        u64::from(crate::locks::lock_table::peak()),
+    );
+    let mut locks = Vec::new();
+    crate::locks::lock_table::for_each(|l| locks.push(l));
     records::write(me, |w| {
+        for l in &locks {
+            records::lock_stats(w, l)?;
+        }
         for (tid, name, cpu) in &ends {
             records::thread_end(w, *tid, name, *cpu)?;
         }
@@ -455,6 +467,7 @@ extern "C" fn fork_child() {
     crate::sampler::clock::forget_current_tid();
     crate::locks::hold_sampling::with(|s| s.after_fork());
     crate::locks::wait_table::reset_after_fork();
+    crate::locks::lock_table::reset_after_fork();
     crate::unwind::cache_pool::POOL.release_all();
     HEAP.fork_release();
     thread_state::fork_release();

@@ -10,8 +10,9 @@
 use super::clock::monotonic_ns;
 use super::counters::{self, Counter};
 use super::output;
+use super::records;
 use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
-use crate::format::{Frame, RecordTag};
+use crate::format::{Frame, LockStats, RecordTag};
 use crate::unwind::walk::{frame_array, FRAMES_CAPACITY};
 
 /// Bytes of sample data buffered per thread before a chunk is written: a few writes a second
@@ -58,24 +59,51 @@ impl BufferPart {
 
     /// Appends a sample, flushing the chunk first if it is full, or after if it has grown
     /// older than [`MAX_BUFFER_AGE_NS`]. Async-signal-safe.
-    pub fn push_sample(&mut self, tid: u32, metric: u8, value: u64, flags: u8, path: &[Frame]) {
-        if self.try_append(metric, value, flags, path).is_ok() {
+    pub fn push_sample(
+        &mut self,
+        tid: u32,
+        metric: u8,
+        value: u64,
+        flags: u8,
+        object: usize,
+        path: &[Frame],
+    ) {
+        let sample = (metric, value, flags, object);
+        if self.try_append(sample, path).is_ok() {
             if monotonic_ns().saturating_sub(self.flushed_at_ns) > MAX_BUFFER_AGE_NS {
                 self.flush(tid);
             }
             return;
         }
         self.flush(tid);
-        if self.try_append(metric, value, flags, path).is_err() {
+        if self.try_append(sample, path).is_err() {
             counters::add(Counter::DroppedFlushFailed, 1);
         }
     }
 
+    /// Appends a lock's counters, flushing first if the buffer is full. False when even an
+    /// empty buffer could not take it (it cannot happen: the record is under 100 bytes).
+    pub fn push_lock_stats(&mut self, tid: u32, stats: &LockStats) -> bool {
+        if self.try_lock_stats(stats).is_ok() {
+            return true;
+        }
+        self.flush(tid);
+        self.try_lock_stats(stats).is_ok()
+    }
+
+    fn try_lock_stats(&mut self, stats: &LockStats) -> Result<(), Full> {
+        let mut w = RecordWriter::new(&mut self.bytes, self.len);
+        records::lock_stats(&mut w, stats)?;
+        self.len = w.committed();
+        // A chunk is written when it holds samples; this record counts as one.
+        self.samples += 1;
+        Ok(())
+    }
+
+    /// Appends a sample (metric, value, flags, object) at `path`.
     fn try_append(
         &mut self,
-        metric: u8,
-        value: u64,
-        flags: u8,
+        (metric, value, flags, object): (u8, u64, u8, usize),
         path: &[Frame],
     ) -> Result<(), Full> {
         let depth = path.len().min(FRAMES_CAPACITY);
@@ -87,10 +115,17 @@ impl BufferPart {
             .take_while(|(a, b)| a == b)
             .count();
         let mut w = RecordWriter::new(&mut self.bytes, self.len);
-        w.tag(RecordTag::Sample)?;
+        if object == 0 {
+            w.tag(RecordTag::Sample)?;
+        } else {
+            w.tag(RecordTag::ObjectSample)?;
+        }
         w.u8(metric)?;
         w.varint(value)?;
         w.u8(flags)?;
+        if object != 0 {
+            w.varint(object as u64)?;
+        }
         w.varint(depth as u64)?;
         w.varint(shared as u64)?;
         for &frame in &path[..depth - shared] {

@@ -42,9 +42,11 @@ pub enum Counter {
     ContendedHolds,
     ContendedHoldsNoted,
     ContendedHoldPeriodPeak,
+    LockEventsUntabled,
+    LockTablePeak,
 }
 
-const ALL: [(Counter, &str); 31] = [
+const ALL: [(Counter, &str); 33] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -100,6 +102,8 @@ const ALL: [(Counter, &str); 31] = [
         Counter::ContendedHoldPeriodPeak,
         names::CONTENDED_HOLD_PERIOD_PEAK,
     ),
+    (Counter::LockEventsUntabled, names::LOCK_EVENTS_UNTABLED),
+    (Counter::LockTablePeak, names::LOCK_TABLE_PEAK),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

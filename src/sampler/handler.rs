@@ -96,6 +96,7 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
         metric: protocol::WORK.index,
         value,
         flags: 0,
+        object: 0,
     }];
     let recorded = unsafe { record_path(state, &modules, regs, tid, &sample, How::default()) };
     if !recorded {

@@ -29,12 +29,14 @@ pub struct How {
     pub wait_for_buffer: bool,
 }
 
-/// One sample's metric, value and flags ([`WaitKind`] bits), to record at a call path.
+/// One sample's metric, value and flags ([`WaitKind`] bits), to record at a call path,
+/// and the lock or waited-on object it is about (its address; 0 none).
 #[derive(Debug, Clone, Copy)]
 pub struct Sample {
     pub metric: u8,
     pub value: u64,
     pub flags: u8,
+    pub object: usize,
 }
 
 /// Walks the stack from `regs` once and appends `samples` at that path to the thread's
@@ -100,7 +102,7 @@ pub unsafe fn record_path(
     // SAFETY: we hold the buffer lock.
     let buffer = unsafe { &mut *state.buffer.get() };
     for s in samples {
-        buffer.push_sample(tid, s.metric, s.value, flags | s.flags, path);
+        buffer.push_sample(tid, s.metric, s.value, flags | s.flags, s.object, path);
     }
     state.unlock_buffer();
     true
@@ -181,6 +183,7 @@ pub unsafe fn record_captured_path(state: &ThreadState, tid: u32, samples: &[Sam
             s.metric,
             s.value,
             flags | s.flags,
+            s.object,
             &owner.wait_frames[..depth],
         );
     }

@@ -10,7 +10,7 @@ use super::counters;
 use super::output;
 use crate::format::protocol::METRICS;
 use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
-use crate::format::{Frame, RecordTag};
+use crate::format::{Frame, LockStats, RecordTag};
 use crate::unwind::modules::LoadedModule;
 
 /// Builds one chunk with `encode` and appends it to the part file.
@@ -109,6 +109,7 @@ pub fn thread_start(
     w.frame(routine)?;
     w.bytes(name)?;
     w.u8(u8::from(is_main))?;
+    w.varint(super::clock::monotonic_ns())?;
     w.commit();
     Ok(())
 }
@@ -118,6 +119,21 @@ pub fn thread_end(w: &mut RecordWriter, tid: u32, name: &[u8], cpu_ns: u64) -> R
     w.varint(u64::from(tid))?;
     w.bytes(name)?;
     w.varint(cpu_ns)?;
+    w.varint(super::clock::monotonic_ns())?;
+    w.commit();
+    Ok(())
+}
+
+/// A lock's counters (`locks::lock_table`). Allocation-free.
+pub fn lock_stats(w: &mut RecordWriter, stats: &LockStats) -> Result<(), Full> {
+    w.tag(RecordTag::LockStats)?;
+    w.varint(stats.address)?;
+    w.u8(stats.kind)?;
+    w.u8(stats.flags)?;
+    w.varint(stats.init_site)?;
+    for v in stats.counts() {
+        w.varint(v)?;
+    }
     w.commit();
     Ok(())
 }
@@ -127,6 +143,7 @@ pub fn process_end(w: &mut RecordWriter, reason: u8) -> Result<(), Full> {
     counters::encode(w)?;
     w.tag(RecordTag::ProcessEnd)?;
     w.u8(reason)?;
+    w.varint(super::clock::monotonic_ns())?;
     w.commit();
     Ok(())
 }

@@ -13,6 +13,7 @@ use super::clock::current_tid;
 use super::path::{capture_path, record_captured_path, record_path, How, Sample};
 use super::process;
 use super::thread_state::{lookup, ThreadState};
+use crate::format::LockStats;
 use crate::locks::wait_table::WakerId;
 use crate::unwind::walk::Regs;
 use std::sync::atomic::Ordering;
@@ -99,6 +100,7 @@ pub fn record_at_wake(waker: WakerId, sample: Sample) -> bool {
                 sample.metric,
                 sample.value,
                 sample.flags,
+                sample.object,
                 &frames[..depth],
             );
         }
@@ -108,6 +110,20 @@ pub fn record_at_wake(waker: WakerId, sample: Sample) -> bool {
     .is_some();
     state.in_runtime.store(false, Ordering::Release);
     recorded
+}
+
+/// Appends a lock's counters (a destroyed lock's, `locks::lock_table`) to the calling
+/// thread's buffer. False when it cannot (as for [`record_here`]).
+pub fn record_lock_stats(stats: &LockStats) -> bool {
+    let Some((state, tid)) = enter() else {
+        return false;
+    };
+    state.lock_buffer();
+    // SAFETY: we hold the buffer lock.
+    let written = unsafe { (*state.buffer.get()).push_lock_stats(tid, stats) };
+    state.unlock_buffer();
+    state.in_runtime.store(false, Ordering::Release);
+    written
 }
 
 /// The calling thread's state with `in_runtime` raised, or `None` (sampling off, no state,

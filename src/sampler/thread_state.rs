@@ -23,6 +23,7 @@ use super::wake_path::WakePath;
 use crate::format::Frame;
 use crate::locks::contention_sampling::ContentionSampler;
 use crate::locks::hold_starts::HoldStarts;
+use crate::locks::lock_table::PendingWaits;
 use crate::locks::thinning::{ThinRate, THIN_CLASSES, THIN_UNSTARTED};
 use crate::locks::wait_table::Wait;
 use crate::locks::wake_chain::LastWait;
@@ -54,6 +55,8 @@ pub struct OwnerPart {
     /// The sample flags of the deferred wait record whose value is
     /// [`ThreadState::deferred_wait_ns`] (its path is `wait_capture`).
     pub deferred_wait_flags: u8,
+    /// The object of the deferred lock wait record.
+    pub deferred_wait_object: usize,
     /// How long its latest lock wait (mutex, rwlock) lasted: whether the next one is worth
     /// unwinding before it blocks.
     pub last_lock_wait_ns: u64,
@@ -101,6 +104,8 @@ pub struct ThreadState {
     pub wake_path: WakePath,
     /// Which of its contended lock acquisitions are measured. Owner only.
     pub contention: ContentionSampler,
+    /// Its contended acquisitions not yet in their lock's row.
+    pub lock_waits: PendingWaits,
     pub owner: UnsafeCell<OwnerPart>,
     pub buffer: UnsafeCell<BufferPart>,
 }
@@ -125,6 +130,7 @@ impl ThreadState {
             thinned: [THIN_CELLS, THIN_CELLS],
             wake_path: WakePath::new(),
             contention: ContentionSampler::default(),
+            lock_waits: PendingWaits::default(),
             owner: UnsafeCell::new(OwnerPart {
                 frames: frame_array(),
                 timer: None,
@@ -134,6 +140,7 @@ impl ThreadState {
                 wait_capture: None,
                 wait_frames: frame_array(),
                 deferred_wait_flags: 0,
+                deferred_wait_object: 0,
                 last_lock_wait_ns: 0,
                 thin_rate: ThinRate::default(),
                 holds: HoldStarts::default(),
@@ -265,6 +272,7 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
         cell.store(THIN_UNSTARTED, Ordering::Relaxed);
     }
     state.contention.reset();
+    state.lock_waits.reset();
     // SAFETY: the state is not yet published, so nothing else can reach its owner part.
     unsafe {
         let owner = &mut *state.owner.get();

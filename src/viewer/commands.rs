@@ -9,8 +9,10 @@
 //! async-signal-safe (allocates, does I/O).
 
 use super::json::Json;
+use super::locks::{self as lock_view, LockOptions, SortBy};
 use super::text::Text;
-use super::{PercentOf, Prune, Renderer, Report, View};
+use super::{PercentOf, Prune, Renderer, Report, ViewChoice};
+use crate::attribution::locks::lock_table;
 use crate::attribution::metrics::WORK;
 use crate::attribution::symbolize::Symbolizer;
 use crate::attribution::{analyze, cct, metric_table, Analysis, Filter};
@@ -37,8 +39,11 @@ pub struct ReportArgs {
     /// Profile directory [default: the newest blameprof-* directory here]
     pub path: Option<PathBuf>,
     /// Which view to show
-    #[arg(long, value_enum, default_value_t = View::TopDown)]
-    pub view: View,
+    #[arg(long, value_enum, default_value_t = ViewChoice::TopDown)]
+    pub view: ViewChoice,
+    /// Locks view: show this lock or group in full (its name as the table shows it)
+    #[arg(long, value_name = "NAME")]
+    pub lock: Option<String>,
     /// Metric to sort and prune by: work, idleness (lock waiting, at the waiter) or blame
     /// (lock waiting, at the holder), or one of them by primitive, e.g. idleness.condvar
     /// [default: the first of --metrics, else work]
@@ -98,6 +103,12 @@ pub struct FlamegraphArgs {
 
 /// `blameprof report`: writes the chosen view to `out`. A closed pipe ends it quietly.
 pub fn report(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let Some(view) = args.view.analysis_view() else {
+        return report_locks(args, out);
+    };
+    if args.lock.is_some() {
+        bail!("--lock shows one lock of the locks view: add --view locks");
+    }
     let sort = args
         .metric
         .as_deref()
@@ -138,7 +149,7 @@ pub fn report(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         },
     };
     let mut report =
-        Report::new(&analysis, args.view, metric, prune).with_percent_of(args.percent_of)?;
+        Report::new(&analysis, view, metric, prune).with_percent_of(args.percent_of)?;
     if ids.len() > 1 {
         report = report.with_columns(ids[1..].to_vec());
     }
@@ -147,14 +158,90 @@ pub fn report(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         OutputFormat::Json => &Json,
     };
     let mut out = io::BufWriter::new(out);
-    match renderer
-        .render(&report, &mut out)
-        .and_then(|()| out.flush())
-    {
+    finish_output(
+        renderer
+            .render(&report, &mut out)
+            .and_then(|()| out.flush()),
+    )
+}
+
+/// The end of writing a report: a closed pipe ends it quietly.
+fn finish_output(result: io::Result<()>) -> anyhow::Result<()> {
+    match result {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(anyhow!("cannot write the report: {e}")),
         Ok(()) => Ok(()),
     }
+}
+
+/// `blameprof report --view locks`.
+fn report_locks(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let metric = args
+        .metric
+        .as_deref()
+        .or(args.metrics.first().map(String::as_str))
+        .unwrap_or("blame");
+    let Some(sort) = SortBy::parse(metric) else {
+        bail!(
+            "the locks view sorts by blame, idleness (wait), contended or acquisitions, not \
+             '{metric}': pass one of them to --metric"
+        );
+    };
+    let path = match args.path.as_deref() {
+        Some(p) => p.to_owned(),
+        None => default_profile()?,
+    };
+    let profile = read_profile(
+        &path,
+        ReadOptions {
+            salvage: args.salvage,
+            ..Default::default()
+        },
+    )?;
+    let filter = Filter {
+        pid: args.pid,
+        tid: args.thread,
+    };
+    let table = lock_table(&profile, filter, &mut Symbolizer::new())?;
+    if let Some(name) = &args.lock {
+        let mut names = table
+            .locks
+            .iter()
+            .map(|l| l.name.as_str())
+            .chain(table.groups.iter().map(|g| g.name.as_str()));
+        if !names.any(|n| n == name) {
+            let names: Vec<&str> = table
+                .locks
+                .iter()
+                .map(|l| l.name.as_str())
+                .take(10)
+                .collect();
+            bail!(
+                "no lock or group named '{name}' in this profile: pass one of the names the \
+                 locks view shows ({})",
+                if names.is_empty() {
+                    "it has none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            );
+        }
+    }
+    let opts = LockOptions {
+        sort,
+        min_percent: args.min_percent.unwrap_or(match args.format {
+            OutputFormat::Text => DEFAULT_MIN_PERCENT,
+            OutputFormat::Json => 0.0,
+        }),
+        lock: args.lock.clone(),
+        pairs_per_lock: 3,
+    };
+    let mut out = io::BufWriter::new(out);
+    let written = match args.format {
+        OutputFormat::Text => lock_view::write_text(&table, &opts, &mut out),
+        OutputFormat::Json => lock_view::write_json(&table, &opts, &mut out),
+    };
+    finish_output(written.and_then(|()| out.flush()))
 }
 
 /// `blameprof flamegraph`: writes an SVG flamegraph of the chosen metric.

@@ -207,7 +207,7 @@ fn cli_report_and_flamegraph_by_derived_metric() {
     // JSON: the derived metrics are listed, totalled and in every node.
     let mut args = report_args(dir.clone());
     args.format = commands::OutputFormat::Json;
-    args.view = View::Flat;
+    args.view = ViewChoice::Flat;
     args.metric = Some("idleness.condvar".into());
     let doc: Value = serde_json::from_str(&cli_report(&args).unwrap()).unwrap();
     assert_eq!(doc["metric"], "idleness.condvar");

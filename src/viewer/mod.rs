@@ -19,6 +19,7 @@
 pub mod commands;
 pub mod flamegraph;
 pub mod json;
+pub mod locks;
 mod summary;
 pub mod text;
 pub mod units;
@@ -48,6 +49,35 @@ impl View {
             View::BottomUp => "bottom-up",
             View::Flat => "flat",
             View::Threads => "threads",
+        }
+    }
+}
+
+/// A view `report --view` can show: a view of the analysis ([`View`]), or the lock table
+/// ([`locks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ViewChoice {
+    /// The calling-context tree, from the outermost frames down.
+    TopDown,
+    /// Every function with its callers below it, costs apportioned along each path.
+    BottomUp,
+    /// Every function once, by exclusive cost.
+    Flat,
+    /// Threads with their totals.
+    Threads,
+    /// Locks: counts, waiting, blame, pressure, and who waited behind whom.
+    Locks,
+}
+
+impl ViewChoice {
+    /// The view of the analysis, or `None` for the lock table.
+    pub fn analysis_view(self) -> Option<View> {
+        match self {
+            ViewChoice::TopDown => Some(View::TopDown),
+            ViewChoice::BottomUp => Some(View::BottomUp),
+            ViewChoice::Flat => Some(View::Flat),
+            ViewChoice::Threads => Some(View::Threads),
+            ViewChoice::Locks => None,
         }
     }
 }

@@ -246,7 +246,8 @@ fn profile_dir(tmp: &TempDir) -> PathBuf {
 pub(super) fn report_args(path: PathBuf) -> ReportArgs {
     ReportArgs {
         path: Some(path),
-        view: View::TopDown,
+        view: ViewChoice::TopDown,
+        lock: None,
         metric: None,
         metrics: Vec::new(),
         percent_of: PercentOf::Total,
@@ -270,7 +271,7 @@ fn cli_report_and_its_errors() {
 
     let mut args = report_args(dir.clone());
     args.format = OutputFormat::Json;
-    args.view = View::Threads;
+    args.view = ViewChoice::Threads;
     args.thread = Some(101);
     let mut out = Vec::new();
     commands::report(&args, &mut out).unwrap();
@@ -465,7 +466,10 @@ fn clap_arguments_parse() {
         panic!("not a report")
     };
     assert_eq!(r.path, Some(PathBuf::from("dir")));
-    assert_eq!((r.view, r.format), (View::BottomUp, OutputFormat::Json));
+    assert_eq!(
+        (r.view, r.format),
+        (ViewChoice::BottomUp, OutputFormat::Json)
+    );
     assert_eq!((r.depth, r.min_percent), (Some(3), Some(2.5)));
     assert_eq!(
         (r.thread, r.pid, r.metric.as_deref()),

@@ -15,6 +15,7 @@
 use super::blocked::{record_deferred_wait, register_wait, start_wait, worth_capturing};
 use super::bookkeeping::{bookkeeping, may_be_pending, monitored_thread};
 use super::holds::{hold_started, mutex_hold_ends, sampled_hold_ends};
+use super::lock_counts;
 use super::outcome::{errno, set_errno};
 use super::record::{charge, give_back};
 use crate::format::WaitKind;
@@ -65,6 +66,9 @@ pub fn wait<R: Copy>(
     let rc = block();
     let saved = errno();
     let end = blocked.finish(kind, outcome(rc, saved));
+    if table::is_hold_kind(kind) {
+        lock_counts::contended(state, address, kind, end.saturating_sub(start), end);
+    }
     if weight > 1 {
         state
             .contention
@@ -95,6 +99,7 @@ fn unmeasured<R: Copy>(
     state
         .contention
         .note_sampled_wait(end.saturating_sub(start), 0);
+    lock_counts::contended(state, address, kind, end.saturating_sub(start), end);
     set_errno(saved);
     rc
 }

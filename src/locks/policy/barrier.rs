@@ -41,7 +41,7 @@ pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
         }
         BarrierArrival::Last(taken) => {
             let rc = block();
-            record(&[blame(WaitKind::Barrier, taken)]);
+            record(&[blame(WaitKind::Barrier, address, taken)]);
             rc
         }
         BarrierArrival::Unknown => block(),

@@ -16,6 +16,7 @@
 
 use super::bookkeeping::{may_be_pending, monitored_thread, Bookkeeping};
 use super::holds::hold_started;
+use super::lock_counts;
 use super::record::{count_unblamed, count_unrecorded, weighted_idleness, Kept};
 use crate::format::{protocol, WaitKind};
 use crate::locks::thinning::{thin_class, Window};
@@ -72,6 +73,7 @@ pub(super) fn register_wait(
 
 impl Blocked {
     pub(super) fn new(state: &'static ThreadState, wait: Wait, kind: WaitKind) -> Blocked {
+        lock_counts::waiting(wait.address, kind, wait.waiters);
         // Its previous lock wait's record, if still deferred (`start_wait` wrote it; one
         // deferred since, by a wait nested in a signal handler, is written here), before
         // this wait's path replaces that record's; a path left captured without its record
@@ -144,7 +146,7 @@ impl Blocked {
             // captured path the record must be written here, at this call's path.
             let end = monotonic_ns();
             let waited = end.saturating_sub(start) * u64::from(weight);
-            let sample = weighted_idleness(kind, waited, true, weight);
+            let sample = weighted_idleness(kind, self.wait.address, waited, true, weight);
             let deferred = {
                 let _busy = Bookkeeping::enter(state);
                 // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
@@ -153,6 +155,7 @@ impl Blocked {
                 let deferred = owner.wait_capture.is_some() && waited > 0;
                 if deferred {
                     owner.deferred_wait_flags = sample.flags;
+                    owner.deferred_wait_object = sample.object;
                     state.deferred_wait_ns.store(waited, Ordering::Relaxed);
                 }
                 deferred
@@ -171,6 +174,7 @@ impl Blocked {
             }
             return end;
         }
+        let address = self.wait.address;
         let (end, departed) = self.end(outcome);
         let blamed = matches!(departed, Departed::Blamed { .. });
         let waited = if departed != Departed::NoWait {
@@ -178,7 +182,13 @@ impl Blocked {
         } else {
             0
         };
-        record_wait(state, &[weighted_idleness(kind, waited, blamed, weight)]);
+        if departed != Departed::NoWait && !table::is_hold_kind(kind) {
+            lock_counts::waited(address, kind, end.saturating_sub(start));
+        }
+        record_wait(
+            state,
+            &[weighted_idleness(kind, address, waited, blamed, weight)],
+        );
         if futex && blamed {
             resumed(state);
         }
@@ -207,11 +217,15 @@ pub fn record_deferred_wait(state: &ThreadState) {
         return;
     }
     // SAFETY: reading the owner part on the owner thread, outside the handler.
-    let flags = unsafe { (*state.owner.get()).deferred_wait_flags };
+    let (flags, object) = unsafe {
+        let owner = &*state.owner.get();
+        (owner.deferred_wait_flags, owner.deferred_wait_object)
+    };
     let sample = Sample {
         metric: protocol::IDLENESS.index,
         value: ns,
         flags,
+        object,
     };
     record_wait(state, &[sample]);
 }

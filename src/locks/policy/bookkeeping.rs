@@ -80,6 +80,7 @@ pub(super) fn pending<R>(
 
 /// `pthread_*_init`/`destroy`: the object at `address` starts afresh.
 pub fn forget(address: usize) {
+    super::lock_counts::lock_destroyed(address);
     let unsettled = table::forget(address, monotonic_ns());
     if unsettled > 0 {
         counters::add(Counter::BlameUnsettled, unsettled);

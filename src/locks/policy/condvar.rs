@@ -10,6 +10,7 @@
 use super::blocked::{register_wait, start_wait};
 use super::bookkeeping::{bookkeeping, may_be_pending, pending};
 use super::holds::{hold_started, mutex_hold_ends, sampled_hold_ends};
+use super::lock_counts;
 use super::outcome::outcome_of_rc;
 use super::record::{blames, charge, idleness, record};
 use crate::format::WaitKind;
@@ -42,7 +43,7 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
     .unwrap_or_default();
     let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start, 1) else {
         let rc = block();
-        record(&blames(WaitKind::Mutex, held));
+        record(&blames(WaitKind::Mutex, mutex, held));
         return rc;
     };
     bookkeeping(|| table::set_partner(cond, mutex));
@@ -57,12 +58,15 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
         ),
         _ => (end.saturating_sub(start), 0, false),
     };
-    let [held_exact, held_scaled] = blames(WaitKind::Mutex, held);
+    if cond_ns > 0 {
+        lock_counts::waited(cond, WaitKind::CondVar, cond_ns);
+    }
+    let [held_exact, held_scaled] = blames(WaitKind::Mutex, mutex, held);
     let samples = [
         held_exact,
         held_scaled,
-        idleness(WaitKind::CondVar, cond_ns, blamed),
-        idleness(WaitKind::Mutex, mutex_ns, true),
+        idleness(WaitKind::CondVar, cond, cond_ns, blamed),
+        idleness(WaitKind::Mutex, mutex, mutex_ns, true),
     ];
     record(&samples);
     // It holds the mutex again: waiter-time of others accrues to this new hold from now,

@@ -85,7 +85,7 @@ pub(super) fn futex_wake<R: Copy>(
     };
     let inherited = match last {
         Some(last) if inherited > 0 => {
-            let kept = Kept::of(&[blame(kind, inherited)]);
+            let kept = Kept::of(&[blame(kind, address, inherited)]);
             match kept.get() {
                 [sample] if !record_at_wake(last.by, *sample) => 0,
                 _ => inherited,
@@ -94,7 +94,7 @@ pub(super) fn futex_wake<R: Copy>(
         _ => 0,
     };
     let own = woke.taken - inherited;
-    let kept = Kept::of(&[blame(kind, own)]);
+    let kept = Kept::of(&[blame(kind, address, own)]);
     let recorded = match kept.get() {
         [] => {
             // No path for the threads this wake wakes either: they keep their waits.

@@ -17,7 +17,7 @@
 //! (posts, futex wakes), [`condvar`], [`barrier`], [`threads`] (joins, cancellation),
 //! [`spin`] (the spin-lock protocol's hooks); below them [`blocked`] (a wait in progress),
 //! [`holds`] (a holder's hold start and blame),
-//! [`record`] (thinning and recording), [`shared_spin`] (spin locks never converted),
+//! [`lock_counts`] (the lock table's counts), [`record`] (thinning and recording), [`shared_spin`] (spin locks never converted),
 //! [`bookkeeping`] (whether a call is monitored) and
 //! [`outcome`] (return codes and `errno`).
 //!
@@ -30,6 +30,7 @@ pub mod bookkeeping;
 pub mod condvar;
 pub mod events;
 pub mod holds;
+pub mod lock_counts;
 pub mod outcome;
 pub mod record;
 pub mod shared_spin;
@@ -43,6 +44,10 @@ pub use bookkeeping::{forget, may_be_pending};
 pub use condvar::{cond_wait, cond_wake};
 pub use events::event;
 pub use holds::fold_hold_sampling;
+pub use lock_counts::{
+    acquisition, acquisition_due, fold_lock_waits, lock_destroyed, lock_initialised,
+    sampled_acquisition, try_failed,
+};
 pub use outcome::{outcome_of_errno, outcome_of_rc};
 pub use spin::SpinGlue;
 pub use threads::{abandon_wait, thread_exiting};

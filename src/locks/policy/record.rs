@@ -23,24 +23,35 @@ use crate::sampler::sync_sample::record_here;
 use crate::sampler::thread_state::{lookup, ThreadState};
 use std::sync::atomic::Ordering;
 
-pub(super) fn blame(kind: WaitKind, ns: u64) -> Sample {
+/// A blame sample of `ns` for waiting on the object at `object`.
+pub(super) fn blame(kind: WaitKind, object: usize, ns: u64) -> Sample {
     Sample {
         metric: protocol::BLAME.index,
         value: ns,
         flags: kind.flags(),
+        object,
     }
 }
 
 /// The blame samples of waiter-time `t`: its exact part, and its sampled part flagged as
 /// an estimate to calibrate ([`SAMPLE_SCALED`]).
-pub(super) fn blames(kind: WaitKind, t: WaiterTime) -> [Sample; 2] {
-    [blame(kind, t.exact), estimate(blame(kind, t.scaled), true)]
+pub(super) fn blames(kind: WaitKind, object: usize, t: WaiterTime) -> [Sample; 2] {
+    [
+        blame(kind, object, t.exact),
+        estimate(blame(kind, object, t.scaled), true),
+    ]
 }
 
 /// The idleness sample of a wait measured for `weight` of them (1: for itself only), that
 /// waited `ns` (already scaled): flagged as an estimate when it stands for others.
-pub(super) fn weighted_idleness(kind: WaitKind, ns: u64, blamed: bool, weight: u32) -> Sample {
-    estimate(idleness(kind, ns, blamed), weight > 1)
+pub(super) fn weighted_idleness(
+    kind: WaitKind,
+    object: usize,
+    ns: u64,
+    blamed: bool,
+    weight: u32,
+) -> Sample {
+    estimate(idleness(kind, object, ns, blamed), weight > 1)
 }
 
 /// `s`, flagged as a sampled estimate ([`SAMPLE_SCALED`]) when `scaled`.
@@ -51,11 +62,13 @@ fn estimate(s: Sample, scaled: bool) -> Sample {
     }
 }
 
-pub(super) fn idleness(kind: WaitKind, ns: u64, blamed: bool) -> Sample {
+/// An idleness sample of `ns` waiting on the object at `object`.
+pub(super) fn idleness(kind: WaitKind, object: usize, ns: u64, blamed: bool) -> Sample {
     Sample {
         metric: protocol::IDLENESS.index,
         value: ns,
         flags: kind.flags() | if blamed { 0 } else { SAMPLE_UNBLAMED },
+        object,
     }
 }
 
@@ -164,6 +177,7 @@ pub(super) const NO_SAMPLE: Sample = Sample {
     metric: 0,
     value: 0,
     flags: 0,
+    object: 0,
 };
 
 /// Records samples (thinned) at the caller's context, or counts what could not be recorded.
@@ -198,7 +212,7 @@ pub(super) fn give_back(address: usize, kind: WaitKind, t: WaiterTime, still_hel
 
 /// Records blame (thinned) at the caller's context, or gives it back.
 pub(super) fn charge(address: usize, kind: WaitKind, t: WaiterTime) {
-    if !Kept::of(&blames(kind, t)).record_here() {
+    if !Kept::of(&blames(kind, address, t)).record_here() {
         give_back(address, kind, t, false);
     }
 }

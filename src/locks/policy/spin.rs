@@ -6,6 +6,7 @@
 //!
 //! Not async-signal-safe; allocation-free.
 
+use super::lock_counts;
 use super::record::{blame, idleness, record, Kept};
 use crate::format::WaitKind;
 use crate::locks::policy::shared_spin::spin_is_shared;
@@ -35,11 +36,12 @@ impl spin::SpinHooks for SpinGlue {
         if let Some(state) = lookup(current_tid()) {
             state.blocked.store(false, Ordering::Relaxed);
         }
-        record(&[idleness(WaitKind::Spin, ns, true)]);
+        lock_counts::spun(self.address, ns);
+        record(&[idleness(WaitKind::Spin, self.address, ns, true)]);
     }
 
     fn blame(&self, ns: u64) -> bool {
-        Kept::of(&[blame(WaitKind::Spin, ns)]).record_here()
+        Kept::of(&[blame(WaitKind::Spin, self.address, ns)]).record_here()
     }
 
     fn now(&self) -> u64 {

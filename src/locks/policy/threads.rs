@@ -32,7 +32,7 @@ pub fn thread_exiting(thread: usize, routine: Option<usize>) {
     if taken == 0 {
         return;
     }
-    let sample = [blame(WaitKind::Join, taken)];
+    let sample = [blame(WaitKind::Join, thread, taken)];
     let recorded = match routine {
         Some(routine) => record_at_function(&sample, routine),
         None => record_here(&sample),

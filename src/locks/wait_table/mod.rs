@@ -73,6 +73,8 @@ pub struct Wait {
     pub start_ns: u64,
     /// How many waits this one stands for (1, or a sampled contended acquisition's weight).
     pub weight: u32,
+    /// Measured waiters registered on the object when this one arrived, itself included.
+    pub waiters: u32,
     gated_mark: u64,
     /// A mutex waiter: the stamp its arrival got in the mutex's history, from which it
     /// counted.
@@ -134,6 +136,7 @@ pub fn arrive(address: usize, kind: WaitKind, now: u64, weight: u32) -> Option<W
             address,
             start_ns: now,
             weight,
+            waiters: s.waiters,
             gated_mark: s.gated,
             counted_from,
         }
@@ -433,6 +436,7 @@ pub fn barrier_arrive(address: usize, now: u64) -> BarrierArrival {
                 address,
                 start_ns: now,
                 weight: 1,
+                waiters: s.waiters,
                 gated_mark: s.gated,
                 counted_from: now,
             })

@@ -1,0 +1,557 @@
+//! The lock table: one row per lock (and per group of like locks) with its counts, its
+//! waiting and blame, and who waited behind whom: what `report --view locks` shows.
+//!
+//! Job: merge the runtime's per-lock counters (`LockStats` records) with the idleness and
+//! blame samples that name their lock (`ObjectSample` records), name each lock, and group
+//! like locks:
+//! - a lock inside a global or static variable is named by its symbol and offset
+//!   (`table_lock`, `buckets+0x140`), from the module's symbol table; locks in one array
+//!   symbol form a group (`buckets[]`);
+//! - any other lock by the function that initialised it (`cache_new ->
+//!   pthread_mutex_init`, from the return address the runtime kept, `locks::init_sites`),
+//!   else by the call path of its first recorded wait (`cache_touch ->
+//!   pthread_mutex_lock`); locks made, or first waited on, at one site form a group;
+//! - a lock with neither (never waited on, not in a variable) by its kind and address.
+//!
+//! Contended acquisitions and waiting (`wait_ns`) are the runtime's exact counts: every
+//! contended acquisition is timed, whether or not it was measured for the blame. Blame,
+//! and the waiting per waiter site, are sums of the lock's samples (thinned, and
+//! calibrated as the other views calibrate them, [`super::calibration`]).
+//! *Who blocked whom* splits each holder site's blame (the waiting during its holds) over
+//! the waiter sites in proportion to their waiting: exact when one site waits (the pairs of
+//! a holder add up to its blame), an estimate otherwise that assumes every waiter site
+//! waited behind every holder site alike. A waiter's waiting that no pair accounts for was
+//! spent while the lock was free (being woken and scheduled), which blames nobody.
+//!
+//! Critical section pressure (Free Lunch) is a lock's waiting over the running time of the
+//! process's threads (from their start and end times) less their waits for events
+//! (condition variables, semaphores, barriers, joins), which are not running either.
+//!
+//! Invariants: rows of one process and address merge every lock that lived there (a lock
+//! destroyed and another initialised at its address are counted in one row, `instances`
+//! says how many); a profile of format version 1 yields an empty table with
+//! `available == false`. Not async-signal-safe (allocates); single-threaded.
+
+use super::calibration::Calibration;
+use super::lock_sites::is_runtime_module;
+use super::paths::{expand_each, RawKey};
+use super::symbolize::{CodeAddress, Symbolizer};
+use super::{select, AttributionError, Filter, Loc, Names};
+use crate::format::read::{ProcessProfile, Profile};
+use crate::format::{protocol, LockStats, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION};
+use std::collections::HashMap;
+
+/// How a lock got its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// The global or static variable it lies in (symbol and offset).
+    Symbol,
+    /// The function that initialised it.
+    InitSite,
+    /// The call path of its first recorded wait.
+    FirstWait,
+    /// Its kind and address (nothing better is known).
+    Address,
+}
+
+impl Naming {
+    pub fn name(self) -> &'static str {
+        match self {
+            Naming::Symbol => "symbol",
+            Naming::InitSite => "init site",
+            Naming::FirstWait => "first wait",
+            Naming::Address => "address",
+        }
+    }
+}
+
+/// A call site: the function that called a lock function, and that lock function.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Site {
+    pub caller: String,
+    pub lock_function: String,
+}
+
+impl Site {
+    /// `caller -> lock_function`.
+    pub fn label(&self) -> String {
+        match self.lock_function.as_str() {
+            "" => self.caller.clone(),
+            f => format!("{} -> {f}", self.caller),
+        }
+    }
+}
+
+/// The waiting one waiter site spent behind one holder site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pair {
+    pub waiter: Site,
+    pub holder: Site,
+    pub ns: u64,
+}
+
+/// Counts of one lock, or summed over a group.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    /// Acquisitions (sampled and scaled; see `acquisition_samples`).
+    pub acquisitions: u64,
+    /// The sampled acquisitions `acquisitions` was estimated from.
+    pub acquisition_samples: u64,
+    pub try_acquired: u64,
+    pub try_failed: u64,
+    /// Contended acquisitions, or waits for an event (exact).
+    pub contended: u64,
+    /// Of those, the waits measured for the blame (registered with the lock).
+    pub contended_measured: u64,
+    /// Waiting, calibrated (ns).
+    pub wait_ns: u64,
+    pub max_wait_ns: u64,
+    pub peak_waiters: u64,
+    /// Blame taken by its holders or event providers (ns).
+    pub blame_ns: u64,
+}
+
+impl Counts {
+    fn add(&mut self, o: &Counts) {
+        self.acquisitions += o.acquisitions;
+        self.acquisition_samples += o.acquisition_samples;
+        self.try_acquired += o.try_acquired;
+        self.try_failed += o.try_failed;
+        self.contended += o.contended;
+        self.contended_measured += o.contended_measured;
+        self.wait_ns += o.wait_ns;
+        self.max_wait_ns = self.max_wait_ns.max(o.max_wait_ns);
+        self.peak_waiters = self.peak_waiters.max(o.peak_waiters);
+        self.blame_ns += o.blame_ns;
+    }
+
+    fn add_stats(&mut self, l: &LockStats) {
+        self.add(&Counts {
+            acquisitions: l.acquisitions,
+            acquisition_samples: l.acquisition_samples,
+            try_acquired: l.try_acquired,
+            try_failed: l.try_failed,
+            contended: l.contended,
+            contended_measured: l.contended_measured,
+            wait_ns: l.wait_ns,
+            max_wait_ns: l.max_wait_ns,
+            peak_waiters: l.peak_waiters,
+            blame_ns: 0,
+        });
+    }
+
+    /// Contended acquisitions over acquisitions (a sampled estimate of the latter can make
+    /// it exceed 1 on rarely taken locks: capped).
+    pub fn contention_rate(&self) -> Option<f64> {
+        (self.acquisitions > 0).then(|| (self.contended as f64 / self.acquisitions as f64).min(1.0))
+    }
+
+    /// Trylocks: successful ones (sampled) plus failed ones (exact).
+    pub fn try_attempts(&self) -> u64 {
+        self.try_acquired + self.try_failed
+    }
+}
+
+/// One lock (all the locks that lived at one address of one process).
+#[derive(Debug, Clone)]
+pub struct LockRow {
+    pub pid: u32,
+    pub address: u64,
+    pub kind: Option<WaitKind>,
+    pub name: String,
+    pub naming: Naming,
+    /// The group it belongs to, when others share its array symbol or first-wait site.
+    pub group: Option<String>,
+    /// Locks that lived at this address (destroyed ones and the last).
+    pub instances: u32,
+    pub counts: Counts,
+    /// Waiting over the running time of the process's threads (lock kinds only).
+    pub pressure: Option<f64>,
+    /// That running time (ns).
+    pub running_ns: u64,
+    /// Waiting per waiter site, and blame per holder site, largest first.
+    pub waiters: Vec<(Site, u64)>,
+    pub holders: Vec<(Site, u64)>,
+    /// Who waited behind whom, largest first (see the module doc).
+    pub pairs: Vec<Pair>,
+}
+
+/// Locks with the same array symbol or first-wait site.
+#[derive(Debug, Clone)]
+pub struct LockGroup {
+    pub pid: u32,
+    pub name: String,
+    pub kind: Option<WaitKind>,
+    /// Indices into [`LockTable::locks`].
+    pub members: Vec<usize>,
+    pub counts: Counts,
+    pub pressure: Option<f64>,
+}
+
+/// The lock view's data.
+#[derive(Debug, Default)]
+pub struct LockTable {
+    /// Whether the selected profile parts could hold lock data (format version 2 on).
+    pub available: bool,
+    /// Rows, by blame, then waiting, then acquisitions (largest first).
+    pub locks: Vec<LockRow>,
+    pub groups: Vec<LockGroup>,
+    /// Running time of the selected processes' threads (ns), the base of pressure.
+    pub running_ns: u64,
+    /// Whether acquisitions were counted (sampled) in every selected process.
+    pub acquisitions_counted: bool,
+    /// Lock events the runtime could not attribute to a row (its table was full).
+    pub untabled_events: u64,
+}
+
+/// Builds the lock table of the processes `filter` selects (a thread filter selects the
+/// processes of that thread; counts are per lock, not per thread).
+pub fn lock_table(
+    profile: &Profile,
+    filter: Filter,
+    symbolizer: &mut Symbolizer,
+) -> Result<LockTable, AttributionError> {
+    let selected = select(
+        profile,
+        Filter {
+            tid: None,
+            ..filter
+        },
+    )?;
+    let mut table = LockTable {
+        available: selected
+            .iter()
+            .all(|&p| profile.processes[p].version >= LOCK_TABLE_VERSION),
+        acquisitions_counted: true,
+        ..Default::default()
+    };
+    let mut names = Names::default();
+    // Per (process, address): the row under construction.
+    let mut rows: HashMap<(usize, u64), Building> = HashMap::new();
+    let mut order: Vec<(usize, u64)> = Vec::new();
+    let mut keys: Vec<RawKey> = Vec::new();
+    let mut key_index: HashMap<RawKey, usize> = HashMap::new();
+    for &p in &selected {
+        let proc = &profile.processes[p];
+        let calibration = Calibration::of(proc);
+        let running = running_ns(proc, calibration);
+        table.running_ns += running;
+        table.untabled_events += proc.counter(crate::format::counters::LOCK_EVENTS_UNTABLED);
+        let mut counted = false;
+        for l in &proc.locks {
+            let row = building(&mut rows, &mut order, p, l.address, running);
+            row.kind = row.kind.or(WaitKind::from_code(l.kind));
+            if l.init_site != 0 {
+                row.init_site = l.init_site;
+            }
+            row.counts.add_stats(l);
+            row.destroyed += u32::from(l.flags & LOCK_DESTROYED != 0);
+            row.live |= l.flags & LOCK_DESTROYED == 0;
+            counted |= l.acquisition_samples > 0;
+        }
+        table.acquisitions_counted &= counted || proc.locks.is_empty();
+        let metric = |name: &str| proc.header.metrics.iter().position(|m| m.name == name);
+        let (idleness, blame) = (
+            metric(protocol::IDLENESS.name),
+            metric(protocol::BLAME.name),
+        );
+        for s in proc.samples.iter().filter(|s| s.object != 0) {
+            let m = Some(usize::from(s.metric));
+            let is_wait = m == idleness;
+            if !is_wait && m != blame {
+                continue;
+            }
+            let key = (p, s.stack, s.first_is_return());
+            let k = *key_index.entry(key).or_insert_with(|| {
+                keys.push(key);
+                keys.len() - 1
+            });
+            let row = building(&mut rows, &mut order, p, s.object, running);
+            row.kind = row.kind.or(WaitKind::from_flags(s.flags));
+            let value = calibration.apply(s.value, s.flags);
+            if is_wait {
+                row.first_wait.get_or_insert(k);
+                *row.waits.entry(k).or_default() += value;
+            } else {
+                *row.blames.entry(k).or_default() += value;
+            }
+        }
+    }
+    let paths = expand_each(profile, &keys, symbolizer, &mut names);
+    let sites: Vec<Site> = paths.iter().map(|locs| site_of(locs, &names)).collect();
+    for key in order {
+        let b = rows.remove(&key).expect("each key once");
+        table
+            .locks
+            .push(finish_row(profile, key, b, &sites, symbolizer));
+    }
+    table.locks.sort_by(|a, b| {
+        let rank = |r: &LockRow| (r.counts.blame_ns, r.counts.wait_ns, r.counts.acquisitions);
+        rank(b).cmp(&rank(a)).then_with(|| a.name.cmp(&b.name))
+    });
+    table.groups = groups(&mut table.locks);
+    Ok(table)
+}
+
+/// A row under construction.
+#[derive(Default)]
+struct Building {
+    kind: Option<WaitKind>,
+    counts: Counts,
+    destroyed: u32,
+    live: bool,
+    running_ns: u64,
+    /// Recorded path index -> waiting / blame there.
+    waits: HashMap<usize, u64>,
+    blames: HashMap<usize, u64>,
+    first_wait: Option<usize>,
+    /// The init call's return address (absolute; 0 unknown).
+    init_site: u64,
+}
+
+fn building<'a>(
+    rows: &'a mut HashMap<(usize, u64), Building>,
+    order: &mut Vec<(usize, u64)>,
+    p: usize,
+    address: u64,
+    running_ns: u64,
+) -> &'a mut Building {
+    rows.entry((p, address)).or_insert_with(|| {
+        order.push((p, address));
+        Building {
+            running_ns,
+            ..Default::default()
+        }
+    })
+}
+
+fn finish_row(
+    profile: &Profile,
+    (p, address): (usize, u64),
+    b: Building,
+    sites: &[Site],
+    symbolizer: &mut Symbolizer,
+) -> LockRow {
+    let proc = &profile.processes[p];
+    let per_site = |values: &HashMap<usize, u64>| -> Vec<(Site, u64)> {
+        let mut by: HashMap<&Site, u64> = HashMap::new();
+        for (&k, &v) in values {
+            *by.entry(&sites[k]).or_default() += v;
+        }
+        let mut out: Vec<(Site, u64)> = by.into_iter().map(|(s, v)| (s.clone(), v)).collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out
+    };
+    let mut waiters = per_site(&b.waits);
+    let holders = per_site(&b.blames);
+    let mut counts = b.counts;
+    counts.blame_ns = holders.iter().map(|h| h.1).sum();
+    let sampled: u64 = waiters.iter().map(|w| w.1).sum();
+    if counts.wait_ns == 0 {
+        // No counts (a process killed before it wrote them): the samples still tell the
+        // waiting.
+        counts.wait_ns = sampled;
+    } else if sampled > 0 {
+        // The samples split the exact total between the sites.
+        for w in &mut waiters {
+            w.1 = share(counts.wait_ns, w.1, sampled);
+        }
+    }
+    let mut pairs = Vec::new();
+    for (h, blame) in &holders {
+        for (w, wait) in &waiters {
+            let ns = share(*blame, *wait, counts.wait_ns);
+            if ns > 0 {
+                pairs.push(Pair {
+                    waiter: w.clone(),
+                    holder: h.clone(),
+                    ns,
+                });
+            }
+        }
+    }
+    pairs.sort_by_key(|p| std::cmp::Reverse(p.ns));
+    let init = init_site_name(proc, b.init_site, b.kind, symbolizer);
+    let (name, naming) = match (symbol_name(proc, address, symbolizer), init, b.first_wait) {
+        (Some(name), _, _) => (name, Naming::Symbol),
+        (None, Some(name), _) => (name, Naming::InitSite),
+        (None, None, Some(k)) => (sites[k].label(), Naming::FirstWait),
+        (None, None, None) => (
+            format!("{}@{address:#x}", b.kind.map_or("object", WaitKind::name)),
+            Naming::Address,
+        ),
+    };
+    let pressure = b
+        .kind
+        .filter(|k| is_lock_kind(*k))
+        .filter(|_| b.running_ns > 0)
+        .map(|_| counts.wait_ns as f64 / b.running_ns as f64);
+    LockRow {
+        pid: proc.header.pid,
+        address,
+        kind: b.kind,
+        name,
+        naming,
+        group: None,
+        instances: b.destroyed + u32::from(b.live || b.destroyed == 0),
+        counts,
+        pressure,
+        running_ns: b.running_ns,
+        waiters,
+        holders,
+        pairs,
+    }
+}
+
+/// `total * part / whole` (0 when `whole` is 0).
+fn share(total: u64, part: u64, whole: u64) -> u64 {
+    match whole {
+        0 => 0,
+        w => (u128::from(total) * u128::from(part) / u128::from(w)) as u64,
+    }
+}
+
+/// Kinds whose waiting is for a holder's release: the ones critical section pressure is
+/// about.
+fn is_lock_kind(kind: WaitKind) -> bool {
+    matches!(
+        kind,
+        WaitKind::Mutex | WaitKind::Spin | WaitKind::RwLock | WaitKind::Futex
+    )
+}
+
+/// `symbol` or `symbol+0xOFF` of the variable the lock lies in.
+fn symbol_name(proc: &ProcessProfile, address: u64, symbolizer: &mut Symbolizer) -> Option<String> {
+    let module = proc
+        .modules
+        .iter()
+        .find(|m| (m.start..m.end).contains(&address))?;
+    let (name, within) = symbolizer.data_symbol(module, address - module.base)?;
+    Some(match within {
+        0 => name,
+        off => format!("{name}+{off:#x}"),
+    })
+}
+
+/// `caller -> pthread_mutex_init` for a lock initialised by a call returning to `site`.
+fn init_site_name(
+    proc: &ProcessProfile,
+    site: u64,
+    kind: Option<WaitKind>,
+    symbolizer: &mut Symbolizer,
+) -> Option<String> {
+    let module = proc
+        .modules
+        .iter()
+        .find(|m| site != 0 && (m.start..m.end).contains(&site))?;
+    let chain = symbolizer.symbolize(Some(module), CodeAddress::ReturnAddress(site - module.base));
+    let caller = &chain.first()?.function;
+    let init = match kind? {
+        WaitKind::Mutex => "pthread_mutex_init",
+        WaitKind::RwLock => "pthread_rwlock_init",
+        WaitKind::Spin => "pthread_spin_init",
+        WaitKind::CondVar => "pthread_cond_init",
+        WaitKind::Semaphore => "sem_init",
+        WaitKind::Barrier => "pthread_barrier_init",
+        WaitKind::Join | WaitKind::Futex => return None,
+    };
+    Some(format!("{caller} -> {init}"))
+}
+
+/// The site of a root-first path: the function that called its innermost runtime location
+/// (the lock function), and that lock function; the leaf function when it has none.
+fn site_of(locs: &[Loc], names: &Names) -> Site {
+    let is_runtime = |l: &Loc| is_runtime_module(&names.function(l.function).module);
+    let name = |l: &Loc| names.function(l.function).name.clone();
+    match locs.iter().rposition(is_runtime) {
+        Some(i) => Site {
+            caller: i
+                .checked_sub(1)
+                .map_or_else(|| "[no caller]".to_owned(), |c| name(&locs[c])),
+            lock_function: name(&locs[i]),
+        },
+        None => Site {
+            caller: locs.last().map_or_else(String::new, name),
+            lock_function: String::new(),
+        },
+    }
+}
+
+/// The running time of a process's threads: each thread's lifetime (start to end, or to
+/// the process's end), less the waits for events (condition variables, semaphores,
+/// barriers, joins) its samples record.
+fn running_ns(proc: &ProcessProfile, calibration: Calibration) -> u64 {
+    let end_of_process = proc
+        .end_ns
+        .or_else(|| proc.threads.iter().filter_map(|t| t.end_ns).max());
+    let lifetimes: u64 = proc
+        .threads
+        .iter()
+        .filter_map(|t| {
+            let start = t.start_ns?;
+            let end = t.end_ns.or(end_of_process)?;
+            Some(end.saturating_sub(start))
+        })
+        .sum();
+    let idleness = proc
+        .header
+        .metrics
+        .iter()
+        .position(|m| m.name == protocol::IDLENESS.name);
+    let event_waits: u64 = proc
+        .samples
+        .iter()
+        .filter(|s| Some(usize::from(s.metric)) == idleness)
+        .filter(|s| WaitKind::from_flags(s.flags).is_some_and(|k| !is_lock_kind(k)))
+        .map(|s| calibration.apply(s.value, s.flags))
+        .sum();
+    lifetimes.saturating_sub(event_waits)
+}
+
+/// Groups rows of one process that share an array symbol (`buckets+0x40`, `buckets+0x80`)
+/// or a first-wait site, sets each member's `group`, and returns the groups (by blame,
+/// then waiting, then acquisitions).
+fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
+    let mut by_key: HashMap<(u32, String), Vec<usize>> = HashMap::new();
+    for (i, l) in locks.iter().enumerate() {
+        let key = match l.naming {
+            Naming::Symbol => l.name.split('+').next().unwrap_or(&l.name).to_owned(),
+            Naming::InitSite | Naming::FirstWait => l.name.clone(),
+            Naming::Address => continue,
+        };
+        by_key.entry((l.pid, key)).or_default().push(i);
+    }
+    let mut groups = Vec::new();
+    for ((pid, key), members) in by_key {
+        if members.len() < 2 {
+            continue;
+        }
+        let name = match locks[members[0]].naming {
+            Naming::Symbol => format!("{key}[]"),
+            _ => key,
+        };
+        let mut counts = Counts::default();
+        for &m in &members {
+            counts.add(&locks[m].counts);
+            locks[m].group = Some(name.clone());
+        }
+        let kind = locks[members[0]].kind;
+        let running = locks[members[0]].running_ns;
+        let pressure = kind
+            .filter(|k| is_lock_kind(*k) && running > 0)
+            .map(|_| counts.wait_ns as f64 / running as f64);
+        groups.push(LockGroup {
+            pid,
+            name,
+            kind,
+            members,
+            counts,
+            pressure,
+        });
+    }
+    groups.sort_by(|a, b| {
+        let rank = |g: &LockGroup| (g.counts.blame_ns, g.counts.wait_ns, g.counts.acquisitions);
+        rank(b).cmp(&rank(a)).then_with(|| a.name.cmp(&b.name))
+    });
+    groups
+}

@@ -1,0 +1,175 @@
+//! Which lock acquisitions a thread counts for the lock table: one in about
+//! [`ACQUISITION_SAMPLING_PERIOD`], each counting for the acquisitions since the previous.
+//!
+//! Job: a per-thread countdown, decremented by every acquisition ([`tick`]); when it reaches
+//! zero, [`restart`] draws the next period (uniform in `1..2P`, mean `P`, so that a program's
+//! own periodic pattern cannot line up with the sampling) and returns the period that
+//! ended: the weight of the acquisition that ended it. The estimate of a lock's
+//! acquisitions is the sum of its sampled acquisitions' weights: unbiased, with a relative
+//! error of about `1/sqrt(sampled)`.
+//!
+//! The countdown is decremented on every uncontended acquisition, so it must cost next to
+//! nothing: one `sub` on the thread's own memory, with no call. A Rust thread-local in a
+//! shared library costs a call to `__tls_get_addr`; the runtime, which is always preloaded,
+//! has its thread-locals in the static TLS block instead, at a fixed offset from the thread
+//! pointer, the same in every thread (what the initial-exec TLS model relies on). [`init`]
+//! measures that offset once, and [`tick`] decrements `%fs:offset` directly (x86-64 only;
+//! elsewhere, or when the offset cannot be trusted, nothing is counted and the report says
+//! acquisitions are unknown). A thread made by raw `clone` without glibc's TLS does not
+//! call glibc's lock functions either.
+//!
+//! Invariants: the countdown is touched only by its own thread (and, for [`restart`], by a
+//! signal handler interrupting it, which at worst loses a period); async-signal-safe;
+//! allocation-free.
+
+use crate::format::ACQUISITION_SAMPLING_PERIOD;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+std::thread_local! {
+    /// Acquisitions left until the next sampled one. Starts at 1: a thread's first
+    /// acquisition is sampled and draws the first period.
+    static COUNTDOWN: Cell<u32> = const { Cell::new(1) };
+    /// The period the countdown was last set to (the weight of the acquisition that ends it).
+    static PERIOD: Cell<u32> = const { Cell::new(1) };
+    /// The thread's generator (0: not seeded yet).
+    static RNG: Cell<u64> = const { Cell::new(0) };
+}
+
+/// `&COUNTDOWN - thread pointer`, the same for every thread; 0 while unknown (nothing is
+/// counted).
+static OFFSET: AtomicIsize = AtomicIsize::new(0);
+
+/// The calling thread's pointer (`%fs:0` holds it on x86-64 glibc).
+#[cfg(target_arch = "x86_64")]
+fn thread_pointer() -> isize {
+    let tp: isize;
+    // SAFETY: glibc stores the thread control block's own address at %fs:0 (the TLS ABI
+    // of x86-64); reading it has no side effect.
+    unsafe {
+        std::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags))
+    };
+    tp
+}
+
+/// The calling thread's countdown's offset from its thread pointer.
+#[cfg(target_arch = "x86_64")]
+fn countdown_offset() -> isize {
+    COUNTDOWN.with(|c| c as *const Cell<u32> as isize) - thread_pointer()
+}
+
+/// Measures the countdown's offset (at start-up, on the main thread) and starts counting.
+pub fn init() {
+    #[cfg(target_arch = "x86_64")]
+    OFFSET.store(countdown_offset(), Ordering::Relaxed);
+}
+
+/// A new thread: if its countdown is not where [`init`] found the main thread's (the
+/// runtime was not loaded at start-up, so its TLS is not static), stop counting for all.
+pub fn check_thread() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let offset = OFFSET.load(Ordering::Relaxed);
+        if offset != 0 && offset != countdown_offset() {
+            OFFSET.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether acquisitions are being counted.
+pub fn counting() -> bool {
+    OFFSET.load(Ordering::Relaxed) != 0
+}
+
+/// Counts an acquisition: true when it is a sampled one (then call [`restart`]).
+#[inline(always)]
+pub fn tick() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let offset = OFFSET.load(Ordering::Relaxed);
+        if offset == 0 {
+            return false;
+        }
+        let reached_zero: u8;
+        // SAFETY: `offset` is where this thread's COUNTDOWN lives relative to its thread
+        // pointer (`init`, `check_thread`): the decrement touches only the thread's own
+        // countdown, a plain u32 no other thread reads.
+        unsafe {
+            std::arch::asm!(
+                "sub dword ptr fs:[{off}], 1",
+                "sete {z}",
+                off = in(reg) offset,
+                z = out(reg_byte) reached_zero,
+                options(nostack),
+            )
+        };
+        reached_zero != 0
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// After a sampled acquisition: draws the next period and returns the weight of the sampled
+/// one (the period that ended). `seed` seeds the thread's generator on first use.
+#[cold]
+pub fn restart(seed: impl FnOnce() -> u64) -> u32 {
+    let x = RNG.with(|rng| {
+        let x = match rng.get() {
+            0 => seed() | 1,
+            x => x,
+        };
+        let x = xorshift(x);
+        rng.set(x);
+        x
+    });
+    let next = 1 + (x % u64::from(2 * ACQUISITION_SAMPLING_PERIOD - 1)) as u32;
+    let ended = PERIOD.with(|p| p.replace(next));
+    COUNTDOWN.with(|c| c.set(next));
+    ended
+}
+
+fn xorshift(mut x: u64) -> u64 {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_countdown_is_reached_through_the_thread_pointer_and_estimates_the_count() {
+        // The test binary links this module statically, so its TLS is static too.
+        init();
+        assert!(counting());
+        std::thread::spawn(|| {
+            check_thread();
+            assert!(counting(), "same offset in another thread");
+            let n = 1_000_000u64;
+            let mut estimate = 0u64;
+            let mut sampled = 0u64;
+            for _ in 0..n {
+                if tick() {
+                    estimate += u64::from(restart(|| 12345));
+                    sampled += 1;
+                }
+            }
+            let expected = n / u64::from(ACQUISITION_SAMPLING_PERIOD);
+            assert!(
+                sampled > expected * 9 / 10 && sampled < expected * 11 / 10,
+                "{sampled} sampled of {n}"
+            );
+            // The estimate misses at most the unfinished period.
+            let missed = n - estimate;
+            assert!(
+                missed < u64::from(2 * ACQUISITION_SAMPLING_PERIOD),
+                "estimate {estimate} of {n}"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -1,0 +1,114 @@
+//! Where each lock was initialised: the return address of its `pthread_*_init` call, so
+//! that the report can name a lock that lives in no variable (`cache_new ->
+//! pthread_mutex_init`) and group the locks made at one site.
+//!
+//! Job: [`note`] at every init (a few loads and one store: programs make millions of locks),
+//! [`site_of`] when a lock's counts are written, [`forget`] at its destroy.
+//!
+//! Invariants: init sites (distinct return addresses) are interned, lock-free, in a small
+//! fixed table ([`SITES`]); each lock's site index is packed with its address into one
+//! word of a direct-mapped table ([`LOCKS`] slots), written with one store, so a reader
+//! sees either the whole entry or another lock's (and then no site). Two live locks that
+//! map to one slot keep the later one's: the other reads no site and is named another way
+//! (the report says how each lock was named). Both tables live in `.bss`. Lock-free,
+//! allocation-free, async-signal-safe.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Distinct init sites kept (more are not named).
+const SITES: usize = 4096;
+/// Bits of a packed entry that hold the site index.
+const SITE_BITS: u32 = 12;
+/// Slots of the lock-to-site table.
+const LOCKS: usize = 1 << 16;
+/// Slots probed when interning a site.
+const PROBES: usize = 16;
+
+static SITE: [AtomicUsize; SITES] = [const { AtomicUsize::new(0) }; SITES];
+static LOCK: [AtomicU64; LOCKS] = [const { AtomicU64::new(0) }; LOCKS];
+
+fn hash(v: usize) -> usize {
+    ((v >> 2) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize >> 20
+}
+
+/// The index of `site` in the site table, adding it if new; `None` when its neighbourhood
+/// is full.
+fn intern(site: usize) -> Option<usize> {
+    let home = hash(site);
+    for i in 0..PROBES {
+        let index = (home + i) % SITES;
+        let slot = &SITE[index];
+        match slot.load(Ordering::Acquire) {
+            s if s == site => return Some(index),
+            0 => match slot.compare_exchange(0, site, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(index),
+                Err(s) if s == site => return Some(index),
+                Err(_) => {}
+            },
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The packed entry of a lock at `address` with site `index`, if the address fits.
+fn pack(address: usize, index: usize) -> Option<u64> {
+    let high = (address as u64) >> 2;
+    (high >> (64 - SITE_BITS) == 0).then_some(high << SITE_BITS | index as u64)
+}
+
+fn slot(address: usize) -> &'static AtomicU64 {
+    &LOCK[hash(address) % LOCKS]
+}
+
+/// The lock at `address` was initialised by a call returning to `site`.
+pub fn note(address: usize, site: usize) {
+    if site == 0 {
+        return;
+    }
+    if let Some(entry) = intern(site).and_then(|index| pack(address, index)) {
+        slot(address).store(entry, Ordering::Relaxed);
+    }
+}
+
+/// The return address of the init call of the lock at `address`; 0 when unknown.
+pub fn site_of(address: usize) -> usize {
+    let entry = slot(address).load(Ordering::Relaxed);
+    match pack(address, 0) {
+        Some(mine) if entry != 0 && entry >> SITE_BITS == mine >> SITE_BITS => {
+            SITE[(entry & ((1 << SITE_BITS) - 1)) as usize].load(Ordering::Acquire)
+        }
+        _ => 0,
+    }
+}
+
+/// The lock at `address` was destroyed.
+pub fn forget(address: usize) {
+    let s = slot(address);
+    let entry = s.load(Ordering::Relaxed);
+    if pack(address, 0).is_some_and(|mine| entry >> SITE_BITS == mine >> SITE_BITS) {
+        // Lost to a racing init of another lock in the slot: then that entry stays.
+        let _ = s.compare_exchange(entry, 0, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_remembers_its_init_site_until_destroyed() {
+        let (a, b) = (0x7200_0000_1000usize, 0x7200_0000_2040usize);
+        note(a, 0x40_1234);
+        note(b, 0x40_5678);
+        assert_eq!(site_of(a), 0x40_1234);
+        assert_eq!(site_of(b), 0x40_5678);
+        assert_eq!(site_of(a + 8), 0, "another lock");
+        forget(a);
+        assert_eq!(site_of(a), 0);
+        assert_eq!(site_of(b), 0x40_5678);
+        note(b, 0x40_1234);
+        assert_eq!(site_of(b), 0x40_1234, "initialised again elsewhere");
+        forget(b);
+    }
+}

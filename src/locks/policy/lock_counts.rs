@@ -1,0 +1,128 @@
+//! The lock table's counts (`locks::lock_table`): what each lock operation adds, and the
+//! records written when a lock is destroyed.
+//!
+//! Job: [`acquisition`] counts every acquisition on the thread's countdown and, for the
+//! sampled ones, adds their weight to the lock's row (`locks::acquisition_sampling`);
+//! [`try_failed`] counts a trylock that found the lock held; [`contended`] counts every
+//! contended acquisition and its wait (thread-locally first); [`waiting`] counts a wait
+//! registered with the lock, and [`waited`] a wait for an event; [`lock_destroyed`] writes a destroyed lock's
+//! row to the thread's buffer and frees it. A count that finds no row is added to the
+//! `lock_events_untabled` counter instead.
+//!
+//! The uncontended fast path costs one decrement of thread-local memory ([`acquisition`]);
+//! everything else runs on contended paths only. Not async-signal-safe in general (writes
+//! through the sampler's buffers); allocation-free.
+
+use crate::format::WaitKind;
+use crate::locks::acquisition_sampling as sampling;
+use crate::locks::{init_sites, lock_table};
+use crate::sampler::clock::{current_tid, monotonic_ns};
+use crate::sampler::counters::{self, Counter};
+use crate::sampler::process::sampling_enabled;
+use crate::sampler::sync_sample::record_lock_stats;
+use crate::sampler::thread_state::ThreadState;
+
+/// An acquisition of the lock at `address` (`by_try`: a successful trylock). One
+/// thread-local decrement unless the acquisition is sampled.
+#[inline(always)]
+pub fn acquisition(address: usize, kind: WaitKind, by_try: bool) {
+    if acquisition_due() {
+        sampled_acquisition(address, kind, by_try);
+    }
+}
+
+/// Counts an acquisition on the thread's countdown: true when it is a sampled one (then
+/// call [`sampled_acquisition`]).
+#[inline(always)]
+pub fn acquisition_due() -> bool {
+    sampling::tick()
+}
+
+/// A sampled acquisition of the lock at `address`: it counts for the acquisitions since
+/// the thread's previous one.
+#[cold]
+#[inline(never)]
+pub fn sampled_acquisition(address: usize, kind: WaitKind, by_try: bool) {
+    let weight = sampling::restart(|| u64::from(current_tid()) << 32 ^ monotonic_ns());
+    if !sampling_enabled() {
+        return;
+    }
+    match lock_table::slot(address, kind as u8) {
+        Some(slot) => slot.acquired(weight, by_try),
+        None => counters::add(Counter::LockEventsUntabled, 1),
+    }
+}
+
+/// A trylock of the lock at `address` found it held.
+#[cold]
+#[inline(never)]
+pub fn try_failed(address: usize, kind: WaitKind) {
+    if !sampling_enabled() {
+        return;
+    }
+    match lock_table::slot(address, kind as u8) {
+        Some(slot) => slot.try_failed(),
+        None => counters::add(Counter::LockEventsUntabled, 1),
+    }
+}
+
+/// A wait for the object at `address` registered with it (measured for the blame), with
+/// `waiters` measured waiters registered.
+pub(super) fn waiting(address: usize, kind: WaitKind, waiters: u32) {
+    match lock_table::slot(address, kind as u8) {
+        Some(slot) => slot.measured(waiters),
+        None => counters::add(Counter::LockEventsUntabled, 1),
+    }
+}
+
+/// A wait for an event on the object at `address` (or a spin) ended after `ns`.
+pub(super) fn waited(address: usize, kind: WaitKind, ns: u64) {
+    match lock_table::slot(address, kind as u8) {
+        Some(slot) => slot.waited(1, ns, ns),
+        None => counters::add(Counter::LockEventsUntabled, 1),
+    }
+}
+
+/// A contended acquisition of the lock at `address` (measured for the blame or not) waited
+/// `ns` until `now`: kept in the thread's pending waits (`lock_table::PendingWaits`).
+pub(super) fn contended(state: &ThreadState, address: usize, kind: WaitKind, ns: u64, now: u64) {
+    if let Err(untabled) = state.lock_waits.add(address, kind as u8, ns, now) {
+        counters::add(Counter::LockEventsUntabled, untabled);
+    }
+}
+
+/// Adds a thread's pending waits to their lock's row: at its end, or at the process's for
+/// the threads still alive (whose last wait may race with it).
+pub fn fold_lock_waits(state: &ThreadState) {
+    if let Err(untabled) = state.lock_waits.flush() {
+        counters::add(Counter::LockEventsUntabled, untabled);
+    }
+}
+
+/// The lock at `address` is being initialised by a call that returns to `site`.
+pub fn lock_initialised(address: usize, site: usize) {
+    if sampling_enabled() {
+        init_sites::note(address, site);
+    }
+}
+
+/// A spin on the spin lock at `address` that lasted `ns` (spins are not registered with
+/// the wait table: one measured wait, its own waiter).
+pub(super) fn spun(address: usize, ns: u64) {
+    waiting(address, WaitKind::Spin, 1);
+    waited(address, WaitKind::Spin, ns);
+}
+
+/// The object at `address` was destroyed or initialised again: its row, if any, is written
+/// to the calling thread's buffer and freed (the report keeps it as a lock of its own).
+pub fn lock_destroyed(address: usize) {
+    let taken = lock_table::take(address);
+    init_sites::forget(address);
+    let Some(stats) = taken else {
+        return;
+    };
+    if !record_lock_stats(&stats) {
+        let events = stats.acquisition_samples + stats.try_failed + stats.contended_measured;
+        counters::add(Counter::LockEventsUntabled, events);
+    }
+}

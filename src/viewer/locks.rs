@@ -1,0 +1,436 @@
+//! The lock view, `report --view locks`: the lock table ([`LockTable`]) as text or JSON.
+//!
+//! Job: a table of locks and groups sorted by the chosen column (blame by default), each
+//! lock followed by who waited behind whom; `--lock NAME` shows one lock (or group) in
+//! full. Says which counts are exact and which are sampled and scaled, and says so plainly
+//! when the profile predates lock tables.
+//!
+//! Invariants: rows are filtered by `--min-percent` of the sort column's total and never
+//! reordered otherwise; JSON carries every row ("blameprof-locks" version 1,
+//! docs/report-json.md). Not async-signal-safe (allocates).
+
+use super::units::{format_value, percent};
+use crate::attribution::locks::{Counts, LockGroup, LockRow, LockTable, Pair};
+use serde_json::{json, Value};
+use std::io::{self, Write};
+
+/// Schema name and version of the JSON document.
+pub const SCHEMA: &str = "blameprof-locks";
+pub const VERSION: u32 = 1;
+
+/// What the rows are sorted and filtered by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortBy {
+    Blame,
+    Wait,
+    Contended,
+    Acquisitions,
+}
+
+impl SortBy {
+    /// The column for a `--metric` name: blame (and `blame.<kind>`), idleness or wait,
+    /// contended, acquisitions.
+    pub fn parse(metric: &str) -> Option<SortBy> {
+        let base = metric.split('.').next().unwrap_or(metric);
+        Some(match base {
+            "blame" => SortBy::Blame,
+            "idleness" | "wait" => SortBy::Wait,
+            "contended" => SortBy::Contended,
+            "acquisitions" => SortBy::Acquisitions,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            SortBy::Blame => "blame",
+            SortBy::Wait => "wait",
+            SortBy::Contended => "contended",
+            SortBy::Acquisitions => "acquisitions",
+        }
+    }
+
+    fn of(self, c: &Counts) -> u64 {
+        match self {
+            SortBy::Blame => c.blame_ns,
+            SortBy::Wait => c.wait_ns,
+            SortBy::Contended => c.contended,
+            SortBy::Acquisitions => c.acquisitions,
+        }
+    }
+}
+
+/// How to show the table.
+#[derive(Debug, Clone)]
+pub struct LockOptions {
+    pub sort: SortBy,
+    /// Hide locks under this percentage of the sort column's total.
+    pub min_percent: f64,
+    /// Show only the lock or group with this name, in full.
+    pub lock: Option<String>,
+    /// Pairs shown under each lock in the table.
+    pub pairs_per_lock: usize,
+}
+
+/// Sorts the table's rows and groups by `sort` (largest first; the table's own order
+/// breaks ties).
+fn sorted(table: &LockTable, sort: SortBy) -> (Vec<&LockRow>, Vec<&LockGroup>) {
+    let mut rows: Vec<&LockRow> = table.locks.iter().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(sort.of(&r.counts)));
+    let mut groups: Vec<&LockGroup> = table.groups.iter().collect();
+    groups.sort_by_key(|g| std::cmp::Reverse(sort.of(&g.counts)));
+    (rows, groups)
+}
+
+/// Rows above the threshold, and how many were hidden.
+fn shown<'a>(rows: &[&'a LockRow], opts: &LockOptions) -> (Vec<&'a LockRow>, usize) {
+    let total: u64 = rows.iter().map(|r| opts.sort.of(&r.counts)).sum();
+    let keep: Vec<&LockRow> = rows
+        .iter()
+        .copied()
+        .filter(|r| {
+            let v = opts.sort.of(&r.counts);
+            v > 0 && percent(v, total) >= opts.min_percent
+        })
+        .collect();
+    let hidden = rows.len() - keep.len();
+    (keep, hidden)
+}
+
+/// Writes the lock view as text.
+pub fn write_text(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) -> io::Result<()> {
+    if !table.available {
+        writeln!(
+            out,
+            "This profile was recorded by a blameprof older than lock tables (format version \
+             1): it holds no per-lock counts. Record it again to see them."
+        )?;
+        return Ok(());
+    }
+    if table.locks.is_empty() {
+        writeln!(
+            out,
+            "No locks: no thread waited for a lock or event, and no acquisition was sampled."
+        )?;
+        return write_notes(table, out);
+    }
+    let (rows, groups) = sorted(table, opts.sort);
+    if let Some(name) = &opts.lock {
+        return write_one(table, &rows, &groups, name, out);
+    }
+    let (keep, hidden) = shown(&rows, opts);
+    writeln!(
+        out,
+        "Locks by {} ({} of {} shown{}):",
+        opts.sort.name(),
+        keep.len(),
+        rows.len(),
+        if hidden > 0 {
+            format!("; --min-percent {} hides the rest", opts.min_percent)
+        } else {
+            String::new()
+        }
+    )?;
+    write_header(out)?;
+    for r in &keep {
+        write_counts_line(out, &r.name, kind_name(r), &r.counts, r.pressure)?;
+        for p in r.pairs.iter().take(opts.pairs_per_lock) {
+            write_pair(out, p, waiter_total(r, p))?;
+        }
+    }
+    let groups: Vec<&&LockGroup> = groups
+        .iter()
+        .filter(|g| opts.sort.of(&g.counts) > 0)
+        .collect();
+    if !groups.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "Groups (locks in one array, or made or first waited on at one site):"
+        )?;
+        write_header(out)?;
+        for g in groups {
+            let label = format!("{} ({} locks)", g.name, g.members.len());
+            let kind = g.kind.map_or("?", |k| k.name());
+            write_counts_line(out, &label, kind, &g.counts, g.pressure)?;
+        }
+    }
+    write_notes(table, out)
+}
+
+fn kind_name(r: &LockRow) -> &'static str {
+    r.kind.map_or("?", |k| k.name())
+}
+
+fn write_header(out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>7} {:>10}",
+        "lock",
+        "kind",
+        "acquired~",
+        "contended",
+        "rate",
+        "try failed",
+        "wait",
+        "avg wait",
+        "max wait",
+        "peak",
+        "press.",
+        "blame"
+    )
+}
+
+fn write_counts_line(
+    out: &mut dyn Write,
+    name: &str,
+    kind: &str,
+    c: &Counts,
+    pressure: Option<f64>,
+) -> io::Result<()> {
+    let avg = c.wait_ns.checked_div(c.contended).unwrap_or(0);
+    let opt_pct =
+        |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
+    writeln!(
+        out,
+        "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>7} {:>10}",
+        name,
+        kind,
+        if c.acquisition_samples > 0 {
+            c.acquisitions.to_string()
+        } else {
+            "-".to_owned()
+        },
+        c.contended,
+        opt_pct(c.contention_rate()),
+        if c.try_failed > 0 {
+            format!("{}/{}", c.try_failed, c.try_attempts())
+        } else {
+            "0".to_owned()
+        },
+        format_value(c.wait_ns, "ns"),
+        format_value(avg, "ns"),
+        format_value(c.max_wait_ns, "ns"),
+        c.peak_waiters,
+        opt_pct(pressure),
+        format_value(c.blame_ns, "ns"),
+    )
+}
+
+/// The waiting of the pair's waiter site on its lock.
+fn waiter_total(r: &LockRow, p: &Pair) -> u64 {
+    r.waiters
+        .iter()
+        .find(|(s, _)| *s == p.waiter)
+        .map_or(0, |w| w.1)
+}
+
+fn write_pair(out: &mut dyn Write, p: &Pair, waiter_total: u64) -> io::Result<()> {
+    writeln!(
+        out,
+        "      {} waited {} behind {} ({:.0}% of its wait here)",
+        p.waiter.caller,
+        format_value(p.ns, "ns"),
+        p.holder.caller,
+        percent(p.ns, waiter_total)
+    )
+}
+
+/// `--lock NAME`: one lock or group in full.
+fn write_one(
+    table: &LockTable,
+    rows: &[&LockRow],
+    groups: &[&LockGroup],
+    name: &str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if let Some(g) = groups.iter().find(|g| g.name == name) {
+        writeln!(out, "Group {} ({} locks):", g.name, g.members.len())?;
+        write_header(out)?;
+        write_counts_line(
+            out,
+            "all members",
+            g.kind.map_or("?", |k| k.name()),
+            &g.counts,
+            g.pressure,
+        )?;
+        for &m in &g.members {
+            let r = &table.locks[m];
+            write_counts_line(out, &r.name, kind_name(r), &r.counts, r.pressure)?;
+        }
+        return write_notes(table, out);
+    }
+    let Some(r) = rows.iter().find(|r| r.name == name) else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "no lock or group named '{name}' in this profile; the names are: {}",
+                listing(
+                    rows.iter()
+                        .map(|r| r.name.as_str())
+                        .chain(groups.iter().map(|g| g.name.as_str()))
+                )
+            ),
+        ));
+    };
+    writeln!(
+        out,
+        "Lock {} ({} at {:#x} in process {}, named by {}{}{}):",
+        r.name,
+        kind_name(r),
+        r.address,
+        r.pid,
+        r.naming.name(),
+        r.group
+            .as_ref()
+            .map_or(String::new(), |g| format!("; group {g}")),
+        if r.instances > 1 {
+            format!("; {} locks lived at this address", r.instances)
+        } else {
+            String::new()
+        }
+    )?;
+    write_header(out)?;
+    write_counts_line(out, &r.name, kind_name(r), &r.counts, r.pressure)?;
+    writeln!(out)?;
+    writeln!(out, "  Waiters (where threads waited for it):")?;
+    for (s, ns) in &r.waiters {
+        writeln!(out, "    {:>10}  {}", format_value(*ns, "ns"), s.label())?;
+    }
+    writeln!(
+        out,
+        "  Holders (where the waiting was made: blame at the release):"
+    )?;
+    for (s, ns) in &r.holders {
+        writeln!(out, "    {:>10}  {}", format_value(*ns, "ns"), s.label())?;
+    }
+    writeln!(out, "  Who waited behind whom:")?;
+    for p in &r.pairs {
+        write_pair(out, p, waiter_total(r, p))?;
+    }
+    write_notes(table, out)
+}
+
+fn listing<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    match names.len() {
+        n if n > 10 => format!("{}, and {} more", names[..10].join(", "), n - 10),
+        _ => names.join(", "),
+    }
+}
+
+fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Exact: contended, try failed (of tries: failed ones, plus successful ones sampled), \
+         waits. Sampled and scaled: acquired~ (one acquisition in about {} per thread, each \
+         counting for those since the last). Blame and the waiting per site come from the \
+         lock's samples; who waited behind whom is estimated from each holder's share of \
+         the blame (the rest of a wait was spent while the lock was free).",
+        crate::format::ACQUISITION_SAMPLING_PERIOD
+    )?;
+    if !table.acquisitions_counted {
+        writeln!(
+            out,
+            "Acquisitions were not counted in some process ('-'): its runtime could not reach \
+             its thread-local counter (not x86-64, or the runtime was not preloaded)."
+        )?;
+    }
+    writeln!(
+        out,
+        "press.: critical section pressure, the lock's waiting over the threads' running time \
+         ({}); '-' for condition variables, semaphores, barriers and joins, whose waits are \
+         for events.",
+        format_value(table.running_ns, "ns")
+    )?;
+    if table.untabled_events > 0 {
+        writeln!(
+            out,
+            "{} lock events found no room in the runtime's lock table and are in no row.",
+            table.untabled_events
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes the lock view as JSON (every row; `--min-percent` and `--lock` filter like text).
+pub fn write_json(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) -> io::Result<()> {
+    let (rows, groups) = sorted(table, opts.sort);
+    let rows: Vec<&LockRow> = match &opts.lock {
+        Some(name) => rows.into_iter().filter(|r| &r.name == name).collect(),
+        None if opts.min_percent > 0.0 => shown(&rows, opts).0,
+        None => rows,
+    };
+    let counts = |c: &Counts, pressure: Option<f64>| {
+        json!({
+            "acquisitions": c.acquisitions,
+            "acquisition_samples": c.acquisition_samples,
+            "try_acquired": c.try_acquired,
+            "try_failed": c.try_failed,
+            "try_attempts": c.try_attempts(),
+            "contended": c.contended,
+            "contended_measured": c.contended_measured,
+            "contention_rate": c.contention_rate(),
+            "wait_ns": c.wait_ns,
+            "max_wait_ns": c.max_wait_ns,
+            "peak_waiters": c.peak_waiters,
+            "blame_ns": c.blame_ns,
+            "pressure": pressure,
+        })
+    };
+    let sites = |v: &[(crate::attribution::locks::Site, u64)]| -> Vec<Value> {
+        v.iter()
+            .map(|(s, ns)| json!({"caller": s.caller, "lock_function": s.lock_function, "ns": ns}))
+            .collect()
+    };
+    let locks: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "name": r.name,
+                "naming": r.naming.name(),
+                "kind": r.kind.map(|k| k.name()),
+                "pid": r.pid,
+                "address": format!("{:#x}", r.address),
+                "group": r.group,
+                "instances": r.instances,
+                "counts": counts(&r.counts, r.pressure),
+                "waiters": sites(&r.waiters),
+                "holders": sites(&r.holders),
+                "pairs": r.pairs.iter().map(|p| json!({
+                    "waiter": p.waiter.caller,
+                    "holder": p.holder.caller,
+                    "ns": p.ns,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let groups: Vec<Value> = groups
+        .iter()
+        .filter(|g| opts.lock.as_ref().map_or(true, |n| &g.name == n))
+        .map(|g| {
+            json!({
+                "name": g.name,
+                "kind": g.kind.map(|k| k.name()),
+                "pid": g.pid,
+                "members": g.members.iter().map(|&m| table.locks[m].name.clone()).collect::<Vec<_>>(),
+                "counts": counts(&g.counts, g.pressure),
+            })
+        })
+        .collect();
+    let doc = json!({
+        "schema": SCHEMA,
+        "version": VERSION,
+        "available": table.available,
+        "sort": opts.sort.name(),
+        "running_ns": table.running_ns,
+        "acquisitions_counted": table.acquisitions_counted,
+        "acquisition_sampling_period": crate::format::ACQUISITION_SAMPLING_PERIOD,
+        "untabled_events": table.untabled_events,
+        "locks": locks,
+        "groups": groups,
+    });
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)
+}

@@ -1,0 +1,305 @@
+//! The lock view (`report --view locks`) against the counts the workloads keep about
+//! themselves.
+//!
+//! Proves that (1) a global mutex is named by its symbol, an array of mutexes forms a group
+//! of its symbol, and a heap lock is named by the function that initialised it; (2) the
+//! acquisitions match the program's exact counts within 10% (they are sampled), failed
+//! trylocks exactly, and the waiting its own measure within 15%; (3) locks destroyed and
+//! made anew at one init site fold into one group whose counts still add up, with the
+//! runtime's table bounded by the live locks; (4) waiters split by holder site match the
+//! program's overlap of waits and holds; (5) critical section pressure of a ping-pong of
+//! two threads is the program's own measure (about 50%), and 0 for one thread.
+//!
+//! The profiled workloads run one at a time (`machine()`): their truth is measured in the
+//! same run, but on a 2-CPU machine it is distorted when another workload competes.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+use common::*;
+use serde_json::Value;
+
+fn machine() -> MutexGuard<'static, ()> {
+    static M: Mutex<()> = Mutex::new(());
+    M.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `blameprof run` of a test program (one at a time): the profile and the truth it printed.
+fn profiled(
+    name: &str,
+    scratch: &str,
+    args: &[&str],
+) -> (PathBuf, std::collections::HashMap<String, u64>) {
+    let prog = compile_c(&format!("{name}.c"), name, &["-O2", "-g", "-pthread"]);
+    let dir = scratch_dir(scratch).join("prof");
+    let _one_at_a_time = machine();
+    let run = profile_ok(&dir, 200, &prog, args);
+    (dir, truth(&run.stdout))
+}
+
+/// `report --view locks --format json`.
+fn locks_json(dir: &std::path::Path, extra: &[&str]) -> Value {
+    let mut args = vec!["report", "--view", "locks", "--format", "json"];
+    args.extend_from_slice(extra);
+    let path = dir.to_str().unwrap();
+    args.push(path);
+    let run = blameprof_cmd(&args);
+    assert!(run.status.success(), "report failed: {}", run.describe());
+    let v: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(v["schema"], "blameprof-locks");
+    assert_eq!(v["available"], true, "{v}");
+    v
+}
+
+fn lock<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == name)
+        .unwrap_or_else(|| panic!("no lock {name} in {}", names(v)))
+}
+
+fn group<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == name)
+        .unwrap_or_else(|| panic!("no group {name} in {}", names(v)))
+}
+
+fn names(v: &Value) -> String {
+    let all: Vec<String> = v["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(v["groups"].as_array().unwrap())
+        .map(|l| l["name"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    all.join(", ")
+}
+
+fn count(l: &Value, field: &str) -> u64 {
+    l["counts"][field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {l}"))
+}
+
+fn within(got: u64, want: u64, tolerance: f64) -> bool {
+    (got as f64 - want as f64).abs() <= tolerance * want as f64
+}
+
+#[test]
+fn locks_are_named_grouped_and_counted_as_the_program_counts_them() {
+    let (dir, t) = profiled("lock_table", "lock-view-table", &[]);
+    let v = locks_json(&dir, &[]);
+
+    let table = lock(&v, "table_lock");
+    assert_eq!(table["naming"], "symbol");
+    assert_eq!(table["kind"], "mutex");
+    let acq = count(table, "acquisitions");
+    assert!(
+        within(acq, t["table_acq"], 0.10),
+        "table_lock acquisitions {acq}, program {}",
+        t["table_acq"]
+    );
+    // The program times every lock call, its uncontended ones too (a few ns each).
+    let wait = count(table, "wait_ns");
+    assert!(
+        within(wait, t["table_wait_ns"], 0.15),
+        "table_lock wait {wait} ns, program {} ns",
+        t["table_wait_ns"]
+    );
+    assert!(count(table, "contended") > 0 && count(table, "blame_ns") > 0);
+    assert!(count(table, "peak_waiters") >= 2, "{table}");
+
+    let buckets = group(&v, "buckets[]");
+    assert_eq!(
+        buckets["members"].as_array().unwrap().len(),
+        64,
+        "{buckets}"
+    );
+    let acq = count(buckets, "acquisitions");
+    assert!(
+        within(acq, t["bucket_acq"], 0.10),
+        "bucket acquisitions {acq}, program {}",
+        t["bucket_acq"]
+    );
+    assert!(
+        buckets["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m.as_str().unwrap().starts_with("buckets+0x")),
+        "members named by symbol and offset: {buckets}"
+    );
+
+    let cache = lock(&v, "cache_new -> pthread_mutex_init");
+    assert_eq!(cache["naming"], "init site");
+    assert_eq!(
+        count(cache, "try_failed"),
+        t["cache_try_fail"],
+        "failed trylocks are counted exactly: {cache}"
+    );
+    let acq = count(cache, "acquisitions");
+    assert!(
+        within(acq, t["cache_acq"], 0.10),
+        "cache acquisitions {acq}, program {}",
+        t["cache_acq"]
+    );
+    let tries = count(cache, "try_attempts");
+    assert!(
+        within(tries, t["cache_try"], 0.10),
+        "tries {tries}, program {}",
+        t["cache_try"]
+    );
+    if t["cache_wait_ns"] > 5_000_000 {
+        let wait = count(cache, "wait_ns");
+        assert!(
+            within(wait, t["cache_wait_ns"], 0.15),
+            "cache wait {wait} ns, program {} ns",
+            t["cache_wait_ns"]
+        );
+    }
+
+    // The text view leads with the lock that made others wait most, and names it.
+    let text = blameprof_cmd(&["report", "--view", "locks", dir.to_str().unwrap()]);
+    assert!(text.status.success(), "{}", text.describe());
+    let first = text
+        .stdout
+        .lines()
+        .nth(2)
+        .unwrap_or_else(|| panic!("short report:\n{}", text.stdout));
+    assert!(
+        first.trim_start().starts_with("table_lock"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("lookup waited"), "{}", text.stdout);
+    let by_acquisitions = blameprof_cmd(&[
+        "report",
+        "--view",
+        "locks",
+        "--metric",
+        "acquisitions",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        by_acquisitions.stdout.contains("buckets[] (64 locks)"),
+        "{}",
+        by_acquisitions.stdout
+    );
+
+    // One lock in full.
+    let one = blameprof_cmd(&[
+        "report",
+        "--view",
+        "locks",
+        "--lock",
+        "table_lock",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(one.status.success(), "{}", one.describe());
+    assert!(
+        one.stdout.contains("Waiters") && one.stdout.contains("lookup -> pthread_mutex_lock"),
+        "{}",
+        one.stdout
+    );
+    assert!(
+        one.stdout.contains("lookup -> pthread_mutex_unlock"),
+        "holders: {}",
+        one.stdout
+    );
+    let unknown = blameprof_cmd(&[
+        "report",
+        "--view",
+        "locks",
+        "--lock",
+        "no_such_lock",
+        dir.to_str().unwrap(),
+    ]);
+    assert_clean_error(&unknown, "no lock or group named 'no_such_lock'");
+}
+
+#[test]
+fn destroyed_locks_fold_into_their_init_sites_group() {
+    let (dir, t) = profiled("lock_table", "lock-view-destroy", &["100000", "destroy"]);
+    let v = locks_json(&dir, &[]);
+    let caches = group(&v, "cache_new -> pthread_mutex_init");
+    let acq = count(caches, "acquisitions");
+    assert!(
+        within(acq, t["cache_acq"], 0.10),
+        "acquisitions of all the caches {acq}, program {}",
+        t["cache_acq"]
+    );
+    // Locks at one address over the run share a row; together they are every cache made.
+    let members = caches["members"].as_array().unwrap().len();
+    let instances: u64 = v["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["group"] == "cache_new -> pthread_mutex_init")
+        .map(|l| l["instances"].as_u64().unwrap())
+        .sum();
+    assert!(members >= 2, "{caches}");
+    assert!(
+        instances <= t["caches"] && instances * 2 >= t["caches"],
+        "{instances} lock instances in rows, {} caches made",
+        t["caches"]
+    );
+}
+
+#[test]
+fn waiters_are_split_by_the_holders_that_kept_them_waiting() {
+    let (dir, t) = profiled("lookup_insert", "lock-view-pairs", &["1.5", "3"]);
+    let v = locks_json(&dir, &[]);
+    let table = lock(&v, "table_lock");
+    let behind = |holder: &str| -> u64 {
+        table["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["waiter"] == "lookup" && p["holder"] == holder)
+            .map(|p| p["ns"].as_u64().unwrap())
+            .sum()
+    };
+    for (holder, truth_key) in [("insert", "blame_insert_ns"), ("lookup", "blame_lookup_ns")] {
+        let got = behind(holder);
+        // The program's truth: every wait's overlap with the holder's holds. Insert's own
+        // rare waits are in it too; they are a few percent.
+        let want = t[truth_key];
+        assert!(
+            within(got, want, 0.15),
+            "lookup behind {holder}: {got} ns, program {want} ns; pairs {}",
+            table["pairs"]
+        );
+    }
+}
+
+#[test]
+fn ping_pong_reads_half_pressure_and_one_thread_none() {
+    let (dir, t) = profiled("ping_pong", "lock-view-pingpong", &["2", "1"]);
+    let v = locks_json(&dir, &[]);
+    let ball = lock(&v, "ball");
+    let pressure = ball["counts"]["pressure"].as_f64().unwrap();
+    let truth = t["wait_ns"] as f64 / t["life_ns"] as f64;
+    assert!(
+        (pressure - truth).abs() <= 0.15 * truth,
+        "pressure {pressure:.3}, program {truth:.3}"
+    );
+    assert!(
+        (0.35..=0.55).contains(&pressure),
+        "about half: {pressure:.3}"
+    );
+
+    // One thread: nobody waits for anything but the join.
+    let (dir, _) = profiled("ping_pong", "lock-view-solo", &["1", "0.3"]);
+    let v = locks_json(&dir, &[]);
+    for l in v["locks"].as_array().unwrap() {
+        let pressure = l["counts"]["pressure"].as_f64().unwrap_or(0.0);
+        assert_eq!(pressure, 0.0, "{l}");
+    }
+}
