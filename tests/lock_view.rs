@@ -26,17 +26,23 @@ fn machine() -> MutexGuard<'static, ()> {
     M.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `blameprof run` of a test program (one at a time): the profile and the truth it printed.
-fn profiled(
-    name: &str,
-    scratch: &str,
-    args: &[&str],
-) -> (PathBuf, std::collections::HashMap<String, u64>) {
+/// The truth a workload printed.
+type Truth = std::collections::HashMap<String, u64>;
+
+/// `blameprof run` of a test program (one at a time): the profile, the truth it printed,
+/// and the run's summary.
+fn profiled_with_summary(name: &str, scratch: &str, args: &[&str]) -> (PathBuf, Truth, String) {
     let prog = compile_c(&format!("{name}.c"), name, &["-O2", "-g", "-pthread"]);
     let dir = scratch_dir(scratch).join("prof");
     let _one_at_a_time = machine();
     let run = profile_ok(&dir, 200, &prog, args);
-    (dir, truth(&run.stdout))
+    (dir, truth(&run.stdout), run.stderr)
+}
+
+/// [`profiled_with_summary`] without the summary.
+fn profiled(name: &str, scratch: &str, args: &[&str]) -> (PathBuf, Truth) {
+    let (dir, truth, _) = profiled_with_summary(name, scratch, args);
+    (dir, truth)
 }
 
 /// `report --view locks --format json`.
@@ -94,8 +100,12 @@ fn within(got: u64, want: u64, tolerance: f64) -> bool {
 
 #[test]
 fn locks_are_named_grouped_and_counted_as_the_program_counts_them() {
-    let (dir, t) = profiled("lock_table", "lock-view-table", &[]);
+    let (dir, t, summary) = profiled_with_summary("lock_table", "lock-view-table", &[]);
     let v = locks_json(&dir, &[]);
+    assert!(
+        summary.contains("top locks by blame: table_lock (blame"),
+        "the run summary names the top lock:\n{summary}"
+    );
 
     let table = lock(&v, "table_lock");
     assert_eq!(table["naming"], "symbol");

@@ -555,3 +555,106 @@ fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
     });
     groups
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attribution::testutil::{lock_table_of as table_of, lock_table_process, TABLE_LOCK};
+
+    #[test]
+    fn a_lock_row_joins_its_counts_its_samples_and_its_threads_running_time() {
+        let t = table_of(lock_table_process());
+        assert!(t.available && t.acquisitions_counted);
+        assert_eq!(t.running_ns, 30_000_000, "three threads of 10 ms");
+        let l = &t.locks[0];
+        assert_eq!((l.address, l.kind), (TABLE_LOCK, Some(WaitKind::Mutex)));
+        assert_eq!(l.naming, Naming::FirstWait, "no symbol, no init site");
+        assert_eq!(l.name, "lookup -> pthread_mutex_lock");
+        let c = &l.counts;
+        assert_eq!(
+            (c.acquisitions, c.contended, c.try_failed, c.try_attempts()),
+            (1000, 40, 3, 103)
+        );
+        assert_eq!(
+            (c.wait_ns, c.max_wait_ns, c.peak_waiters),
+            (7_000_000, 1_000_000, 3)
+        );
+        assert_eq!(c.blame_ns, 6_300_000, "the blame samples");
+        assert_eq!(c.contention_rate(), Some(0.04));
+        assert_eq!(l.pressure, Some(7.0 / 30.0));
+        let sites = |v: &[(Site, u64)]| -> Vec<(String, u64)> {
+            v.iter().map(|(s, ns)| (s.label(), *ns)).collect()
+        };
+        assert_eq!(
+            sites(&l.waiters),
+            [
+                ("lookup -> pthread_mutex_lock".to_owned(), 6_000_000),
+                ("insert -> pthread_mutex_lock".to_owned(), 1_000_000)
+            ]
+        );
+        assert_eq!(
+            sites(&l.holders),
+            [
+                ("insert -> pthread_mutex_unlock".to_owned(), 4_800_000),
+                ("lookup -> pthread_mutex_unlock".to_owned(), 1_500_000)
+            ]
+        );
+        // Each holder's blame split over the waiters by their waiting: 6/7 and 1/7.
+        let pairs: Vec<(&str, &str, u64)> = l
+            .pairs
+            .iter()
+            .map(|p| (p.waiter.caller.as_str(), p.holder.caller.as_str(), p.ns))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("lookup", "insert", 4_114_285),
+                ("lookup", "lookup", 1_285_714),
+                ("insert", "insert", 685_714),
+                ("insert", "lookup", 214_285)
+            ]
+        );
+        assert!(t.groups.is_empty());
+    }
+
+    #[test]
+    fn locks_of_one_site_form_a_group_and_a_destroyed_lock_shares_its_addresss_row() {
+        let mut p = lock_table_process();
+        let first = p.locks[0];
+        // The same lock destroyed once before, and a second lock first waited on at the
+        // same site.
+        p.locks.insert(
+            0,
+            LockStats {
+                flags: LOCK_DESTROYED,
+                ..first
+            },
+        );
+        let other = TABLE_LOCK + 0x40;
+        p.locks.push(LockStats {
+            address: other,
+            ..first
+        });
+        let s = *p.samples.iter().find(|s| s.metric == 1).unwrap();
+        p.samples
+            .push(crate::format::read::Sample { object: other, ..s });
+        let t = table_of(p);
+        let row = t.locks.iter().find(|l| l.address == TABLE_LOCK).unwrap();
+        assert_eq!(row.instances, 2);
+        assert_eq!(row.counts.acquisitions, 2000, "both locks' counts");
+        assert_eq!(t.groups.len(), 1);
+        let g = &t.groups[0];
+        assert_eq!(g.members.len(), 2);
+        assert_eq!(g.counts.acquisitions, 3000);
+        assert_eq!(g.name, "lookup -> pthread_mutex_lock");
+    }
+
+    #[test]
+    fn a_profile_older_than_lock_tables_has_none() {
+        let mut p = lock_table_process();
+        p.version = 1;
+        p.locks.clear();
+        let t = table_of(p);
+        assert!(!t.available);
+    }
+}

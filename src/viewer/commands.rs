@@ -284,8 +284,11 @@ pub fn summary(profile_dir: &Path, top: usize, out: &mut dyn Write) -> anyhow::R
         ..Default::default()
     };
     let profile = read_profile(profile_dir, opts)?;
-    let analysis = analyze(&profile, Filter::default(), &mut Symbolizer::new())?;
-    super::summary::write(&analysis, top, out).map_err(|e| anyhow!("cannot write the summary: {e}"))
+    let mut symbolizer = Symbolizer::new();
+    let analysis = analyze(&profile, Filter::default(), &mut symbolizer)?;
+    let locks = lock_table(&profile, Filter::default(), &mut symbolizer)?;
+    super::summary::write(&analysis, Some(&locks), top, out)
+        .map_err(|e| anyhow!("cannot write the summary: {e}"))
 }
 
 /// What `blameprof run -q` still prints: warnings of damage and lost samples, from the

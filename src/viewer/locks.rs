@@ -434,3 +434,106 @@ pub fn write_json(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
     serde_json::to_writer_pretty(&mut *out, &doc)?;
     writeln!(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attribution::testutil::{lock_table_of, lock_table_process};
+
+    fn opts() -> LockOptions {
+        LockOptions {
+            sort: SortBy::Blame,
+            min_percent: 1.0,
+            lock: None,
+            pairs_per_lock: 3,
+        }
+    }
+
+    fn text(table: &LockTable, opts: &LockOptions) -> String {
+        let mut out = Vec::new();
+        write_text(table, opts, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The whole table as a user reads it (golden): the row, then who waited behind whom.
+    #[test]
+    fn the_table_reads_as_expected() {
+        let t = text(&lock_table_of(lock_table_process()), &opts());
+        let head: Vec<&str> = t.lines().take(6).collect();
+        let want = [
+            "Locks by blame (1 of 1 shown):",
+            "  lock                               kind      acquired~  contended   rate  \
+             try failed       wait   avg wait   max wait  peak  press.      blame",
+            "  lookup -> pthread_mutex_lock       mutex          1000         40   4.0%       \
+             3/103    7.00 ms  175.00 us    1.00 ms     3   23.3%    6.30 ms",
+            "      lookup waited 4.11 ms behind insert (69% of its wait here)",
+            "      lookup waited 1.29 ms behind lookup (21% of its wait here)",
+            "      insert waited 685.71 us behind insert (69% of its wait here)",
+        ];
+        assert_eq!(head, want, "\n{t}");
+        assert!(t.contains("Sampled and scaled: acquired~"), "{t}");
+        assert!(t.contains("press.: critical section pressure"), "{t}");
+    }
+
+    #[test]
+    fn one_lock_in_full_lists_waiters_holders_and_pairs() {
+        let o = LockOptions {
+            lock: Some("lookup -> pthread_mutex_lock".into()),
+            ..opts()
+        };
+        let t = text(&lock_table_of(lock_table_process()), &o);
+        for want in [
+            "Lock lookup -> pthread_mutex_lock (mutex at 0x7f000000a000 in process 100, named by first wait):",
+            "  Waiters (where threads waited for it):",
+            "       6.00 ms  lookup -> pthread_mutex_lock",
+            "  Holders (where the waiting was made: blame at the release):",
+            "       4.80 ms  insert -> pthread_mutex_unlock",
+            "      insert waited 214.28 us behind lookup (21% of its wait here)",
+        ] {
+            assert!(t.lines().any(|l| l == want), "no line {want:?} in\n{t}");
+        }
+    }
+
+    #[test]
+    fn json_carries_every_count_and_pair() {
+        let mut out = Vec::new();
+        let o = LockOptions {
+            min_percent: 0.0,
+            ..opts()
+        };
+        write_json(&lock_table_of(lock_table_process()), &o, &mut out).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            (v["schema"].as_str(), v["version"].as_u64()),
+            (Some(SCHEMA), Some(1))
+        );
+        assert_eq!(v["running_ns"], 30_000_000);
+        let l = &v["locks"][0];
+        assert_eq!(l["naming"], "first wait");
+        assert_eq!(l["address"], "0x7f000000a000");
+        let c = &l["counts"];
+        for (field, want) in [
+            ("acquisitions", 1000),
+            ("try_failed", 3),
+            ("try_attempts", 103),
+            ("contended", 40),
+            ("wait_ns", 7_000_000),
+            ("max_wait_ns", 1_000_000),
+            ("peak_waiters", 3),
+            ("blame_ns", 6_300_000),
+        ] {
+            assert_eq!(c[field], want, "{field}");
+        }
+        assert_eq!(l["pairs"][0]["waiter"], "lookup");
+        assert_eq!(l["pairs"][0]["holder"], "insert");
+        assert_eq!(l["pairs"][0]["ns"], 4_114_285);
+        assert_eq!(l["waiters"][0]["lock_function"], "pthread_mutex_lock");
+    }
+
+    #[test]
+    fn an_old_profile_says_it_has_no_lock_table() {
+        let t = text(&LockTable::default(), &opts());
+        assert!(t.contains("format version 1"), "{t}");
+        assert!(t.contains("Record it again"), "{t}");
+    }
+}

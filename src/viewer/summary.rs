@@ -24,6 +24,7 @@ use super::{
     Report, View,
 };
 use crate::attribution::lock_sites::lock_sites;
+use crate::attribution::locks::LockTable;
 use crate::attribution::metrics::{derived_name, Part, BLAME, IDLENESS, WORK};
 use crate::attribution::Analysis;
 use crate::format::counters::{
@@ -86,8 +87,14 @@ fn write_damage<S: std::fmt::Display>(
     Ok(())
 }
 
-/// Writes the summary of `analysis` with the `top` heaviest functions.
-pub(super) fn write(analysis: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
+/// Writes the summary of `analysis` with the `top` heaviest functions, and the top locks
+/// of `locks` (the profile's lock table) when threads waited.
+pub(super) fn write(
+    analysis: &Analysis,
+    locks: Option<&LockTable>,
+    top: usize,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let a = analysis;
     let path = a.profile_path.display();
     let processes = match a.processes.len() {
@@ -172,15 +179,18 @@ pub(super) fn write(analysis: &Analysis, top: usize, out: &mut dyn Write) -> io:
             location(a, line, &function.module)
         )?;
     }
-    let locks = a.total_of(IDLENESS) > 0 || a.total_of(BLAME) > 0;
-    if locks {
+    let waited = a.total_of(IDLENESS) > 0 || a.total_of(BLAME) > 0;
+    if waited {
         lock_lines(a, top, out)?;
+        if let Some(table) = locks {
+            top_locks_line(table, out)?;
+        }
     }
     writeln!(
         out,
         "{PREFIX}call paths: 'blameprof report {path}'; flamegraph: 'blameprof flamegraph {path}'"
     )?;
-    if locks {
+    if waited {
         let metrics: Vec<&str> = [BLAME, IDLENESS, WORK]
             .into_iter()
             .filter(|m| a.metrics.id(m).is_ok())
@@ -194,6 +204,12 @@ pub(super) fn write(analysis: &Analysis, top: usize, out: &mut dyn Write) -> io:
             "{PREFIX}lock blame by call path: 'blameprof report --metrics {}{effort} {path}'",
             metrics.join(",")
         )?;
+        if locks.is_some_and(|t| t.available) {
+            writeln!(
+                out,
+                "{PREFIX}locks and who waited behind whom: 'blameprof report --view locks {path}'"
+            )?;
+        }
     }
     Ok(())
 }
@@ -251,6 +267,42 @@ fn lock_lines(a: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
                 location(a, Some(site.line), module),
             )?;
         }
+    }
+    Ok(())
+}
+
+/// Locks shown in the summary's line of top locks.
+const TOP_LOCKS: usize = 3;
+
+/// The locks that made threads wait most (by blame, then waiting), on one line: locks (not
+/// condition variables, semaphores, barriers or joins) that took blame or kept threads
+/// waiting for 1% of their running time.
+fn top_locks_line(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
+    let mut rows: Vec<_> = table
+        .locks
+        .iter()
+        .filter(|l| {
+            l.pressure
+                .is_some_and(|p| p >= 0.01 || l.counts.blame_ns > 0)
+        })
+        .collect();
+    rows.sort_by_key(|l| std::cmp::Reverse((l.counts.blame_ns, l.counts.wait_ns)));
+    let shown: Vec<String> = rows
+        .iter()
+        .take(TOP_LOCKS)
+        .map(|l| {
+            format!(
+                "{} (blame {}, waiting {}{})",
+                l.name,
+                ns(l.counts.blame_ns),
+                ns(l.counts.wait_ns),
+                l.pressure
+                    .map_or(String::new(), |p| format!(", pressure {:.1}%", p * 100.0))
+            )
+        })
+        .collect();
+    if !shown.is_empty() {
+        writeln!(out, "{PREFIX}top locks by blame: {}", shown.join("; "))?;
     }
     Ok(())
 }
