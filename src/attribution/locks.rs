@@ -113,16 +113,21 @@ pub struct Counts {
 
 impl Counts {
     fn add(&mut self, o: &Counts) {
-        self.acquisitions += o.acquisitions;
-        self.acquisition_samples += o.acquisition_samples;
-        self.try_acquired += o.try_acquired;
-        self.try_failed += o.try_failed;
-        self.contended += o.contended;
-        self.contended_measured += o.contended_measured;
-        self.wait_ns += o.wait_ns;
+        let sums = [
+            (&mut self.acquisitions, o.acquisitions),
+            (&mut self.acquisition_samples, o.acquisition_samples),
+            (&mut self.try_acquired, o.try_acquired),
+            (&mut self.try_failed, o.try_failed),
+            (&mut self.contended, o.contended),
+            (&mut self.contended_measured, o.contended_measured),
+            (&mut self.wait_ns, o.wait_ns),
+            (&mut self.blame_ns, o.blame_ns),
+        ];
+        for (sum, v) in sums {
+            *sum = sum.saturating_add(v);
+        }
         self.max_wait_ns = self.max_wait_ns.max(o.max_wait_ns);
         self.peak_waiters = self.peak_waiters.max(o.peak_waiters);
-        self.blame_ns += o.blame_ns;
     }
 
     fn add_stats(&mut self, l: &LockStats) {
@@ -237,7 +242,8 @@ pub fn lock_table(
         let running = running_ns(proc, calibration);
         table.running_ns += running;
         table.untabled_events += proc.counter(crate::format::counters::LOCK_EVENTS_UNTABLED);
-        let mut counted = false;
+        table.acquisitions_counted &=
+            proc.counter(crate::format::counters::ACQUISITIONS_UNCOUNTED) == 0;
         for l in &proc.locks {
             let row = building(&mut rows, &mut order, p, l.address, running);
             row.kind = row.kind.or(WaitKind::from_code(l.kind));
@@ -247,9 +253,7 @@ pub fn lock_table(
             row.counts.add_stats(l);
             row.destroyed += u32::from(l.flags & LOCK_DESTROYED != 0);
             row.live |= l.flags & LOCK_DESTROYED == 0;
-            counted |= l.acquisition_samples > 0;
         }
-        table.acquisitions_counted &= counted || proc.locks.is_empty();
         let metric = |name: &str| proc.header.metrics.iter().position(|m| m.name == name);
         let (idleness, blame) = (
             metric(protocol::IDLENESS.name),
@@ -269,12 +273,14 @@ pub fn lock_table(
             let row = building(&mut rows, &mut order, p, s.object, running);
             row.kind = row.kind.or(WaitKind::from_flags(s.flags));
             let value = calibration.apply(s.value, s.flags);
-            if is_wait {
+            let sums = if is_wait {
                 row.first_wait.get_or_insert(k);
-                *row.waits.entry(k).or_default() += value;
+                &mut row.waits
             } else {
-                *row.blames.entry(k).or_default() += value;
-            }
+                &mut row.blames
+            };
+            let sum = sums.entry(k).or_default();
+            *sum = sum.saturating_add(value);
         }
     }
     let paths = expand_each(profile, &keys, symbolizer, &mut names);
@@ -336,7 +342,8 @@ fn finish_row(
     let per_site = |values: &HashMap<usize, u64>| -> Vec<(Site, u64)> {
         let mut by: HashMap<&Site, u64> = HashMap::new();
         for (&k, &v) in values {
-            *by.entry(&sites[k]).or_default() += v;
+            let sum = by.entry(&sites[k]).or_default();
+            *sum = sum.saturating_add(v);
         }
         let mut out: Vec<(Site, u64)> = by.into_iter().map(|(s, v)| (s.clone(), v)).collect();
         out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -345,8 +352,8 @@ fn finish_row(
     let mut waiters = per_site(&b.waits);
     let holders = per_site(&b.blames);
     let mut counts = b.counts;
-    counts.blame_ns = holders.iter().map(|h| h.1).sum();
-    let sampled: u64 = waiters.iter().map(|w| w.1).sum();
+    counts.blame_ns = holders.iter().fold(0, |sum, h| sum.saturating_add(h.1));
+    let sampled = waiters.iter().fold(0u64, |sum, w| sum.saturating_add(w.1));
     if counts.wait_ns == 0 {
         // No counts (a process killed before it wrote them): the samples still tell the
         // waiting.
@@ -426,7 +433,7 @@ fn symbol_name(proc: &ProcessProfile, address: u64, symbolizer: &mut Symbolizer)
         .modules
         .iter()
         .find(|m| (m.start..m.end).contains(&address))?;
-    let (name, within) = symbolizer.data_symbol(module, address - module.base)?;
+    let (name, within) = symbolizer.data_symbol(module, address.checked_sub(module.base)?)?;
     Some(match within {
         0 => name,
         off => format!("{name}+{off:#x}"),
@@ -444,7 +451,8 @@ fn init_site_name(
         .modules
         .iter()
         .find(|m| site != 0 && (m.start..m.end).contains(&site))?;
-    let chain = symbolizer.symbolize(Some(module), CodeAddress::ReturnAddress(site - module.base));
+    let offset = site.checked_sub(module.base)?;
+    let chain = symbolizer.symbolize(Some(module), CodeAddress::ReturnAddress(offset));
     let caller = &chain.first()?.function;
     let init = match kind? {
         WaitKind::Mutex => "pthread_mutex_init",
@@ -481,9 +489,14 @@ fn site_of(locs: &[Loc], names: &Names) -> Site {
 /// the process's end), less the waits for events (condition variables, semaphores,
 /// barriers, joins) its samples record.
 fn running_ns(proc: &ProcessProfile, calibration: Calibration) -> u64 {
-    let end_of_process = proc
-        .end_ns
-        .or_else(|| proc.threads.iter().filter_map(|t| t.end_ns).max());
+    // A process that did not end cleanly wrote no end: its last known time stands for it.
+    let end_of_process = proc.end_ns.or_else(|| {
+        proc.threads
+            .iter()
+            .flat_map(|t| [t.start_ns, t.end_ns])
+            .flatten()
+            .max()
+    });
     let lifetimes: u64 = proc
         .threads
         .iter()
@@ -492,7 +505,7 @@ fn running_ns(proc: &ProcessProfile, calibration: Calibration) -> u64 {
             let end = t.end_ns.or(end_of_process)?;
             Some(end.saturating_sub(start))
         })
-        .sum();
+        .fold(0u64, u64::saturating_add);
     let idleness = proc
         .header
         .metrics
@@ -504,7 +517,7 @@ fn running_ns(proc: &ProcessProfile, calibration: Calibration) -> u64 {
         .filter(|s| Some(usize::from(s.metric)) == idleness)
         .filter(|s| WaitKind::from_flags(s.flags).is_some_and(|k| !is_lock_kind(k)))
         .map(|s| calibration.apply(s.value, s.flags))
-        .sum();
+        .fold(0u64, u64::saturating_add);
     lifetimes.saturating_sub(event_waits)
 }
 
@@ -512,17 +525,18 @@ fn running_ns(proc: &ProcessProfile, calibration: Calibration) -> u64 {
 /// or a first-wait site, sets each member's `group`, and returns the groups (by blame,
 /// then waiting, then acquisitions).
 fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
-    let mut by_key: HashMap<(u32, String), Vec<usize>> = HashMap::new();
+    type Key = (u32, Option<WaitKind>, String);
+    let mut by_key: HashMap<Key, Vec<usize>> = HashMap::new();
     for (i, l) in locks.iter().enumerate() {
         let key = match l.naming {
             Naming::Symbol => l.name.split('+').next().unwrap_or(&l.name).to_owned(),
             Naming::InitSite | Naming::FirstWait => l.name.clone(),
             Naming::Address => continue,
         };
-        by_key.entry((l.pid, key)).or_default().push(i);
+        by_key.entry((l.pid, l.kind, key)).or_default().push(i);
     }
     let mut groups = Vec::new();
-    for ((pid, key), members) in by_key {
+    for ((pid, kind, key), members) in by_key {
         if members.len() < 2 {
             continue;
         }
@@ -535,7 +549,6 @@ fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
             counts.add(&locks[m].counts);
             locks[m].group = Some(name.clone());
         }
-        let kind = locks[members[0]].kind;
         let running = locks[members[0]].running_ns;
         let pressure = kind
             .filter(|k| is_lock_kind(*k) && running > 0)

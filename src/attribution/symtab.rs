@@ -82,7 +82,7 @@ impl SymbolTable {
             .iter()
             .rev()
             .take(8)
-            .find(|(start, size, _)| address < start + size)
+            .find(|(start, size, _)| address < start.saturating_add(*size))
             .map(|(start, _, name)| (name.as_str(), address - start))
     }
 

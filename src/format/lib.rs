@@ -358,6 +358,9 @@ pub mod counters {
     pub const LOCK_EVENTS_UNTABLED: &str = "lock_events_untabled";
     /// Most locks in the runtime's lock table at once (memory gauge).
     pub const LOCK_TABLE_PEAK: &str = "lock_table_peak";
+    /// 1 when the runtime could not count the process's lock acquisitions (not x86-64, or
+    /// not loaded at start-up: its thread-locals are not in the static TLS block).
+    pub const ACQUISITIONS_UNCOUNTED: &str = "acquisitions_uncounted";
 
     /// Counters that count lost samples (summed into "lost samples" by reports).
     pub const LOST_SAMPLE_COUNTERS: &[&str] = &[

@@ -13,9 +13,9 @@
 //! shared library costs a call to `__tls_get_addr`; the runtime, which is always preloaded,
 //! has its thread-locals in the static TLS block instead, at a fixed offset from the thread
 //! pointer, the same in every thread (what the initial-exec TLS model relies on). [`init`]
-//! measures that offset once, and [`tick`] decrements `%fs:offset` directly (x86-64 only;
-//! elsewhere, or when the offset cannot be trusted, nothing is counted and the report says
-//! acquisitions are unknown). A thread made by raw `clone` without glibc's TLS does not
+//! measures that offset once, checking that it lies in the static TLS block, and [`tick`]
+//! decrements `%fs:offset` directly (x86-64 only; elsewhere, or when the offset cannot be
+//! trusted, nothing is counted and the report says acquisitions are unknown). A thread made by raw `clone` without glibc's TLS does not
 //! call glibc's lock functions either.
 //!
 //! Invariants: the countdown is touched only by its own thread (and, for [`restart`], by a
@@ -58,10 +58,43 @@ fn countdown_offset() -> isize {
     COUNTDOWN.with(|c| c as *const Cell<u32> as isize) - thread_pointer()
 }
 
-/// Measures the countdown's offset (at start-up, on the main thread) and starts counting.
+/// Measures the countdown's offset (at start-up, on the main thread) and starts counting,
+/// if the countdown lies in the static TLS block (below the thread pointer, within the
+/// block's size as glibc reports it): true of a library loaded at start-up, not of one
+/// loaded later by `dlopen`, whose thread-locals each thread allocates on demand.
 pub fn init() {
     #[cfg(target_arch = "x86_64")]
-    OFFSET.store(countdown_offset(), Ordering::Relaxed);
+    {
+        let offset = countdown_offset();
+        if static_tls_size().is_some_and(|size| offset < 0 && offset.unsigned_abs() <= size) {
+            OFFSET.store(offset, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The size of the static TLS block, from glibc's `_dl_get_tls_static_info` (what
+/// libthread_db and sanitizers use); `None` without it.
+#[cfg(target_arch = "x86_64")]
+fn static_tls_size() -> Option<usize> {
+    // SAFETY: NUL-terminated name and version; RTLD_DEFAULT searches the loaded objects.
+    let f = unsafe {
+        libc::dlvsym(
+            libc::RTLD_DEFAULT,
+            c"_dl_get_tls_static_info".as_ptr(),
+            c"GLIBC_PRIVATE".as_ptr(),
+        )
+    };
+    if f.is_null() {
+        return None;
+    }
+    let (mut size, mut align) = (0usize, 0usize);
+    // SAFETY: glibc's `void _dl_get_tls_static_info(size_t *sizep, size_t *alignp)`, given
+    // two valid places to write.
+    unsafe {
+        let f: unsafe extern "C" fn(*mut usize, *mut usize) = std::mem::transmute(f);
+        f(&mut size, &mut align);
+    }
+    Some(size)
 }
 
 /// A new thread: if its countdown is not where [`init`] found the main thread's (the

@@ -4,7 +4,9 @@
 //! acquired (sampled, `locks::acquisition_sampling`), how often a trylock found it held, how
 //! often and how long threads waited for it, and the most waiters at once; hand a lock's
 //! counters out when it is destroyed ([`take`]) and every live lock's at the end
-//! ([`for_each`]), to be written as `LockStats` records.
+//! ([`drain`]: the counts since the last records, so that an image that ends twice, at a
+//! failed `exec` and at its exit, counts nothing twice), to be written as `LockStats`
+//! records.
 //!
 //! Only contended paths and sampled acquisitions come here, never an uncontended
 //! acquisition that was not sampled: the counters are shared atomics, and a shared atomic per
@@ -12,15 +14,18 @@
 //!
 //! Invariants: a fixed open-addressed table in `.bss` (no page resident until a lock
 //! lands on it); a slot's key is 0 (never used), [`GONE`] (freed: probing goes on past it)
-//! or an address. Lookups, frees and claims of never-used slots are lock-free; reusing a
-//! freed slot takes [`INSERT`], a try-lock tried a bounded number of times: a caller that
-//! still finds it busy (its own interrupted claim, when a signal handler takes a lock)
-//! gives up and the caller counts the event as untabled, so nothing here waits
-//! unboundedly. Counts of a lock that found no room are counted by
-//! the caller, never dropped silently. A destroyed lock's slot is freed, so the table is
-//! bounded by the locks live at once, not by those ever used.
+//! or an address, and a lock has at most one slot: lookups and frees are lock-free, claims
+//! take [`INSERT`] (once per lock), a try-lock tried a bounded number of times, so a caller
+//! that still finds it busy (its own interrupted claim, when a signal handler takes a
+//! lock) gives up and counts the event as untabled: nothing here waits unboundedly. Each
+//! slot's generation changes when it is freed, so counts kept elsewhere for a lock that
+//! has since been destroyed ([`PendingWaits`]) are recognised and not given to the next
+//! lock. Counts that find no slot are counted by the caller, never dropped silently. A
+//! destroyed lock's slot is freed, so the table is bounded by the locks live at once (and
+//! the objects that are never destroyed: futex words, joined threads, mutexes freed without
+//! `pthread_mutex_destroy`), not by those ever used.
 //!
-//! Allocation-free; lock-free (never waits); not used by the signal handler.
+//! Allocation-free; not used by the signal handler.
 
 use crate::format::LockStats;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -38,6 +43,8 @@ const GONE: usize = 1;
 pub struct Slot {
     key: AtomicUsize,
     kind: AtomicU32,
+    /// Changes each time the slot is freed.
+    generation: AtomicU32,
     acquisitions: AtomicU64,
     acquisition_samples: AtomicU64,
     try_acquired: AtomicU64,
@@ -54,6 +61,7 @@ impl Slot {
         Slot {
             key: AtomicUsize::new(0),
             kind: AtomicU32::new(0),
+            generation: AtomicU32::new(0),
             acquisitions: AtomicU64::new(0),
             acquisition_samples: AtomicU64::new(0),
             try_acquired: AtomicU64::new(0),
@@ -111,17 +119,12 @@ impl Slot {
         self.max_wait_ns.fetch_max(max_ns, Ordering::Relaxed);
     }
 
-    fn snapshot(&self, address: usize, flags: u8) -> LockStats {
-        let counts = self.counters().map(|c| c.load(Ordering::Relaxed));
+    /// Its counts, which it resets.
+    fn take_counts(&self, address: usize, flags: u8) -> LockStats {
+        let counts = self.counters().map(|c| c.swap(0, Ordering::Relaxed));
         let kind = self.kind.load(Ordering::Relaxed) as u8;
         let site = super::init_sites::site_of(address) as u64;
         LockStats::from_counts((address as u64, kind, flags, site), counts)
-    }
-
-    fn clear(&self) {
-        for c in self.counters() {
-            c.store(0, Ordering::Relaxed);
-        }
     }
 }
 
@@ -156,87 +159,66 @@ pub fn find(address: usize) -> Option<&'static Slot> {
 }
 
 /// The slot of the lock at `address` of kind `kind` (a `WaitKind` code), claimed if it has
-/// none. `None` when no slot is free near its home, or the claim of a freed slot could not
-/// be had: the caller counts the event as untabled.
-///
-/// A never-used slot is claimed by compare-and-swap, lock-free: two threads that claim
-/// one lock probe the same slots in the same order, and a never-used slot only ever
-/// becomes a lock's, so they meet at the same one. A freed slot ([`GONE`]) is reused only
-/// under [`INSERT`], and a lock-free claim that passes one goes there too, so that no
-/// lock gets two slots.
+/// none. `None` when no slot is free near its home, or the claim could not be had: the
+/// caller counts the event as untabled.
 pub fn slot(address: usize, kind: u8) -> Option<&'static Slot> {
     if address <= GONE {
         return None;
     }
-    for slot in probe(address) {
-        match slot.key.load(Ordering::Acquire) {
-            k if k == address => return Some(slot),
-            0 => match slot
-                .key
-                .compare_exchange(0, address, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return Some(claimed(slot, kind)),
-                Err(k) if k == address => return Some(slot),
-                Err(_) => {}
-            },
-            GONE => break,
-            _ => {}
-        }
+    if let Some(slot) = find(address) {
+        return Some(slot);
     }
     let _claim = Claim::try_take()?;
-    for slot in probe(address) {
-        match slot.key.load(Ordering::Acquire) {
-            k if k == address => return Some(slot),
-            GONE => {
-                slot.key.store(address, Ordering::Release);
-                return Some(claimed(slot, kind));
-            }
-            0 => match slot
-                .key
-                .compare_exchange(0, address, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return Some(claimed(slot, kind)),
-                Err(k) if k == address => return Some(slot),
-                Err(_) => {}
-            },
-            _ => {}
-        }
+    // Claimed by another thread meanwhile? (The whole probe window: a freed slot before
+    // the lock's own does not end the search.)
+    if let Some(slot) = probe(address).find(|s| s.key.load(Ordering::Acquire) == address) {
+        return Some(slot);
     }
-    None
-}
-
-/// A slot just claimed for a lock of kind `kind`.
-fn claimed(slot: &'static Slot, kind: u8) -> &'static Slot {
+    let slot = probe(address).find(|s| s.key.load(Ordering::Relaxed) <= GONE)?;
     slot.kind.store(u32::from(kind), Ordering::Relaxed);
+    slot.key.store(address, Ordering::Release);
     let live = LIVE.fetch_add(1, Ordering::Relaxed) + 1;
     PEAK.fetch_max(live, Ordering::Relaxed);
-    slot
+    Some(slot)
+}
+
+/// The slot's index and generation, to find it again ([`at`]) only if it still belongs to
+/// the same lock.
+pub fn ticket(slot: &'static Slot) -> (usize, u32) {
+    let index = (slot as *const Slot as usize - TABLE.as_ptr() as usize) / size_of::<Slot>();
+    (index, slot.generation.load(Ordering::Acquire))
+}
+
+/// The slot of a [`ticket`], if it has not been freed since.
+pub fn at((index, generation): (usize, u32)) -> Option<&'static Slot> {
+    let slot = TABLE.get(index)?;
+    (slot.generation.load(Ordering::Acquire) == generation).then_some(slot)
 }
 
 /// Frees the slot of the lock at `address` (destroyed, or initialised again) and returns its
 /// counters, flagged [`crate::format::LOCK_DESTROYED`]; `None` when it had none.
 pub fn take(address: usize) -> Option<LockStats> {
     let slot = find(address)?;
-    let stats = slot.snapshot(address, crate::format::LOCK_DESTROYED);
-    slot.clear();
-    // Lost to a racing take of the same lock (a program's double destroy): its counts
-    // went with the other.
+    // Lost to a racing take of the same lock (a program's double destroy): its counts go
+    // with the other.
     slot.key
         .compare_exchange(address, GONE, Ordering::AcqRel, Ordering::Relaxed)
         .ok()?;
+    slot.generation.fetch_add(1, Ordering::AcqRel);
     LIVE.fetch_sub(1, Ordering::Relaxed);
-    Some(stats)
+    Some(slot.take_counts(address, crate::format::LOCK_DESTROYED))
 }
 
-/// Calls `f` with the counters of every lock in the table (at the process's end).
-pub fn for_each(mut f: impl FnMut(LockStats)) {
+/// Calls `f` with the counts of every lock in the table since the last call (at the end
+/// of the process image), resetting them.
+pub fn drain(mut f: impl FnMut(LockStats)) {
     if PEAK.load(Ordering::Relaxed) == 0 {
         return;
     }
     for slot in &TABLE {
         let key = slot.key.load(Ordering::Acquire);
         if key > GONE {
-            f(slot.snapshot(key, 0));
+            f(slot.take_counts(key, 0));
         }
     }
 }
@@ -255,7 +237,8 @@ pub fn reset_after_fork() {
     }
     for slot in &TABLE {
         if slot.key.load(Ordering::Relaxed) != 0 {
-            slot.clear();
+            slot.take_counts(0, 0);
+            slot.generation.fetch_add(1, Ordering::Relaxed);
             slot.key.store(GONE, Ordering::Relaxed);
         }
     }
@@ -275,11 +258,15 @@ const CLAIM_YIELDS: u32 = 64;
 /// lock's row: a thread that waits for one lock thousands of times a second adds its
 /// counts to the shared row once a millisecond, or when it waits for another lock, not at
 /// every wait (which would put shared atomics in the program's critical section: the wait
-/// has just ended in an acquisition). Owner only; its atomics are plain loads and stores.
+/// has just ended in an acquisition). It holds the row's [`ticket`], so that waits of a lock
+/// destroyed meanwhile are not given to the next lock in its slot. Owner only (its atomics
+/// are plain loads and stores), but for [`PendingWaits::flush`] at the process's end.
 #[derive(Default)]
 pub struct PendingWaits {
     address: AtomicUsize,
-    kind: AtomicU32,
+    /// The row's ticket: index + 1 (0: none, the waits are untabled), generation.
+    slot: AtomicUsize,
+    generation: AtomicU32,
     count: AtomicU64,
     ns: AtomicU64,
     max_ns: AtomicU64,
@@ -296,11 +283,18 @@ impl PendingWaits {
         let mut flushed = Ok(());
         if self.address.load(Ordering::Relaxed) != address {
             flushed = self.flush();
+            let (index, generation) = slot(address, kind).map_or((usize::MAX, 0), ticket);
+            self.slot.store(index.wrapping_add(1), Ordering::Relaxed);
+            self.generation.store(generation, Ordering::Relaxed);
             self.address.store(address, Ordering::Relaxed);
-            self.kind.store(u32::from(kind), Ordering::Relaxed);
             self.since.store(now, Ordering::Relaxed);
         }
-        let add = |c: &AtomicU64, v: u64| c.store(c.load(Ordering::Relaxed) + v, Ordering::Relaxed);
+        let add = |c: &AtomicU64, v: u64| {
+            c.store(
+                c.load(Ordering::Relaxed).saturating_add(v),
+                Ordering::Relaxed,
+            )
+        };
         add(&self.count, 1);
         add(&self.ns, ns);
         if ns > self.max_ns.load(Ordering::Relaxed) {
@@ -313,17 +307,22 @@ impl PendingWaits {
         flushed
     }
 
-    /// Adds the pending waits to their lock's row. `Err(n)`: no row for them (`n` waits).
-    /// Also called, racily, on another thread's pending waits at the process's end.
+    /// Adds the pending waits to their lock's row. `Err(n)`: no row for them (`n` waits:
+    /// none could be had, or the lock was destroyed since). Called by the owner, and at the
+    /// process's end by the thread that ends it, racing with an owner still running: a
+    /// wait it adds meanwhile may be lost, or counted on the lock it waited for before.
     pub fn flush(&self) -> Result<(), u64> {
+        let ticket = (
+            self.slot.load(Ordering::Relaxed).wrapping_sub(1),
+            self.generation.load(Ordering::Relaxed),
+        );
         let count = self.count.swap(0, Ordering::Relaxed);
         let ns = self.ns.swap(0, Ordering::Relaxed);
         let max_ns = self.max_ns.swap(0, Ordering::Relaxed);
-        let address = self.address.load(Ordering::Relaxed);
         if count == 0 {
             return Ok(());
         }
-        match slot(address, self.kind.load(Ordering::Relaxed) as u8) {
+        match at(ticket) {
             Some(s) => {
                 s.waited(count, ns, max_ns);
                 Ok(())
@@ -338,6 +337,7 @@ impl PendingWaits {
         self.ns.store(0, Ordering::Relaxed);
         self.max_ns.store(0, Ordering::Relaxed);
         self.address.store(0, Ordering::Relaxed);
+        self.slot.store(0, Ordering::Relaxed);
     }
 }
 
@@ -397,7 +397,7 @@ mod tests {
         let again = slot(a, 2).expect("room again");
         again.try_failed();
         let mut seen = Vec::new();
-        for_each(|l| seen.push(l));
+        drain(|l| seen.push(l));
         let l = seen.iter().find(|l| l.address == a as u64).expect("live");
         assert_eq!(
             (l.try_failed, l.acquisitions, l.flags),
@@ -405,6 +405,49 @@ mod tests {
             "a new lock"
         );
         take(a);
+    }
+
+    #[test]
+    fn waits_pending_for_a_destroyed_lock_go_to_no_other_lock() {
+        let a = 0x7300_0000_1000usize;
+        let pending = PendingWaits::default();
+        assert_eq!(pending.add(a, 2, 500, 1), Ok(()));
+        let first = take(a).expect("the wait claimed a row");
+        assert_eq!(first.contended, 0, "still pending");
+        // Another lock at the same address, then the pending wait is flushed.
+        slot(a, 2).expect("room").try_failed();
+        assert_eq!(pending.flush(), Err(1), "counted as untabled");
+        let second = take(a).expect("the new lock's row");
+        assert_eq!((second.contended, second.try_failed), (0, 1));
+        // A wait of a live lock reaches its row.
+        assert_eq!(pending.add(a + 8, 2, 700, 2), Ok(()));
+        assert_eq!(pending.flush(), Ok(()));
+        let third = take(a + 8).unwrap();
+        assert_eq!(
+            (third.contended, third.wait_ns, third.max_wait_ns),
+            (1, 700, 700)
+        );
+    }
+
+    #[test]
+    fn a_lock_behind_a_freed_slot_keeps_its_own_slot() {
+        // Two locks with one home: the first is destroyed, leaving a freed slot before the
+        // second's.
+        let base = 0x7400_0000_0000usize;
+        let want = home(base);
+        let pair: Vec<usize> = (1..1usize << 26)
+            .map(|i| base + i * 8)
+            .filter(|&a| home(a) == want)
+            .take(2)
+            .collect();
+        let (x, y) = (pair[0], pair[1]);
+        slot(x, 2).unwrap();
+        slot(y, 2).unwrap().try_failed();
+        take(x).unwrap();
+        slot(y, 2).unwrap().try_failed();
+        let counts = take(y).unwrap();
+        assert_eq!(counts.try_failed, 2, "one slot for y");
+        assert!(find(y).is_none(), "and it is freed");
     }
 
     #[test]

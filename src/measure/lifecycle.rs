@@ -378,8 +378,12 @@ fn finish(reason: u8) -> bool {
         Counter::LockTablePeak,
         u64::from(crate::locks::lock_table::peak()),
     );
+    counters::set(
+        Counter::AcquisitionsUncounted,
+        u64::from(!crate::locks::acquisition_sampling::counting()),
+    );
     let mut locks = Vec::new();
-    crate::locks::lock_table::for_each(|l| locks.push(l));
+    crate::locks::lock_table::drain(|l| locks.push(l));
     records::write(me, |w| {
         for l in &locks {
             records::lock_stats(w, l)?;

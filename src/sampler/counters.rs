@@ -44,9 +44,10 @@ pub enum Counter {
     ContendedHoldPeriodPeak,
     LockEventsUntabled,
     LockTablePeak,
+    AcquisitionsUncounted,
 }
 
-const ALL: [(Counter, &str); 33] = [
+const ALL: [(Counter, &str); 34] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -104,6 +105,10 @@ const ALL: [(Counter, &str); 33] = [
     ),
     (Counter::LockEventsUntabled, names::LOCK_EVENTS_UNTABLED),
     (Counter::LockTablePeak, names::LOCK_TABLE_PEAK),
+    (
+        Counter::AcquisitionsUncounted,
+        names::ACQUISITIONS_UNCOUNTED,
+    ),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

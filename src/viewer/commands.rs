@@ -203,7 +203,7 @@ fn report_locks(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         tid: args.thread,
     };
     let table = lock_table(&profile, filter, &mut Symbolizer::new())?;
-    if let Some(name) = &args.lock {
+    if let Some(name) = args.lock.as_ref().filter(|_| table.available) {
         let mut names = table
             .locks
             .iter()

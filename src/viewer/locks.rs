@@ -261,17 +261,7 @@ fn write_one(
         return write_notes(table, out);
     }
     let Some(r) = rows.iter().find(|r| r.name == name) else {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!(
-                "no lock or group named '{name}' in this profile; the names are: {}",
-                listing(
-                    rows.iter()
-                        .map(|r| r.name.as_str())
-                        .chain(groups.iter().map(|g| g.name.as_str()))
-                )
-            ),
-        ));
+        return writeln!(out, "No lock or group named '{name}' in this profile.");
     };
     writeln!(
         out,
@@ -309,14 +299,6 @@ fn write_one(
         write_pair(out, p, waiter_total(r, p))?;
     }
     write_notes(table, out)
-}
-
-fn listing<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let names: Vec<&str> = names.collect();
-    match names.len() {
-        n if n > 10 => format!("{}, and {} more", names[..10].join(", "), n - 10),
-        _ => names.join(", "),
-    }
 }
 
 fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
@@ -528,6 +510,19 @@ mod tests {
         assert_eq!(l["pairs"][0]["holder"], "insert");
         assert_eq!(l["pairs"][0]["ns"], 4_114_285);
         assert_eq!(l["waiters"][0]["lock_function"], "pthread_mutex_lock");
+    }
+
+    #[test]
+    fn an_unknown_lock_is_said_to_be_unknown() {
+        let o = LockOptions {
+            lock: Some("no_such_lock".into()),
+            ..opts()
+        };
+        let t = text(&lock_table_of(lock_table_process()), &o);
+        assert!(
+            t.starts_with("No lock or group named 'no_such_lock'"),
+            "{t}"
+        );
     }
 
     #[test]

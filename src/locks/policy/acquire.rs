@@ -48,12 +48,18 @@ pub fn wait<R: Copy>(
         let seed = u64::from(state.tid.load(std::sync::atomic::Ordering::Relaxed)) << 32 ^ start;
         match state.contention.draw(start, seed) {
             Draw::Measure { weight } => weight,
-            Draw::Skip => return unmeasured(state, start, address, kind, block, outcome),
+            Draw::Skip => return unmeasured(state, start, address, kind, true, block, outcome),
         }
     } else {
         1
     };
     let Some(blocked) = register_wait(state, address, kind, start, weight) else {
+        // No memory to monitor it (counted): a contended acquisition still counts for its
+        // lock, with its weight in the calibration if it was drawn while sampling.
+        if table::is_hold_kind(kind) {
+            let sampled = weight > 1;
+            return unmeasured(state, start, address, kind, sampled, block, outcome);
+        }
         return block();
     };
     if table::is_hold_kind(kind) && (weight > 1 || worth_capturing(blocked.state)) {
@@ -78,15 +84,18 @@ pub fn wait<R: Copy>(
     rc
 }
 
-/// A contended acquisition the sampling left unmeasured, which started waiting at `start`:
-/// the real call, then, if it acquired, the start of its hold (others' measured waits
-/// accrue to it); its waiting is timed for the calibration of the measured ones.
+/// A contended acquisition the sampling left unmeasured (or that could not be
+/// registered), which started waiting at `start`: the real call, then, if it acquired, the
+/// start of its hold (others' measured waits accrue to it); its waiting is counted for its
+/// lock and, when it was drawn while `sampled`, timed for the calibration of the measured
+/// ones.
 #[inline(never)]
 fn unmeasured<R: Copy>(
     state: &'static ThreadState,
     start: u64,
     address: usize,
     kind: WaitKind,
+    sampled: bool,
     block: impl FnOnce() -> R,
     outcome: impl FnOnce(R, i32) -> Outcome,
 ) -> R {
@@ -96,9 +105,11 @@ fn unmeasured<R: Copy>(
     if outcome(rc, saved) == Outcome::Success && may_be_pending(address, kind) {
         hold_started(state, address, kind, end);
     }
-    state
-        .contention
-        .note_sampled_wait(end.saturating_sub(start), 0);
+    if sampled {
+        state
+            .contention
+            .note_sampled_wait(end.saturating_sub(start), 0);
+    }
     lock_counts::contended(state, address, kind, end.saturating_sub(start), end);
     set_errno(saved);
     rc

@@ -3,7 +3,8 @@
 //! Not async-signal-safe; allocation-free.
 
 use super::blocked::{start_wait, Blocked};
-use super::bookkeeping::{forget, Bookkeeping};
+use super::bookkeeping::Bookkeeping;
+use super::lock_counts::forget;
 use super::record::{blame, record};
 use crate::format::WaitKind;
 use crate::locks::wait_table::{self as table, BarrierArrival, Outcome};

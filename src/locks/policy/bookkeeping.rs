@@ -78,9 +78,8 @@ pub(super) fn pending<R>(
     bookkeeping(f).flatten()
 }
 
-/// `pthread_*_init`/`destroy`: the object at `address` starts afresh.
-pub fn forget(address: usize) {
-    super::lock_counts::lock_destroyed(address);
+/// `pthread_*_init`/`destroy`: the object at `address` starts afresh in the wait table.
+pub(super) fn forget_waits(address: usize) {
     let unsettled = table::forget(address, monotonic_ns());
     if unsettled > 0 {
         counters::add(Counter::BlameUnsettled, unsettled);

@@ -61,6 +61,10 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
     if cond_ns > 0 {
         lock_counts::waited(cond, WaitKind::CondVar, cond_ns);
     }
+    // Its wait to retake the mutex, which its idleness sample names, counts for the mutex.
+    if mutex_ns > 0 {
+        lock_counts::waited(mutex, WaitKind::Mutex, mutex_ns);
+    }
     let [held_exact, held_scaled] = blames(WaitKind::Mutex, mutex, held);
     let samples = [
         held_exact,

@@ -13,6 +13,8 @@
 //! everything else runs on contended paths only. Not async-signal-safe in general (writes
 //! through the sampler's buffers); allocation-free.
 
+use super::bookkeeping::{forget_waits, monitored_thread};
+use super::outcome::{errno, set_errno};
 use crate::format::WaitKind;
 use crate::locks::acquisition_sampling as sampling;
 use crate::locks::{init_sites, lock_table};
@@ -113,16 +115,31 @@ pub(super) fn spun(address: usize, ns: u64) {
     waited(address, WaitKind::Spin, ns);
 }
 
+/// `pthread_*_init`/`destroy`: the object at `address` starts afresh: its row is written
+/// and freed ([`lock_destroyed`]), and its wait-table state forgotten.
+pub fn forget(address: usize) {
+    lock_destroyed(address);
+    forget_waits(address);
+}
+
 /// The object at `address` was destroyed or initialised again: its row, if any, is written
 /// to the calling thread's buffer and freed (the report keeps it as a lock of its own).
 pub fn lock_destroyed(address: usize) {
+    // This thread's waits of the lock still pending reach its row first (other threads'
+    // find it gone, and count theirs as untabled).
+    if let Some(state) = monitored_thread() {
+        fold_lock_waits(state);
+    }
     let taken = lock_table::take(address);
     init_sites::forget(address);
     let Some(stats) = taken else {
         return;
     };
+    // Writing the record may flush the buffer (a write(2)): the program's errno stays.
+    let saved = errno();
     if !record_lock_stats(&stats) {
-        let events = stats.acquisition_samples + stats.try_failed + stats.contended_measured;
+        let events = stats.acquisition_samples + stats.try_failed + stats.contended;
         counters::add(Counter::LockEventsUntabled, events);
     }
+    set_errno(saved);
 }

@@ -40,12 +40,12 @@ pub mod threads;
 pub use acquire::{acquired, acquired_if, release, wait};
 pub use barrier::{barrier_init, barrier_wait};
 pub use blocked::record_deferred_wait;
-pub use bookkeeping::{forget, may_be_pending};
+pub use bookkeeping::may_be_pending;
 pub use condvar::{cond_wait, cond_wake};
 pub use events::event;
 pub use holds::fold_hold_sampling;
 pub use lock_counts::{
-    acquisition, acquisition_due, fold_lock_waits, lock_destroyed, lock_initialised,
+    acquisition, acquisition_due, fold_lock_waits, forget, lock_destroyed, lock_initialised,
     sampled_acquisition, try_failed,
 };
 pub use outcome::{outcome_of_errno, outcome_of_rc};
