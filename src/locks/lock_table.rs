@@ -12,36 +12,46 @@
 //! acquisition that was not sampled: the counters are shared atomics, and a shared atomic per
 //! acquisition would slow every uncontended lock.
 //!
-//! Invariants: a fixed open-addressed table in `.bss` (no page resident until a lock
-//! lands on it); a slot's key is 0 (never used), [`GONE`] (freed: probing goes on past it)
-//! or an address, and a lock has at most one slot: lookups and frees are lock-free, claims
-//! take [`INSERT`] (once per lock), a try-lock tried a bounded number of times, so a caller
-//! that still finds it busy (its own interrupted claim, when a signal handler takes a
-//! lock) gives up and counts the event as untabled: nothing here waits unboundedly. Each
-//! slot's generation changes when it is freed, so counts kept elsewhere for a lock that
-//! has since been destroyed ([`PendingWaits`]) are recognised and not given to the next
-//! lock. Counts that find no slot are counted by the caller, never dropped silently. A
+//! Invariants: an open-addressed table of keys in `.bss` maps a lock's address to its row,
+//! a [`Slot`] in a slab (`locks::slab`: rows are packed, so memory follows the locks with
+//! rows, not the table's size). A key is 0 (never used), [`GONE`] (freed: probing goes on
+//! past it) or the address and the row's index packed in one word; the locks of one page
+//! of memory have their keys in one block of the table, so an array of locks touches one
+//! or two pages of keys. A lock has at most one key: lookups and frees are lock-free,
+//! claims take [`INSERT`] (once per lock), a try-lock tried a bounded number of times, so a
+//! caller that still finds it busy (its own interrupted claim, when a signal handler takes
+//! a lock) gives up and counts the event as untabled: nothing here waits unboundedly. Each
+//! row's generation changes when it is freed, so counts kept elsewhere for a lock that has
+//! since been destroyed ([`PendingWaits`]) are recognised and not given to the next lock. Counts that find no slot are counted by the caller, never dropped silently. A
 //! destroyed lock's slot is freed, so the table is bounded by the locks live at once (and
 //! the objects that are never destroyed: futex words, joined threads, mutexes freed without
 //! `pthread_mutex_destroy`), not by those ever used.
 //!
 //! Allocation-free; not used by the signal handler.
 
+use super::slab::{Linked, Slab};
 use crate::format::LockStats;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-/// Slots (a power of two): 64 Ki locks live at once, 5.5 MiB of address space, resident
-/// only where locks land.
+/// Keys (a power of two): 64 Ki locks with rows at once, 512 KiB of address space.
 const CAPACITY: usize = 1 << 16;
-/// Slots looked at from a lock's home slot before it is declared absent (or the table
-/// full for it).
+/// Keys looked at from a lock's home before it is declared absent (or the table full for
+/// it).
 const PROBES: usize = 32;
-/// Key of a freed slot.
-const GONE: usize = 1;
+/// Key of a freed entry.
+const GONE: u64 = 1;
+/// Bits of a key that hold the row's index.
+const INDEX_BITS: u32 = 19;
+/// Keys of the locks in one page of memory lie in one block of this many.
+const BLOCK: usize = 256;
 
-/// One lock's counters. All relaxed atomics: counts, not synchronisation.
+/// One lock's row: its counters. All relaxed atomics: counts, not synchronisation. Valid
+/// when zeroed (slab memory); its counters are zero again when it is freed.
 pub struct Slot {
-    key: AtomicUsize,
+    /// The slab's free-list link.
+    next: AtomicU32,
+    /// Its own index in the slab.
+    me: AtomicU32,
     kind: AtomicU32,
     /// Changes each time the slot is freed.
     generation: AtomicU32,
@@ -57,23 +67,6 @@ pub struct Slot {
 }
 
 impl Slot {
-    const fn new() -> Slot {
-        Slot {
-            key: AtomicUsize::new(0),
-            kind: AtomicU32::new(0),
-            generation: AtomicU32::new(0),
-            acquisitions: AtomicU64::new(0),
-            acquisition_samples: AtomicU64::new(0),
-            try_acquired: AtomicU64::new(0),
-            try_failed: AtomicU64::new(0),
-            contended: AtomicU64::new(0),
-            contended_measured: AtomicU64::new(0),
-            wait_ns: AtomicU64::new(0),
-            max_wait_ns: AtomicU64::new(0),
-            peak_waiters: AtomicU64::new(0),
-        }
-    }
-
     fn counters(&self) -> [&AtomicU64; 9] {
         [
             &self.acquisitions,
@@ -128,85 +121,130 @@ impl Slot {
     }
 }
 
-/// The table. Zero-initialised: it lives in `.bss`.
-static TABLE: [Slot; CAPACITY] = [const { Slot::new() }; CAPACITY];
-/// Held while a slot is claimed or freed (a try-lock: nobody waits for it).
+impl Linked for Slot {
+    fn next(&self) -> &AtomicU32 {
+        &self.next
+    }
+}
+
+/// The keys. Zero-initialised: they live in `.bss`.
+static KEYS: [AtomicU64; CAPACITY] = [const { AtomicU64::new(0) }; CAPACITY];
+/// The rows.
+static ROWS: Slab<Slot> = Slab::new();
+/// Held while a key is claimed (a try-lock: nobody waits for it long).
 static INSERT: AtomicBool = AtomicBool::new(false);
-/// Slots holding a lock now, and the most at once.
+/// Rows held by a lock now, and the most at once.
 static LIVE: AtomicU32 = AtomicU32::new(0);
 static PEAK: AtomicU32 = AtomicU32::new(0);
 
+/// The key of the lock at `address` with row `index`; `None` for an address too high to
+/// pack (none is, in x86-64 user space).
+fn key(address: usize, index: u32) -> Option<u64> {
+    let high = (address as u64) >> 2;
+    (high >> (64 - INDEX_BITS) == 0 && high != 0).then_some(high << INDEX_BITS | u64::from(index))
+}
+
+/// Whether `k` is the key of the lock at `address`.
+fn is_key_of(k: u64, address: usize) -> bool {
+    k > GONE && k >> INDEX_BITS == (address as u64) >> 2
+}
+
+/// The row a key points to.
+fn row_of(k: u64) -> Option<&'static Slot> {
+    ROWS.get((k & ((1 << INDEX_BITS) - 1)) as u32)
+}
+
+/// Where the lock at `address` is looked for first: a block per page of memory (pages
+/// spread by Fibonacci hashing), the position in the block by 16-byte granule.
 fn home(address: usize) -> usize {
-    // Fibonacci hashing of the address without its alignment bits.
-    ((address >> 3) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize >> 16 & (CAPACITY - 1)
+    let page = (address >> 12) as u64;
+    let block = (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize;
+    (block * BLOCK + (address >> 4) % BLOCK) % CAPACITY
 }
 
-fn probe(address: usize) -> impl Iterator<Item = &'static Slot> {
+fn probe(address: usize) -> impl Iterator<Item = &'static AtomicU64> {
     let start = home(address);
-    (0..PROBES).map(move |i| &TABLE[(start + i) & (CAPACITY - 1)])
+    (0..PROBES).map(move |i| &KEYS[(start + i) % CAPACITY])
 }
 
-/// The slot of the lock at `address`, if it has one. Lock-free.
-pub fn find(address: usize) -> Option<&'static Slot> {
-    for slot in probe(address) {
-        match slot.key.load(Ordering::Acquire) {
-            k if k == address => return Some(slot),
+/// The key of the lock at `address`, and its value, if it has one. Lock-free.
+fn find_key(address: usize) -> Option<(&'static AtomicU64, u64)> {
+    for entry in probe(address) {
+        match entry.load(Ordering::Acquire) {
             0 => return None,
+            k if is_key_of(k, address) => return Some((entry, k)),
             _ => {}
         }
     }
     None
 }
 
-/// The slot of the lock at `address` of kind `kind` (a `WaitKind` code), claimed if it has
-/// none. `None` when no slot is free near its home, or the claim could not be had: the
-/// caller counts the event as untabled.
+/// The row of the lock at `address`, if it has one. Lock-free.
+pub fn find(address: usize) -> Option<&'static Slot> {
+    find_key(address).and_then(|(_, k)| row_of(k))
+}
+
+/// The row of the lock at `address` of kind `kind` (a `WaitKind` code), claimed if it has
+/// none. `None` when no key is free near its home, no row can be had, or the claim could
+/// not be had: the caller counts the event as untabled.
 pub fn slot(address: usize, kind: u8) -> Option<&'static Slot> {
-    if address <= GONE {
-        return None;
-    }
+    key(address, 0)?;
     if let Some(slot) = find(address) {
         return Some(slot);
     }
     let _claim = Claim::try_take()?;
-    // Claimed by another thread meanwhile? (The whole probe window: a freed slot before
-    // the lock's own does not end the search.)
-    if let Some(slot) = probe(address).find(|s| s.key.load(Ordering::Acquire) == address) {
-        return Some(slot);
+    // Claimed by another thread meanwhile? (The whole probe window: a freed key before the
+    // lock's own does not end the search.)
+    if let Some(k) = probe(address)
+        .map(|e| e.load(Ordering::Acquire))
+        .find(|&k| is_key_of(k, address))
+    {
+        return row_of(k);
     }
-    let slot = probe(address).find(|s| s.key.load(Ordering::Relaxed) <= GONE)?;
-    slot.kind.store(u32::from(kind), Ordering::Relaxed);
-    slot.key.store(address, Ordering::Release);
+    let entry = probe(address).find(|e| e.load(Ordering::Relaxed) <= GONE)?;
+    let index = ROWS.alloc()?;
+    let Some((row, k)) = ROWS.get(index).zip(key(address, index)) else {
+        ROWS.free(index);
+        return None;
+    };
+    row.me.store(index, Ordering::Relaxed);
+    row.kind.store(u32::from(kind), Ordering::Relaxed);
+    entry.store(k, Ordering::Release);
     let live = LIVE.fetch_add(1, Ordering::Relaxed) + 1;
     PEAK.fetch_max(live, Ordering::Relaxed);
-    Some(slot)
+    Some(row)
 }
 
-/// The slot's index and generation, to find it again ([`at`]) only if it still belongs to
+/// The row's index and generation, to find it again ([`at`]) only if it still belongs to
 /// the same lock.
 pub fn ticket(slot: &'static Slot) -> (usize, u32) {
-    let index = (slot as *const Slot as usize - TABLE.as_ptr() as usize) / size_of::<Slot>();
-    (index, slot.generation.load(Ordering::Acquire))
+    (
+        slot.me.load(Ordering::Relaxed) as usize,
+        slot.generation.load(Ordering::Acquire),
+    )
 }
 
-/// The slot of a [`ticket`], if it has not been freed since.
+/// The row of a [`ticket`], if it has not been freed since.
 pub fn at((index, generation): (usize, u32)) -> Option<&'static Slot> {
-    let slot = TABLE.get(index)?;
+    let slot = ROWS.get(u32::try_from(index).ok()?)?;
     (slot.generation.load(Ordering::Acquire) == generation).then_some(slot)
 }
 
-/// Frees the slot of the lock at `address` (destroyed, or initialised again) and returns its
+/// Frees the row of the lock at `address` (destroyed, or initialised again) and returns its
 /// counters, flagged [`crate::format::LOCK_DESTROYED`]; `None` when it had none.
 pub fn take(address: usize) -> Option<LockStats> {
-    let slot = find(address)?;
+    let (entry, k) = find_key(address)?;
     // Lost to a racing take of the same lock (a program's double destroy): its counts go
     // with the other.
-    slot.key
-        .compare_exchange(address, GONE, Ordering::AcqRel, Ordering::Relaxed)
+    entry
+        .compare_exchange(k, GONE, Ordering::AcqRel, Ordering::Relaxed)
         .ok()?;
-    slot.generation.fetch_add(1, Ordering::AcqRel);
+    let row = row_of(k)?;
+    row.generation.fetch_add(1, Ordering::AcqRel);
     LIVE.fetch_sub(1, Ordering::Relaxed);
-    Some(slot.take_counts(address, crate::format::LOCK_DESTROYED))
+    let stats = row.take_counts(address, crate::format::LOCK_DESTROYED);
+    ROWS.free(row.me.load(Ordering::Relaxed));
+    Some(stats)
 }
 
 /// Calls `f` with the counts of every lock in the table since the last call (at the end
@@ -215,10 +253,11 @@ pub fn drain(mut f: impl FnMut(LockStats)) {
     if PEAK.load(Ordering::Relaxed) == 0 {
         return;
     }
-    for slot in &TABLE {
-        let key = slot.key.load(Ordering::Acquire);
-        if key > GONE {
-            f(slot.take_counts(key, 0));
+    for entry in &KEYS {
+        let k = entry.load(Ordering::Acquire);
+        if let Some(row) = row_of(k).filter(|_| k > GONE) {
+            let address = ((k >> INDEX_BITS) << 2) as usize;
+            f(row.take_counts(address, 0));
         }
     }
 }
@@ -235,11 +274,13 @@ pub fn reset_after_fork() {
     if PEAK.load(Ordering::Relaxed) == 0 {
         return;
     }
-    for slot in &TABLE {
-        if slot.key.load(Ordering::Relaxed) != 0 {
-            slot.take_counts(0, 0);
-            slot.generation.fetch_add(1, Ordering::Relaxed);
-            slot.key.store(GONE, Ordering::Relaxed);
+    for entry in &KEYS {
+        let k = entry.load(Ordering::Relaxed);
+        if let Some(row) = row_of(k).filter(|_| k > GONE) {
+            row.take_counts(0, 0);
+            row.generation.fetch_add(1, Ordering::Relaxed);
+            ROWS.free(row.me.load(Ordering::Relaxed));
+            entry.store(GONE, Ordering::Relaxed);
         }
     }
     LIVE.store(0, Ordering::Relaxed);
@@ -256,11 +297,12 @@ const CLAIM_YIELDS: u32 = 64;
 
 /// A thread's contended acquisitions of the lock it last waited for, not yet added to the
 /// lock's row: a thread that waits for one lock thousands of times a second adds its
-/// counts to the shared row once a millisecond, or when it waits for another lock, not at
-/// every wait (which would put shared atomics in the program's critical section: the wait
-/// has just ended in an acquisition). It holds the row's [`ticket`], so that waits of a lock
-/// destroyed meanwhile are not given to the next lock in its slot. Owner only (its atomics
-/// are plain loads and stores), but for [`PendingWaits::flush`] at the process's end.
+/// counts to the shared row once a millisecond, or when it waits for another lock, and
+/// before it waits ([`PendingWaits::prepare`]), never after (a wait ends in an acquisition,
+/// and a shared row's cache line taken inside the program's critical section would
+/// lengthen it). It holds the row's [`ticket`], so that waits of a lock destroyed meanwhile
+/// are not given to the next lock in its row. Owner only (its atomics are plain loads and
+/// stores), but for [`PendingWaits::flush`] at the process's end.
 #[derive(Default)]
 pub struct PendingWaits {
     address: AtomicUsize,
@@ -273,22 +315,33 @@ pub struct PendingWaits {
     since: AtomicU64,
 }
 
-/// How often a thread's pending waits reach the table at least.
+/// How often a thread's pending waits reach the table at least (while it waits).
 const PENDING_NS: u64 = 1_000_000;
 
 impl PendingWaits {
-    /// A contended acquisition of the lock at `address` (kind code `kind`) that waited `ns`
-    /// and ended at `now`. `Err(n)`: `n` earlier waits found no row (count them untabled).
-    pub fn add(&self, address: usize, kind: u8, ns: u64, now: u64) -> Result<(), u64> {
-        let mut flushed = Ok(());
-        if self.address.load(Ordering::Relaxed) != address {
-            flushed = self.flush();
-            let (index, generation) = slot(address, kind).map_or((usize::MAX, 0), ticket);
-            self.slot.store(index.wrapping_add(1), Ordering::Relaxed);
-            self.generation.store(generation, Ordering::Relaxed);
-            self.address.store(address, Ordering::Relaxed);
+    /// Before a contended acquisition of the lock at `address` (kind code `kind`) waits, at
+    /// `now`: the waits pending for another lock, or for a millisecond, go to their row,
+    /// and this lock's row is found (or claimed). `Err(n)`: `n` earlier waits found no row
+    /// (count them untabled).
+    pub fn prepare(&self, address: usize, kind: u8, now: u64) -> Result<(), u64> {
+        if self.address.load(Ordering::Relaxed) == address {
+            if now.saturating_sub(self.since.load(Ordering::Relaxed)) < PENDING_NS {
+                return Ok(());
+            }
             self.since.store(now, Ordering::Relaxed);
+            return self.flush();
         }
+        let flushed = self.flush();
+        let (index, generation) = slot(address, kind).map_or((usize::MAX, 0), ticket);
+        self.slot.store(index.wrapping_add(1), Ordering::Relaxed);
+        self.generation.store(generation, Ordering::Relaxed);
+        self.address.store(address, Ordering::Relaxed);
+        self.since.store(now, Ordering::Relaxed);
+        flushed
+    }
+
+    /// The contended acquisition [`PendingWaits::prepare`] was called for waited `ns`.
+    pub fn add(&self, ns: u64) {
         let add = |c: &AtomicU64, v: u64| {
             c.store(
                 c.load(Ordering::Relaxed).saturating_add(v),
@@ -300,11 +353,6 @@ impl PendingWaits {
         if ns > self.max_ns.load(Ordering::Relaxed) {
             self.max_ns.store(ns, Ordering::Relaxed);
         }
-        if now.saturating_sub(self.since.load(Ordering::Relaxed)) >= PENDING_NS {
-            self.since.store(now, Ordering::Relaxed);
-            flushed = flushed.and(self.flush());
-        }
-        flushed
     }
 
     /// Adds the pending waits to their lock's row. `Err(n)`: no row for them (`n` waits:
@@ -411,7 +459,8 @@ mod tests {
     fn waits_pending_for_a_destroyed_lock_go_to_no_other_lock() {
         let a = 0x7300_0000_1000usize;
         let pending = PendingWaits::default();
-        assert_eq!(pending.add(a, 2, 500, 1), Ok(()));
+        assert_eq!(pending.prepare(a, 2, 1), Ok(()));
+        pending.add(500);
         let first = take(a).expect("the wait claimed a row");
         assert_eq!(first.contended, 0, "still pending");
         // Another lock at the same address, then the pending wait is flushed.
@@ -420,7 +469,8 @@ mod tests {
         let second = take(a).expect("the new lock's row");
         assert_eq!((second.contended, second.try_failed), (0, 1));
         // A wait of a live lock reaches its row.
-        assert_eq!(pending.add(a + 8, 2, 700, 2), Ok(()));
+        assert_eq!(pending.prepare(a + 8, 2, 2), Ok(()));
+        pending.add(700);
         assert_eq!(pending.flush(), Ok(()));
         let third = take(a + 8).unwrap();
         assert_eq!(

@@ -44,6 +44,9 @@ pub fn wait<R: Copy>(
     let Some((state, start)) = start_wait() else {
         return block();
     };
+    if table::is_hold_kind(kind) {
+        lock_counts::contending(state, address, kind, start);
+    }
     let weight = if table::is_hold_kind(kind) {
         let seed = u64::from(state.tid.load(std::sync::atomic::Ordering::Relaxed)) << 32 ^ start;
         match state.contention.draw(start, seed) {
@@ -73,7 +76,7 @@ pub fn wait<R: Copy>(
     let saved = errno();
     let end = blocked.finish(kind, outcome(rc, saved));
     if table::is_hold_kind(kind) {
-        lock_counts::contended(state, address, kind, end.saturating_sub(start), end);
+        lock_counts::contended(state, end.saturating_sub(start));
     }
     if weight > 1 {
         state
@@ -110,7 +113,7 @@ fn unmeasured<R: Copy>(
             .contention
             .note_sampled_wait(end.saturating_sub(start), 0);
     }
-    lock_counts::contended(state, address, kind, end.saturating_sub(start), end);
+    lock_counts::contended(state, end.saturating_sub(start));
     set_errno(saved);
     rc
 }

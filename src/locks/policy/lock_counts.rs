@@ -85,12 +85,19 @@ pub(super) fn waited(address: usize, kind: WaitKind, ns: u64) {
     }
 }
 
-/// A contended acquisition of the lock at `address` (measured for the blame or not) waited
-/// `ns` until `now`: kept in the thread's pending waits (`lock_table::PendingWaits`).
-pub(super) fn contended(state: &ThreadState, address: usize, kind: WaitKind, ns: u64, now: u64) {
-    if let Err(untabled) = state.lock_waits.add(address, kind as u8, ns, now) {
+/// A contended acquisition of the lock at `address` is about to wait, at `now`: the
+/// thread's pending waits are made ready for it (`lock_table::PendingWaits::prepare`:
+/// shared rows are written here, before the wait, not after it).
+pub(super) fn contending(state: &ThreadState, address: usize, kind: WaitKind, now: u64) {
+    if let Err(untabled) = state.lock_waits.prepare(address, kind as u8, now) {
         counters::add(Counter::LockEventsUntabled, untabled);
     }
+}
+
+/// The contended acquisition [`contending`] prepared for waited `ns`: kept in the thread's
+/// pending waits (thread-local stores only).
+pub(super) fn contended(state: &ThreadState, ns: u64) {
+    state.lock_waits.add(ns);
 }
 
 /// Adds a thread's pending waits to their lock's row: at its end, or at the process's for
@@ -125,11 +132,17 @@ pub fn forget(address: usize) {
 /// The object at `address` was destroyed or initialised again: its row, if any, is written
 /// to the calling thread's buffer and freed (the report keeps it as a lock of its own).
 pub fn lock_destroyed(address: usize) {
+    // Most locks have no row: one look at the table.
+    if lock_table::find(address).is_none() {
+        init_sites::forget(address);
+        return;
+    }
     // This thread's waits of the lock still pending reach its row first (other threads'
     // find it gone, and count theirs as untabled).
     if let Some(state) = monitored_thread() {
         fold_lock_waits(state);
     }
+    // The record takes the lock's init site: forgotten after it.
     let taken = lock_table::take(address);
     init_sites::forget(address);
     let Some(stats) = taken else {
