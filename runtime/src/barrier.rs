@@ -31,7 +31,7 @@ unsafe extern "C" fn barrier_init_at(
     let rc = unsafe { real::pthread_barrier_init()(b, attr, count) };
     if rc == 0 {
         policy::barrier_init(b as usize, count);
-        policy::lock_initialised(b as usize, site);
+        policy::init_site(b as usize, site);
     }
     rc
 }

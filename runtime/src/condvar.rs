@@ -88,7 +88,6 @@ unsafe extern "C" fn cond_init_at(
     attr: *const libc::pthread_condattr_t,
     site: usize,
 ) -> c_int {
-    policy::forget(c as usize);
     policy::lock_initialised(c as usize, site);
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
     unsafe { real::pthread_cond_init()(c, attr) }

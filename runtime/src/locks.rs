@@ -50,8 +50,7 @@ unsafe extern "C" fn spin_init_at(
     pshared: c_int,
     site: usize,
 ) -> c_int {
-    policy::lock_destroyed(lock as usize);
-    policy::lock_initialised(lock as usize, site);
+    policy::init_site(lock as usize, site);
     note_spin_sharing(lock as usize, pshared == libc::PTHREAD_PROCESS_SHARED);
     // SAFETY: per this function's contract.
     spin::reset(unsafe { word(lock) }, spin::NATIVE_UNLOCKED)
@@ -321,7 +320,6 @@ unsafe extern "C" fn mutex_init_at(
     attr: *const libc::pthread_mutexattr_t,
     site: usize,
 ) -> c_int {
-    policy::forget(m as usize);
     policy::lock_initialised(m as usize, site);
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
     unsafe { real::pthread_mutex_init()(m, attr) }

@@ -207,7 +207,6 @@ unsafe extern "C" fn rwlock_init_at(
     attr: *const libc::pthread_rwlockattr_t,
     site: usize,
 ) -> c_int {
-    policy::forget(rw as usize);
     policy::lock_initialised(rw as usize, site);
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
     unsafe { real::pthread_rwlock_init()(rw, attr) }

@@ -107,7 +107,6 @@ unsafe extern "C" fn sem_init_at(
     value: libc::c_uint,
     site: usize,
 ) -> c_int {
-    policy::forget(sem as usize);
     policy::lock_initialised(sem as usize, site);
     // SAFETY: forwarding the caller's arguments unchanged.
     unsafe { real::sem_init()(sem, pshared, value) }

@@ -108,8 +108,19 @@ pub fn fold_lock_waits(state: &ThreadState) {
     }
 }
 
-/// The lock at `address` is being initialised by a call that returns to `site`.
+/// `pthread_*_init`, `sem_init`: the object at `address` starts afresh in the wait table,
+/// initialised by a call that returns to `site`. A row the lock table still has for the
+/// address (a lock there was freed without its destroy) stays: its counts and this lock's
+/// add up in one row, as the report merges the locks of one address anyway. (Looking for
+/// one at every init cost programs that make millions of locks a cache miss each.)
 pub fn lock_initialised(address: usize, site: usize) {
+    forget_waits(address);
+    init_site(address, site);
+}
+
+/// The lock at `address` (a spin lock, which the wait table does not keep) is being
+/// initialised by a call that returns to `site`.
+pub fn init_site(address: usize, site: usize) {
     if sampling_enabled() {
         init_sites::note(address, site);
     }

@@ -45,8 +45,8 @@ pub use condvar::{cond_wait, cond_wake};
 pub use events::event;
 pub use holds::fold_hold_sampling;
 pub use lock_counts::{
-    acquisition, acquisition_due, fold_lock_waits, forget, lock_destroyed, lock_initialised,
-    sampled_acquisition, try_failed,
+    acquisition, acquisition_due, fold_lock_waits, forget, init_site, lock_destroyed,
+    lock_initialised, sampled_acquisition, try_failed,
 };
 pub use outcome::{outcome_of_errno, outcome_of_rc};
 pub use spin::SpinGlue;
