@@ -356,6 +356,10 @@ pub mod counters {
     /// Lock events (sampled acquisitions, waits, failed trylocks) of locks that found no
     /// room in the runtime's lock table: counted here instead of in a lock's row.
     pub const LOCK_EVENTS_UNTABLED: &str = "lock_events_untabled";
+    /// Lock events counted in a row after their lock was gone (an event racing its
+    /// object's destroy, or a lock freed without its destroy and another kind of object
+    /// made at its address): dropped from the rows, counted here.
+    pub const LOCK_EVENTS_STRAY: &str = "lock_events_stray";
     /// Most locks in the runtime's lock table at once (memory gauge).
     pub const LOCK_TABLE_PEAK: &str = "lock_table_peak";
     /// 1 when the runtime could not count the process's lock acquisitions (not x86-64, or

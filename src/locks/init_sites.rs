@@ -57,8 +57,11 @@ fn pack(address: usize, index: usize) -> Option<u64> {
     (high >> (64 - SITE_BITS) == 0).then_some(high << SITE_BITS | index as u64)
 }
 
+/// The locks of one page of memory have their entries in one block of 256 (an array of
+/// locks touches a page or two of this table, not one page per lock).
 fn slot(address: usize) -> &'static AtomicU64 {
-    &LOCK[hash(address) % LOCKS]
+    let block = hash(address >> 12 << 2) % (LOCKS / 256);
+    &LOCK[block * 256 + (address >> 4) % 256]
 }
 
 /// The lock at `address` was initialised by a call returning to `site`.

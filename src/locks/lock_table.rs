@@ -52,6 +52,9 @@ pub struct Slot {
     next: AtomicU32,
     /// Its own index in the slab.
     me: AtomicU32,
+    /// 1 while the row counts in [`ACQUISITION_ROWS`]: claimed for sampled acquisitions,
+    /// and no wait or failed trylock of its lock counted yet.
+    acquisitions_only: AtomicU32,
     kind: AtomicU32,
     /// Changes each time the slot is freed.
     generation: AtomicU32,
@@ -94,12 +97,14 @@ impl Slot {
 
     /// A trylock that found the lock held.
     pub fn try_failed(&self) {
+        not_only_acquisitions(self);
         self.try_failed.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A wait registered with the lock (measured for the blame), with `waiters` measured
     /// waiters registered (itself included).
     pub fn measured(&self, waiters: u32) {
+        not_only_acquisitions(self);
         self.contended_measured.fetch_add(1, Ordering::Relaxed);
         self.peak_waiters
             .fetch_max(u64::from(waiters), Ordering::Relaxed);
@@ -107,6 +112,7 @@ impl Slot {
 
     /// `count` waits that lasted `ns` in all, the longest `max_ns`.
     pub fn waited(&self, count: u64, ns: u64, max_ns: u64) {
+        not_only_acquisitions(self);
         self.contended.fetch_add(count, Ordering::Relaxed);
         self.wait_ns.fetch_add(ns, Ordering::Relaxed);
         self.max_wait_ns.fetch_max(max_ns, Ordering::Relaxed);
@@ -190,6 +196,13 @@ pub fn find(address: usize) -> Option<&'static Slot> {
 pub fn slot(address: usize, kind: u8) -> Option<&'static Slot> {
     key(address, 0)?;
     if let Some(slot) = find(address) {
+        let had = slot.kind.load(Ordering::Relaxed);
+        if had != u32::from(kind) && kind != 0 {
+            // Another kind of object at the address of a lock freed without its destroy:
+            // the old lock's counts are dropped (counted) and the row is the new one's.
+            slot.kind.store(u32::from(kind), Ordering::Relaxed);
+            stray(slot);
+        }
         return Some(slot);
     }
     let _claim = Claim::try_take()?;
@@ -202,17 +215,76 @@ pub fn slot(address: usize, kind: u8) -> Option<&'static Slot> {
         return row_of(k);
     }
     let entry = probe(address).find(|e| e.load(Ordering::Relaxed) <= GONE)?;
-    let index = ROWS.alloc()?;
+    // Mapping a new chunk of rows may fail and set errno: the program's stays.
+    // SAFETY: errno is the calling thread's own.
+    let saved = unsafe { *libc::__errno_location() };
+    let index = ROWS.alloc();
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+    let index = index?;
     let Some((row, k)) = ROWS.get(index).zip(key(address, index)) else {
         ROWS.free(index);
         return None;
     };
     row.me.store(index, Ordering::Relaxed);
     row.kind.store(u32::from(kind), Ordering::Relaxed);
+    // Counts a late update left in the row after it was freed (an event racing its
+    // object's destroy): not this lock's.
+    stray(row);
     entry.store(k, Ordering::Release);
     let live = LIVE.fetch_add(1, Ordering::Relaxed) + 1;
     PEAK.fetch_max(live, Ordering::Relaxed);
     Some(row)
+}
+
+/// Rows claimed for locks known only from sampled acquisitions, at most
+/// [`ACQUISITION_ROWS_MAX`]: a program with a hundred thousand uncontended locks does not
+/// get a row for each (6.5 MiB of rows, `syncperf_fine`); past the budget, sampled
+/// acquisitions of locks without a row are counted as untabled. A lock that is waited for,
+/// or whose trylock fails, always gets a row.
+static ACQUISITION_ROWS: AtomicU32 = AtomicU32::new(0);
+const ACQUISITION_ROWS_MAX: u32 = 4096;
+
+/// The row of the lock at `address` for a sampled acquisition: as [`slot`], but a new row
+/// only within the budget of rows for locks known only from their acquisitions.
+pub fn slot_for_acquisition(address: usize, kind: u8) -> Option<&'static Slot> {
+    if let Some(row) = find(address) {
+        return Some(row);
+    }
+    if ACQUISITION_ROWS.load(Ordering::Relaxed) >= ACQUISITION_ROWS_MAX {
+        return None;
+    }
+    let row = slot(address, kind)?;
+    if row.acquisitions_only.swap(1, Ordering::Relaxed) == 0 {
+        ACQUISITION_ROWS.fetch_add(1, Ordering::Relaxed);
+    }
+    Some(row)
+}
+
+/// A row's lock was waited for or failed a trylock: it leaves the budget of
+/// [`slot_for_acquisition`].
+fn not_only_acquisitions(row: &Slot) {
+    if row.acquisitions_only.load(Ordering::Relaxed) != 0
+        && row.acquisitions_only.swap(0, Ordering::Relaxed) == 1
+    {
+        ACQUISITION_ROWS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Events counted in rows that were not theirs to keep (see [`stray`]).
+static STRAYS: AtomicU64 = AtomicU64::new(0);
+
+/// Empties a row of counts that belong to no live lock, counting its events in
+/// [`strays`].
+fn stray(row: &Slot) {
+    let c = row.take_counts(0, 0);
+    let events = c.acquisition_samples + c.try_failed + c.contended + c.contended_measured;
+    STRAYS.fetch_add(events, Ordering::Relaxed);
+}
+
+/// Events the table dropped because their lock was gone (counted as untabled at the end).
+pub fn strays() -> u64 {
+    STRAYS.load(Ordering::Relaxed)
 }
 
 /// The row's index and generation, to find it again ([`at`]) only if it still belongs to
@@ -240,6 +312,7 @@ pub fn take(address: usize) -> Option<LockStats> {
         .compare_exchange(k, GONE, Ordering::AcqRel, Ordering::Relaxed)
         .ok()?;
     let row = row_of(k)?;
+    not_only_acquisitions(row);
     row.generation.fetch_add(1, Ordering::AcqRel);
     LIVE.fetch_sub(1, Ordering::Relaxed);
     let stats = row.take_counts(address, crate::format::LOCK_DESTROYED);
@@ -278,6 +351,7 @@ pub fn reset_after_fork() {
         let k = entry.load(Ordering::Relaxed);
         if let Some(row) = row_of(k).filter(|_| k > GONE) {
             row.take_counts(0, 0);
+            row.acquisitions_only.store(0, Ordering::Relaxed);
             row.generation.fetch_add(1, Ordering::Relaxed);
             ROWS.free(row.me.load(Ordering::Relaxed));
             entry.store(GONE, Ordering::Relaxed);
@@ -285,6 +359,7 @@ pub fn reset_after_fork() {
     }
     LIVE.store(0, Ordering::Relaxed);
     PEAK.store(0, Ordering::Relaxed);
+    ACQUISITION_ROWS.store(0, Ordering::Relaxed);
 }
 
 /// Attempts at the insert try-lock before giving up, the later ones after yielding the
@@ -324,7 +399,13 @@ impl PendingWaits {
     /// and this lock's row is found (or claimed). `Err(n)`: `n` earlier waits found no row
     /// (count them untabled).
     pub fn prepare(&self, address: usize, kind: u8, now: u64) -> Result<(), u64> {
-        if self.address.load(Ordering::Relaxed) == address {
+        let held = (
+            self.slot.load(Ordering::Relaxed).wrapping_sub(1),
+            self.generation.load(Ordering::Relaxed),
+        );
+        // The same lock, whose row is still its own (not destroyed since, a new lock at
+        // the address then needing a row of its own; not missing, a claim then retried).
+        if self.address.load(Ordering::Relaxed) == address && at(held).is_some() {
             if now.saturating_sub(self.since.load(Ordering::Relaxed)) < PENDING_NS {
                 return Ok(());
             }
@@ -340,8 +421,13 @@ impl PendingWaits {
         flushed
     }
 
-    /// The contended acquisition [`PendingWaits::prepare`] was called for waited `ns`.
-    pub fn add(&self, ns: u64) {
+    /// The contended acquisition of `address` that [`PendingWaits::prepare`] was called
+    /// for waited `ns`. False when the pending waits are another lock's now (a signal
+    /// handler's wait came in between): the caller counts it as untabled.
+    pub fn add(&self, address: usize, ns: u64) -> bool {
+        if self.address.load(Ordering::Relaxed) != address {
+            return false;
+        }
         let add = |c: &AtomicU64, v: u64| {
             c.store(
                 c.load(Ordering::Relaxed).saturating_add(v),
@@ -353,6 +439,7 @@ impl PendingWaits {
         if ns > self.max_ns.load(Ordering::Relaxed) {
             self.max_ns.store(ns, Ordering::Relaxed);
         }
+        true
     }
 
     /// Adds the pending waits to their lock's row. `Err(n)`: no row for them (`n` waits:
@@ -460,7 +547,7 @@ mod tests {
         let a = 0x7300_0000_1000usize;
         let pending = PendingWaits::default();
         assert_eq!(pending.prepare(a, 2, 1), Ok(()));
-        pending.add(500);
+        assert!(pending.add(a, 500));
         let first = take(a).expect("the wait claimed a row");
         assert_eq!(first.contended, 0, "still pending");
         // Another lock at the same address, then the pending wait is flushed.
@@ -470,7 +557,8 @@ mod tests {
         assert_eq!((second.contended, second.try_failed), (0, 1));
         // A wait of a live lock reaches its row.
         assert_eq!(pending.prepare(a + 8, 2, 2), Ok(()));
-        pending.add(700);
+        assert!(pending.add(a + 8, 700));
+        assert!(!pending.add(a, 1), "another lock's now");
         assert_eq!(pending.flush(), Ok(()));
         let third = take(a + 8).unwrap();
         assert_eq!(

@@ -257,6 +257,7 @@ extern "C" fn thread_exit(value: *mut libc::c_void) {
     stop_timer(state);
     flush_thread(state);
     fold_contention(state);
+    crate::locks::policy::fold_lock_waits(state);
     // Its hold sampling counts not yet handed on (its own thread-local state).
     crate::locks::policy::fold_hold_sampling();
     let name = records::thread_name(tid);
@@ -282,7 +283,6 @@ fn stop_timer(state: &ThreadState) {
 /// calibrates the sampled ones) to the process's counters: at its end, or at the process's
 /// for the threads still alive (whose last few acquisitions may race with the read).
 fn fold_contention(state: &ThreadState) {
-    crate::locks::policy::fold_lock_waits(state);
     let taken = state.contention.take();
     counters::add(Counter::ContendedAcquisitions, taken.seen);
     counters::add(Counter::ContendedMeasured, taken.measured);
@@ -366,7 +366,13 @@ fn finish(reason: u8) -> bool {
         counters::add(Counter::IdlenessUnrecorded, deferred);
         flush_thread(state);
         fold_contention(state);
+        // Its contended waits not yet in their rows: at an exec, only this thread's (the
+        // others are gone if the exec succeeds, and go on if it fails, to be folded at the
+        // exit: folded now as well, they would count twice).
         let tid = state.tid.load(Ordering::Acquire);
+        if reason == 0 || tid == me {
+            crate::locks::policy::fold_lock_waits(state);
+        }
         let cpu = if tid == me {
             thread_cpu_ns()
         } else {
@@ -378,6 +384,7 @@ fn finish(reason: u8) -> bool {
         Counter::LockTablePeak,
         u64::from(crate::locks::lock_table::peak()),
     );
+    counters::set(Counter::LockEventsStray, crate::locks::lock_table::strays());
     counters::set(
         Counter::AcquisitionsUncounted,
         u64::from(!crate::locks::acquisition_sampling::counting()),

@@ -45,9 +45,10 @@ pub enum Counter {
     LockEventsUntabled,
     LockTablePeak,
     AcquisitionsUncounted,
+    LockEventsStray,
 }
 
-const ALL: [(Counter, &str); 34] = [
+const ALL: [(Counter, &str); 35] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -109,6 +110,7 @@ const ALL: [(Counter, &str); 34] = [
         Counter::AcquisitionsUncounted,
         names::ACQUISITIONS_UNCOUNTED,
     ),
+    (Counter::LockEventsStray, names::LOCK_EVENTS_STRAY),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

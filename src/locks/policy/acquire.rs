@@ -76,7 +76,7 @@ pub fn wait<R: Copy>(
     let saved = errno();
     let end = blocked.finish(kind, outcome(rc, saved));
     if table::is_hold_kind(kind) {
-        lock_counts::contended(state, end.saturating_sub(start));
+        lock_counts::contended(state, address, end.saturating_sub(start));
     }
     if weight > 1 {
         state
@@ -113,7 +113,7 @@ fn unmeasured<R: Copy>(
             .contention
             .note_sampled_wait(end.saturating_sub(start), 0);
     }
-    lock_counts::contended(state, end.saturating_sub(start));
+    lock_counts::contended(state, address, end.saturating_sub(start));
     set_errno(saved);
     rc
 }

@@ -49,7 +49,7 @@ pub fn sampled_acquisition(address: usize, kind: WaitKind, by_try: bool) {
     if !sampling_enabled() {
         return;
     }
-    match lock_table::slot(address, kind as u8) {
+    match lock_table::slot_for_acquisition(address, kind as u8) {
         Some(slot) => slot.acquired(weight, by_try),
         None => counters::add(Counter::LockEventsUntabled, 1),
     }
@@ -94,10 +94,12 @@ pub(super) fn contending(state: &ThreadState, address: usize, kind: WaitKind, no
     }
 }
 
-/// The contended acquisition [`contending`] prepared for waited `ns`: kept in the thread's
-/// pending waits (thread-local stores only).
-pub(super) fn contended(state: &ThreadState, ns: u64) {
-    state.lock_waits.add(ns);
+/// The contended acquisition of `address` that [`contending`] prepared for waited `ns`:
+/// kept in the thread's pending waits (thread-local stores only).
+pub(super) fn contended(state: &ThreadState, address: usize, ns: u64) {
+    if !state.lock_waits.add(address, ns) {
+        counters::add(Counter::LockEventsUntabled, 1);
+    }
 }
 
 /// Adds a thread's pending waits to their lock's row: at its end, or at the process's for
