@@ -32,7 +32,9 @@ type Truth = std::collections::HashMap<String, u64>;
 /// `blameprof run` of a test program (one at a time): the profile, the truth it printed,
 /// and the run's summary.
 fn profiled_with_summary(name: &str, scratch: &str, args: &[&str]) -> (PathBuf, Truth, String) {
-    let prog = compile_c(&format!("{name}.c"), name, &["-O2", "-g", "-pthread"]);
+    // A binary of its own per test: tests run in parallel, and a report symbolizes the
+    // program's file after the run (another test's build must not replace it).
+    let prog = compile_c(&format!("{name}.c"), scratch, &["-O2", "-g", "-pthread"]);
     let dir = scratch_dir(scratch).join("prof");
     let _one_at_a_time = machine();
     let run = profile_ok(&dir, 200, &prog, args);
