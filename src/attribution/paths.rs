@@ -60,14 +60,7 @@ pub(super) fn expand_each(
     symbolizer: &mut Symbolizer,
     names: &mut Names,
 ) -> Vec<Vec<Loc>> {
-    let mut expander = Expander {
-        symbolizer,
-        names,
-        cache: HashMap::new(),
-        arena: Vec::new(),
-        call_sites: CallSites::default(),
-        tail_cache: HashMap::new(),
-    };
+    let mut expander = Expander::new(symbolizer, names);
     keys.iter()
         .map(|&(p, stack, first_is_return)| {
             let proc = &profile.processes[p];
@@ -125,14 +118,7 @@ pub(super) fn weigh(
         }
     }
 
-    let mut expander = Expander {
-        symbolizer,
-        names,
-        cache: HashMap::new(),
-        arena: Vec::new(),
-        call_sites: CallSites::default(),
-        tail_cache: HashMap::new(),
-    };
+    let mut expander = Expander::new(symbolizer, names);
     let mut path_index: HashMap<Vec<Loc>, usize> = HashMap::new();
     let mut paths: Vec<WeightedPath> = Vec::new();
     let mut locs = Vec::new();
@@ -185,7 +171,18 @@ struct Expander<'a> {
     tail_cache: HashMap<(usize, Frame), Option<Range<usize>>>,
 }
 
-impl Expander<'_> {
+impl<'a> Expander<'a> {
+    fn new(symbolizer: &'a mut Symbolizer, names: &'a mut Names) -> Expander<'a> {
+        Expander {
+            symbolizer,
+            names,
+            cache: HashMap::new(),
+            arena: Vec::new(),
+            call_sites: CallSites::default(),
+            tail_cache: HashMap::new(),
+        }
+    }
+
     /// Writes the root-first source path of `frames` (leaf first) into `out`, collapsing
     /// each run of runtime frames into its outermost frame.
     fn expand(

@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "truth_log.h" /* now_ns() */
+
 #define THREADS 4
 #define NBUCKETS 64
 #define CACHE_EVERY 1
@@ -48,12 +50,6 @@ struct counts {
     uint64_t table_acq, table_wait_ns, bucket_acq, cache_acq, cache_try, cache_try_fail,
         cache_wait_ns, caches;
 };
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static NOINL void spin(unsigned n) {
     uint64_t x = sink;

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "truth_log.h" /* now_ns() */
+
 #define MAXT 16
 #define HOLD_NS 20000000ull
 
@@ -30,12 +32,6 @@ struct counts {
     uint64_t wait_ns, life_ns, acquisitions;
     int id;
 };
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 __attribute__((noinline)) void rally(struct counts *k) {
     uint64_t t0 = now_ns();
