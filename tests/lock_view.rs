@@ -8,7 +8,10 @@
 //! made anew at one init site fold into one group whose counts still add up, with the
 //! runtime's table bounded by the live locks; (4) waiters split by holder site match the
 //! program's overlap of waits and holds; (5) critical section pressure of a ping-pong of
-//! two threads is the program's own measure (about 50%), and 0 for one thread.
+//! two threads is the program's own measure (about 50%), and 0 for one thread; (6) a
+//! holder's computing inside holds others waited for is `held.contended`, in its function,
+//! per kind and per lock, within 20% of the program's own measure, and its computing
+//! outside is not.
 //!
 //! The profiled workloads run one at a time (`machine()`): their truth is measured in the
 //! same run, but on a 2-CPU machine it is distorted when another workload competes.
@@ -314,4 +317,87 @@ fn ping_pong_reads_half_pressure_and_one_thread_none() {
         let pressure = l["counts"]["pressure"].as_f64().unwrap_or(0.0);
         assert_eq!(pressure, 0.0, "{l}");
     }
+}
+
+/// The holders' CPU time inside critical sections others waited for is `held.contended`,
+/// under the function that computed there, per lock kind, and per lock in the lock view;
+/// the same holders' computing outside any lock is not.
+#[test]
+fn work_inside_contended_holds_is_held_contended_in_its_function_and_lock() {
+    let (dir, t) = profiled("contended_hold", "lock-view-held", &["3", "2"]);
+    let flat = report_json_metric(&dir, "held.contended", &["--view", "flat"]);
+    let v = locks_json(&dir, &["--metric", "held.contended"]);
+    for (lock_name, kind, inside, outside, truth) in [
+        (
+            "table_lock",
+            "mutex",
+            "rebuild_table",
+            "tidy_up",
+            "table_contended_ns",
+        ),
+        (
+            "config_lock",
+            "rwlock",
+            "reload_config",
+            "housekeeping",
+            "config_contended_ns",
+        ),
+    ] {
+        // The program's truth: its CPU time inside the holds while someone was waiting.
+        let want = t[truth];
+        assert!(
+            want > 200_000_000,
+            "{truth} = {want}: too little contention"
+        );
+        let (held_in, _) = flat_metric(&flat, inside, "held.contended");
+        assert!(
+            within(held_in, want, 0.2),
+            "{inside}: held.contended {held_in} ns, program {want} ns"
+        );
+        let (held_out, _) = flat_metric(&flat, outside, "held.contended");
+        let (work_out, _) = flat_metric(&flat, outside, "work");
+        assert!(work_out > 500_000_000, "{outside} computed {work_out} ns");
+        assert!(
+            held_out * 20 <= work_out,
+            "{outside} holds no lock, yet held.contended {held_out} of its work {work_out}"
+        );
+        let by_kind = total_of(&flat, &format!("held.contended.{kind}"));
+        assert!(
+            within(by_kind, want, 0.25),
+            "held.contended.{kind} {by_kind} ns, program {want} ns"
+        );
+        // Split by lock: the lock's row, and the code inside its holds.
+        let l = lock(&v, lock_name);
+        let held = count(l, "held_ns");
+        assert!(
+            within(held, want, 0.2),
+            "{lock_name}: held_ns {held}, program {want}"
+        );
+        let top = &l["inside"][0];
+        assert_eq!(
+            (top["function"].as_str(), top["caller"].as_str()),
+            (Some("compute"), Some(inside)),
+            "{lock_name}: {}",
+            l["inside"]
+        );
+    }
+    assert_eq!(v["sort"], "held.contended");
+
+    // In text, for one lock in full.
+    let run = blameprof_cmd(&[
+        "report",
+        "--view",
+        "locks",
+        "--lock",
+        "table_lock",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", run.describe());
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("%  rebuild_table -> compute")),
+        "{}",
+        run.stdout
+    );
 }

@@ -167,11 +167,19 @@ unsafe fn try_lock(m: *mut pthread_mutex_t) -> c_int {
 #[cold]
 #[inline(never)]
 fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
+    // The holder's samples count as `held.contended` while this thread and others wait.
+    // SAFETY: `m` is the caller's valid mutex, which it is about to wait for.
+    policy::waiting_behind(
+        unsafe { plain_mutex::owner(m) },
+        m as usize,
+        WaitKind::Mutex,
+    );
     let rc = policy::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
         policy::outcome_of_rc(rc)
     });
     if rc == 0 || rc == libc::EOWNERDEAD {
         count_acquisition(m, false);
+        policy::holding_contended(m as usize, WaitKind::Mutex);
     }
     rc
 }

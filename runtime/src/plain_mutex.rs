@@ -157,6 +157,15 @@ pub unsafe fn field<'a>(m: *mut pthread_mutex_t, at: usize) -> &'a AtomicI32 {
     unsafe { &*((m as *mut u8).add(at) as *const AtomicI32) }
 }
 
+/// The thread id of `m`'s holder (glibc's `__owner`, kept for every type), 0 when free.
+///
+/// # Safety
+/// `m` must point at a valid, initialised glibc mutex.
+pub unsafe fn owner(m: *mut pthread_mutex_t) -> i32 {
+    // SAFETY: `m` is valid (caller's contract); a relaxed load of a field its holder writes.
+    unsafe { field(m, OWNER) }.load(Ordering::Relaxed)
+}
+
 /// The lock word of `m` and [`TID_OFFSET`]'s value when `m` is a plain mutex and this path
 /// is on; `None` otherwise (ask glibc).
 ///

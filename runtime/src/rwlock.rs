@@ -31,11 +31,17 @@ fn acquire(
             0
         }
         libc::EBUSY => {
+            // SAFETY: `rw` is the caller's lock, which it is about to wait for.
+            policy::waiting_behind(unsafe { writer(rw) }, rw as usize, WaitKind::RwLock);
             let rc = policy::wait(rw as usize, WaitKind::RwLock, block, |rc, _| {
                 policy::outcome_of_rc(rc)
             });
             if rc == 0 {
                 policy::acquisition(rw as usize, WaitKind::RwLock, false);
+                // SAFETY: as above; the caller now holds it.
+                if unsafe { writer(rw) } == current_tid() as i32 {
+                    policy::holding_contended(rw as usize, WaitKind::RwLock);
+                }
             }
             rc
         }
@@ -155,6 +161,17 @@ pub unsafe extern "C" fn pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> 
     tried(rw, try_write(rw)())
 }
 
+/// The thread id of `rw`'s writer, 0 when readers hold it or nobody does (glibc's
+/// `__cur_writer`, at byte 24 on x86-64).
+///
+/// # Safety
+/// `rw` must point at a valid, initialised glibc rwlock.
+unsafe fn writer(rw: *mut pthread_rwlock_t) -> i32 {
+    // SAFETY: the field lies within the 56-byte pthread_rwlock_t (the caller's contract);
+    // others write it meanwhile, hence the volatile read of a possibly stale value.
+    unsafe { std::ptr::read_volatile((rw as *const u8).add(24) as *const i32) }
+}
+
 /// Whether the lock stays held by others after the caller's unlock: the caller is a reader
 /// and other readers hold it too.
 ///
@@ -164,13 +181,7 @@ unsafe fn others_hold(rw: *mut pthread_rwlock_t) -> bool {
     // glibc's x86-64 layout (its static initialiser fixes it): `__readers` at byte 0 (the
     // reader count above 3 flag bits) and `__cur_writer` (the writing owner's tid) at 24.
     // SAFETY: both fields lie within the 56-byte pthread_rwlock_t the caller holds.
-    let (readers, writer) = unsafe {
-        let base = rw as *const u8;
-        (
-            std::ptr::read_volatile(base as *const u32),
-            std::ptr::read_volatile(base.add(24) as *const i32),
-        )
-    };
+    let (readers, writer) = unsafe { (std::ptr::read_volatile(rw as *const u32), writer(rw)) };
     let me = current_tid() as i32;
     writer != me && (readers >> 3) > 1
 }

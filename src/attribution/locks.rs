@@ -23,6 +23,10 @@
 //! waited behind every holder site alike. A waiter's waiting that no pair accounts for was
 //! spent while the lock was free (being woken and scheduled), which blames nobody.
 //!
+//! What the holders computed while others waited (`held.contended` samples, which name
+//! their lock) is summed per lock (`held_ns`) and per code site (`inside`: the function the
+//! sample was in and its caller).
+//!
 //! Critical section pressure (Free Lunch) is a lock's waiting over the running time of the
 //! process's threads (from their start and end times) less their waits for events
 //! (condition variables, semaphores, barriers, joins), which are not running either.
@@ -109,6 +113,9 @@ pub struct Counts {
     pub peak_waiters: u64,
     /// Blame taken by its holders or event providers (ns).
     pub blame_ns: u64,
+    /// CPU time of its holders while others waited for it (ns; timer samples,
+    /// `held.contended`).
+    pub held_ns: u64,
 }
 
 impl Counts {
@@ -122,6 +129,7 @@ impl Counts {
             (&mut self.contended_measured, o.contended_measured),
             (&mut self.wait_ns, o.wait_ns),
             (&mut self.blame_ns, o.blame_ns),
+            (&mut self.held_ns, o.held_ns),
         ];
         for (sum, v) in sums {
             *sum = sum.saturating_add(v);
@@ -142,6 +150,7 @@ impl Counts {
             max_wait_ns: l.max_wait_ns,
             peak_waiters: l.peak_waiters,
             blame_ns: 0,
+            held_ns: 0,
         });
     }
 
@@ -179,6 +188,9 @@ pub struct LockRow {
     pub holders: Vec<(Site, u64)>,
     /// Who waited behind whom, largest first (see the module doc).
     pub pairs: Vec<Pair>,
+    /// Where its holders computed while others waited, largest first: the function and its
+    /// caller (`caller -> function`, as a [`Site`]).
+    pub inside: Vec<(Site, u64)>,
 }
 
 /// Locks with the same array symbol or first-wait site.
@@ -255,14 +267,15 @@ pub fn lock_table(
             row.live |= l.flags & LOCK_DESTROYED == 0;
         }
         let metric = |name: &str| proc.header.metrics.iter().position(|m| m.name == name);
-        let (idleness, blame) = (
+        let (idleness, blame, held) = (
             metric(protocol::IDLENESS.name),
             metric(protocol::BLAME.name),
+            metric(protocol::HELD_CONTENDED.name),
         );
         for s in proc.samples.iter().filter(|s| s.object != 0) {
             let m = Some(usize::from(s.metric));
             let is_wait = m == idleness;
-            if !is_wait && m != blame {
+            if !is_wait && m != blame && m != held {
                 continue;
             }
             let key = (p, s.stack, s.first_is_return());
@@ -276,8 +289,10 @@ pub fn lock_table(
             let sums = if is_wait {
                 row.first_wait.get_or_insert(k);
                 &mut row.waits
-            } else {
+            } else if m == blame {
                 &mut row.blames
+            } else {
+                &mut row.held
             };
             let sum = sums.entry(k).or_default();
             *sum = sum.saturating_add(value);
@@ -285,11 +300,12 @@ pub fn lock_table(
     }
     let paths = expand_each(profile, &keys, symbolizer, &mut names);
     let sites: Vec<Site> = paths.iter().map(|locs| site_of(locs, &names)).collect();
+    let code: Vec<Site> = paths.iter().map(|locs| code_of(locs, &names)).collect();
     for key in order {
         let b = rows.remove(&key).expect("each key once");
         table
             .locks
-            .push(finish_row(profile, key, b, &sites, symbolizer));
+            .push(finish_row(profile, key, b, (&sites, &code), symbolizer));
     }
     table.locks.sort_by(|a, b| {
         let rank = |r: &LockRow| (r.counts.blame_ns, r.counts.wait_ns, r.counts.acquisitions);
@@ -307,9 +323,10 @@ struct Building {
     destroyed: u32,
     live: bool,
     running_ns: u64,
-    /// Recorded path index -> waiting / blame there.
+    /// Recorded path index -> waiting / blame / held.contended there.
     waits: HashMap<usize, u64>,
     blames: HashMap<usize, u64>,
+    held: HashMap<usize, u64>,
     first_wait: Option<usize>,
     /// The init call's return address (absolute; 0 unknown).
     init_site: u64,
@@ -335,11 +352,11 @@ fn finish_row(
     profile: &Profile,
     (p, address): (usize, u64),
     b: Building,
-    sites: &[Site],
+    (sites, code): (&[Site], &[Site]),
     symbolizer: &mut Symbolizer,
 ) -> LockRow {
     let proc = &profile.processes[p];
-    let per_site = |values: &HashMap<usize, u64>| -> Vec<(Site, u64)> {
+    let by_site = |values: &HashMap<usize, u64>, sites: &[Site]| -> Vec<(Site, u64)> {
         let mut by: HashMap<&Site, u64> = HashMap::new();
         for (&k, &v) in values {
             let sum = by.entry(&sites[k]).or_default();
@@ -349,10 +366,12 @@ fn finish_row(
         out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         out
     };
-    let mut waiters = per_site(&b.waits);
-    let holders = per_site(&b.blames);
+    let mut waiters = by_site(&b.waits, sites);
+    let holders = by_site(&b.blames, sites);
+    let inside = by_site(&b.held, code);
     let mut counts = b.counts;
     counts.blame_ns = holders.iter().fold(0, |sum, h| sum.saturating_add(h.1));
+    counts.held_ns = inside.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     let sampled = waiters.iter().fold(0u64, |sum, w| sum.saturating_add(w.1));
     if counts.wait_ns == 0 {
         // No counts (a process killed before it wrote them): the samples still tell the
@@ -407,6 +426,7 @@ fn finish_row(
         waiters,
         holders,
         pairs,
+        inside,
     }
 }
 
@@ -481,6 +501,31 @@ fn site_of(locs: &[Loc], names: &Names) -> Site {
         None => Site {
             caller: locs.last().map_or_else(String::new, name),
             lock_function: String::new(),
+        },
+    }
+}
+
+/// The code of a root-first path of a CPU sample: its innermost function and that
+/// function's caller (`caller -> function`); runtime frames count as their caller.
+fn code_of(locs: &[Loc], names: &Names) -> Site {
+    let is_runtime = |l: &Loc| is_runtime_module(&names.function(l.function).module);
+    let name = |l: &Loc| names.function(l.function).name.clone();
+    let app = match locs.iter().position(is_runtime) {
+        Some(i) => &locs[..i],
+        None => locs,
+    };
+    match app {
+        [] => Site {
+            caller: "[unknown]".to_owned(),
+            lock_function: String::new(),
+        },
+        [only] => Site {
+            caller: name(only),
+            lock_function: String::new(),
+        },
+        [.., caller, leaf] => Site {
+            caller: name(caller),
+            lock_function: name(leaf),
         },
     }
 }

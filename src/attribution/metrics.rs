@@ -4,12 +4,13 @@
 //! index into it. The analysis merges the lists by metric name, in order of first
 //! appearance, and maps each process's indices onto the merged ones.
 //!
-//! The runtime writes the metrics [`WORK`], [`IDLENESS`] and [`BLAME`]
-//! (docs/lock-blame-contract.md); *effort* is work + idleness, the base HPCToolkit's
-//! blame-shifting analysis expresses waiting and blame against.
+//! The runtime writes the metrics [`WORK`], [`IDLENESS`], [`BLAME`] and, from format
+//! version 2, [`HELD_CONTENDED`] (docs/lock-blame-contract.md); *effort* is work +
+//! idleness, the base HPCToolkit's blame-shifting analysis expresses waiting and blame
+//! against; held.contended is a part of work.
 //!
-//! Idleness and blame samples may carry a [`WaitKind`] and, for idleness, the *unblamed*
-//! bit in their flags. [`merge`] derives one metric per (base metric, [`Part`]) that occurs
+//! Idleness, blame and held.contended samples may carry a [`WaitKind`] and, for idleness,
+//! the *unblamed* bit in their flags. [`merge`] derives one metric per (base metric, [`Part`]) that occurs
 //! in the selected samples, named `<base>.<kind>` (`idleness.condvar`, `blame.futex`) or
 //! `idleness.unblamed`, and a [`SampleMap`] per process sends each sample's value to its
 //! base metric and to the derived metrics its flags select. Profiles without these bits get
@@ -29,6 +30,7 @@ use std::collections::{BTreeSet, HashMap};
 pub const WORK: &str = crate::format::protocol::WORK.name;
 pub const IDLENESS: &str = crate::format::protocol::IDLENESS.name;
 pub const BLAME: &str = crate::format::protocol::BLAME.name;
+pub const HELD_CONTENDED: &str = crate::format::protocol::HELD_CONTENDED.name;
 
 /// Suffix of the derived metric of unblamed idleness (`idleness.unblamed`).
 pub const UNBLAMED: &str = "unblamed";
@@ -177,6 +179,9 @@ fn describe(base: &str, part: Part) -> String {
     };
     match base {
         IDLENESS => format!("time threads waited on {primitive}, at the waiter"),
+        HELD_CONTENDED => {
+            format!("CPU time inside critical sections of {primitive} others waited for")
+        }
         _ => format!("waiting on {primitive} charged to {culprit}"),
     }
 }
@@ -195,7 +200,7 @@ fn key(flags: u8) -> usize {
 
 /// The parts of base metric `base` that a sample with deriving bits `key` counts in.
 fn parts(base: &str, key: usize) -> impl Iterator<Item = Part> {
-    let deriving = base == IDLENESS || base == BLAME;
+    let deriving = base == IDLENESS || base == BLAME || base == HELD_CONTENDED;
     let kind = WaitKind::from_flags(((key / 2) as u8) << SAMPLE_KIND_SHIFT)
         .filter(|_| deriving)
         .map(Part::Kind);

@@ -473,10 +473,15 @@ pub(crate) const TABLE_LOCK: u64 = 0x7f00_0000_a000;
 /// [`lock_process`] as a runtime with lock tables writes it (format version 2): its
 /// idleness and blame samples are about one mutex at [`TABLE_LOCK`], whose counts say 1000
 /// acquisitions (sampled 4 times), 40 contended, 3 failed trylocks of 103, 7 ms waited (the
-/// longest wait 1 ms, 3 waiters at most); its three threads ran 10 ms each.
+/// longest wait 1 ms, 3 waiters at most); its three threads ran 10 ms each; insert
+/// computed 2 ms in `g` while others waited for the lock (held.contended).
 pub(crate) fn lock_table_process() -> ProcessProfile {
     let mut p = lock_process();
     p.version = crate::format::FORMAT_VERSION;
+    // Insert computed 2 ms of its 3 in `app(0x10)` while lookup waited for its lock.
+    p.header.metrics.push(metric("held.contended"));
+    let inside = [app(0x50), app(0x80), app(0x70), app(0x10)];
+    add_frames(&mut p, 102, 3, &inside, 2_000_000);
     for s in p.samples.iter_mut().filter(|s| s.metric > 0) {
         s.object = TABLE_LOCK;
     }
@@ -528,6 +533,7 @@ pub(crate) fn lock_table_of(p: ProcessProfile) -> super::locks::LockTable {
             .waiters
             .iter_mut()
             .chain(l.holders.iter_mut())
+            .chain(l.inside.iter_mut())
             .map(|w| &mut w.0);
         let pairs = l
             .pairs

@@ -72,8 +72,17 @@ pub const BLAME: Metric = Metric {
     description: "waiting time of other threads, charged to the lock holder at its unlock",
 };
 
+/// The part of work done while holding a lock others waited for: CPU time inside
+/// contended critical sections, with the lock's address and kind.
+pub const HELD_CONTENDED: Metric = Metric {
+    index: 3,
+    name: "held.contended",
+    unit: "ns",
+    description: "CPU time of threads holding a lock others waited for (part of work)",
+};
+
 /// Every metric the runtime writes, in index order.
-pub const METRICS: [Metric; 3] = [WORK, IDLENESS, BLAME];
+pub const METRICS: [Metric; 4] = [WORK, IDLENESS, BLAME, HELD_CONTENDED];
 
 #[cfg(test)]
 mod tests {

@@ -11,8 +11,9 @@
 //!   thinned synchronous samples; [`contention_sampling`], which contended acquisitions a
 //!   thread measures when it has too many to measure all; [`hold_starts`], when a
 //!   thread's current mutex holds began; [`hold_sampling`], which holds taken without
-//!   waiting have their start noted when a thread takes too many to note all; and
-//!   [`wake_chain`], futex waits passed along a chain of wakes;
+//!   waiting have their start noted when a thread takes too many to note all;
+//!   [`wake_chain`], futex waits passed along a chain of wakes; and [`held_marks`], which
+//!   contended locks a thread may hold, for its timer samples;
 //! - the [`policy`], above the sampler: the functions the interposed entry points in
 //!   `runtime/` call, one per kind of lock operation, which time waits, settle blame and
 //!   record both through the sampler.
@@ -25,6 +26,7 @@
 
 pub mod acquisition_sampling;
 pub mod contention_sampling;
+pub mod held_marks;
 pub mod hold_sampling;
 pub mod hold_starts;
 pub mod init_sites;

@@ -15,7 +15,11 @@
 //! 5. unwind with the published module set through a wait-free try-read (dropped if an update
 //!    is under way) and a framehop cache (non-allocating) lent by the process's pool with a
 //!    wait-free try-take (dropped if none is free); stack reads cannot fault;
-//! 6. try-lock the buffer (dropped if the exit path is flushing it), encode, maybe flush with
+//! 6. if a waiter marked the thread as the holder of a lock it waits for
+//!    (`locks::held_marks`), read the lock's words with `process_vm_readv` (never a load: the
+//!    lock may be gone) and, when the thread holds it and others wait, charge the same CPU
+//!    time to `held.contended` too, with the lock;
+//! 7. try-lock the buffer (dropped if the exit path is flushing it), encode, maybe flush with
 //!    one `write`.
 //!
 //! Nothing here allocates, takes a lock another context may hold, or loops without a bound.
@@ -90,18 +94,50 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
         counters::add(Counter::DroppedModulesUpdating, 1);
         return;
     };
-    // SAFETY: `in_runtime` is low and we run on the owner thread with our signal blocked, so
-    // nothing else uses the owner part now (see thread_state's invariants).
-    let sample = [Sample {
+    let mut samples = [Sample {
         metric: protocol::WORK.index,
         value,
         flags: 0,
         object: 0,
-    }];
-    let recorded = unsafe { record_path(state, &modules, regs, tid, &sample, How::default()) };
+    }; 2];
+    let n = match state.held.contended(tid, read_words) {
+        Some((object, kind)) => {
+            samples[1] = Sample {
+                metric: protocol::HELD_CONTENDED.index,
+                value,
+                flags: kind.flags(),
+                object,
+            };
+            2
+        }
+        None => 1,
+    };
+    let samples = &samples[..n];
+    // SAFETY: `in_runtime` is low and we run on the owner thread with our signal blocked, so
+    // nothing else uses the owner part now (see thread_state's invariants).
+    let recorded = unsafe { record_path(state, &modules, regs, tid, samples, How::default()) };
     if !recorded {
         counters::add(Counter::DroppedBusy, 1);
     }
+}
+
+/// Copies the 32-bit words at `address` into `out` without faulting: false when they are
+/// not all readable. A system call; it may set `errno` (the handler restores it).
+fn read_words(address: usize, out: &mut [u32]) -> bool {
+    let len = std::mem::size_of_val(out);
+    let local = libc::iovec {
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: address as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: `process_vm_readv` is a plain system call (async-signal-safe); on our own pid
+    // it copies memory and reports an unmapped address as an error instead of faulting;
+    // `local` covers exactly `out`, writable for the whole call.
+    let n = unsafe { libc::process_vm_readv(crate::sys::getpid(), &local, 1, &remote, 1, 0) };
+    n == len as isize
 }
 
 /// # Safety

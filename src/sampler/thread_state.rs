@@ -22,6 +22,7 @@ use super::timer::Timer;
 use super::wake_path::WakePath;
 use crate::format::Frame;
 use crate::locks::contention_sampling::ContentionSampler;
+use crate::locks::held_marks::HeldMarks;
 use crate::locks::hold_starts::HoldStarts;
 use crate::locks::lock_table::PendingWaits;
 use crate::locks::thinning::{ThinRate, THIN_CLASSES, THIN_UNSTARTED};
@@ -106,6 +107,9 @@ pub struct ThreadState {
     pub contention: ContentionSampler,
     /// Its contended acquisitions not yet in their lock's row.
     pub lock_waits: PendingWaits,
+    /// Locks others wait for that it may hold (`locks::held_marks`), written by its waiters
+    /// and read by its signal handler.
+    pub held: HeldMarks,
     pub owner: UnsafeCell<OwnerPart>,
     pub buffer: UnsafeCell<BufferPart>,
 }
@@ -131,6 +135,7 @@ impl ThreadState {
             wake_path: WakePath::new(),
             contention: ContentionSampler::default(),
             lock_waits: PendingWaits::default(),
+            held: HeldMarks::new(),
             owner: UnsafeCell::new(OwnerPart {
                 frames: frame_array(),
                 timer: None,
@@ -273,6 +278,7 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     }
     state.contention.reset();
     state.lock_waits.reset();
+    state.held.reset();
     // SAFETY: the state is not yet published, so nothing else can reach its owner part.
     unsafe {
         let owner = &mut *state.owner.get();

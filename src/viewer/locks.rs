@@ -25,14 +25,16 @@ pub enum SortBy {
     Wait,
     Contended,
     Acquisitions,
+    Held,
 }
 
 impl SortBy {
     /// The column for a `--metric` name: blame (and `blame.<kind>`), idleness or wait,
-    /// contended, acquisitions.
+    /// contended, acquisitions, held.contended (and `held.contended.<kind>`, or `held`).
     pub fn parse(metric: &str) -> Option<SortBy> {
         let base = metric.split('.').next().unwrap_or(metric);
         Some(match base {
+            "held" => SortBy::Held,
             "blame" => SortBy::Blame,
             "idleness" | "wait" => SortBy::Wait,
             "contended" => SortBy::Contended,
@@ -47,6 +49,7 @@ impl SortBy {
             SortBy::Wait => "wait",
             SortBy::Contended => "contended",
             SortBy::Acquisitions => "acquisitions",
+            SortBy::Held => "held.contended",
         }
     }
 
@@ -56,6 +59,7 @@ impl SortBy {
             SortBy::Wait => c.wait_ns,
             SortBy::Contended => c.contended,
             SortBy::Acquisitions => c.acquisitions,
+            SortBy::Held => c.held_ns,
         }
     }
 }
@@ -165,7 +169,7 @@ fn kind_name(r: &LockRow) -> &'static str {
 fn write_header(out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
-        "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>7} {:>10}",
+        "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>7} {:>10} {:>10}",
         "lock",
         "kind",
         "acquired~",
@@ -177,7 +181,8 @@ fn write_header(out: &mut dyn Write) -> io::Result<()> {
         "max wait",
         "peak",
         "press.",
-        "blame"
+        "blame",
+        "held~"
     )
 }
 
@@ -193,7 +198,7 @@ fn write_counts_line(
         |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
     writeln!(
         out,
-        "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>7} {:>10}",
+        "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>7} {:>10} {:>10}",
         name,
         kind,
         if c.acquisition_samples > 0 {
@@ -214,6 +219,12 @@ fn write_counts_line(
         c.peak_waiters,
         opt_pct(pressure),
         format_value(c.blame_ns, "ns"),
+        // Only mutexes and rwlocks name their holder (`locks::held_marks`).
+        if matches!(kind, "mutex" | "rwlock") {
+            format_value(c.held_ns, "ns")
+        } else {
+            "-".to_owned()
+        },
     )
 }
 
@@ -298,6 +309,23 @@ fn write_one(
     for p in &r.pairs {
         write_pair(out, p, waiter_total(r, p))?;
     }
+    writeln!(
+        out,
+        "  Inside its contended holds (where holders computed while others waited: \
+         held.contended):"
+    )?;
+    if r.inside.is_empty() {
+        writeln!(out, "    none sampled")?;
+    }
+    for (s, ns) in &r.inside {
+        writeln!(
+            out,
+            "    {:>10}  {:>5.1}%  {}",
+            format_value(*ns, "ns"),
+            percent(*ns, r.counts.held_ns),
+            s.label()
+        )?;
+    }
     write_notes(table, out)
 }
 
@@ -309,7 +337,10 @@ fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
          waits. Sampled and scaled: acquired~ (one acquisition in about {} per thread, each \
          counting for those since the last). Blame and the waiting per site come from the \
          lock's samples; who waited behind whom is estimated from each holder's share of \
-         the blame (the rest of a wait was spent while the lock was free).",
+         the blame (the rest of a wait was spent while the lock was free). held~: the \
+         holders' CPU time while others waited for the lock (timer samples, held.contended; \
+         mutexes and rwlock writers: readers, spin locks and futex words name no holder); \
+         'report --metric held.contended' shows that code in the call tree.",
         crate::format::ACQUISITION_SAMPLING_PERIOD
     )?;
     if !table.acquisitions_counted {
@@ -358,6 +389,7 @@ pub fn write_json(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
             "max_wait_ns": c.max_wait_ns,
             "peak_waiters": c.peak_waiters,
             "blame_ns": c.blame_ns,
+            "held_ns": c.held_ns,
             "pressure": pressure,
         })
     };
@@ -384,6 +416,11 @@ pub fn write_json(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
                     "waiter": p.waiter.caller,
                     "holder": p.holder.caller,
                     "ns": p.ns,
+                })).collect::<Vec<_>>(),
+                "inside": r.inside.iter().map(|(s, ns)| json!({
+                    "function": if s.lock_function.is_empty() { &s.caller } else { &s.lock_function },
+                    "caller": if s.lock_function.is_empty() { None } else { Some(&s.caller) },
+                    "ns": ns,
                 })).collect::<Vec<_>>(),
             })
         })
@@ -445,9 +482,9 @@ mod tests {
         let want = [
             "Locks by blame (1 of 1 shown):",
             "  lock                               kind      acquired~  contended   rate  \
-             try failed       wait   avg wait   max wait  peak  press.      blame",
+             try failed       wait   avg wait   max wait  peak  press.      blame      held~",
             "  lookup -> pthread_mutex_lock       mutex          1000         40   4.0%       \
-             3/103    7.00 ms  175.00 us    1.00 ms     3   23.3%    6.30 ms",
+             3/103    7.00 ms  175.00 us    1.00 ms     3   23.3%    6.30 ms    2.00 ms",
             "      lookup waited 4.11 ms behind insert (69% of its wait here)",
             "      lookup waited 1.29 ms behind lookup (21% of its wait here)",
             "      insert waited 685.71 us behind insert (69% of its wait here)",
@@ -471,6 +508,9 @@ mod tests {
             "  Holders (where the waiting was made: blame at the release):",
             "       4.80 ms  insert -> pthread_mutex_unlock",
             "      insert waited 214.28 us behind lookup (21% of its wait here)",
+            "  Inside its contended holds (where holders computed while others waited: \
+             held.contended):",
+            "       2.00 ms  100.0%  insert -> g",
         ] {
             assert!(t.lines().any(|l| l == want), "no line {want:?} in\n{t}");
         }
@@ -503,6 +543,7 @@ mod tests {
             ("max_wait_ns", 1_000_000),
             ("peak_waiters", 3),
             ("blame_ns", 6_300_000),
+            ("held_ns", 2_000_000),
         ] {
             assert_eq!(c[field], want, "{field}");
         }
@@ -510,6 +551,8 @@ mod tests {
         assert_eq!(l["pairs"][0]["holder"], "insert");
         assert_eq!(l["pairs"][0]["ns"], 4_114_285);
         assert_eq!(l["waiters"][0]["lock_function"], "pthread_mutex_lock");
+        assert_eq!(l["inside"][0]["function"], "g");
+        assert_eq!(l["inside"][0]["caller"], "insert");
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //! Files: [`acquire`] (mutexes, rwlocks: contended waits, tries, releases), [`events`]
 //! (posts, futex wakes), [`condvar`], [`barrier`], [`threads`] (joins, cancellation),
 //! [`spin`] (the spin-lock protocol's hooks); below them [`blocked`] (a wait in progress),
-//! [`holds`] (a holder's hold start and blame),
+//! [`holds`] (a holder's hold start and blame), [`held`] (marks on the holders of contended
+//! locks, for the handler's `held.contended`),
 //! [`lock_counts`] (the lock table's counts), [`record`] (thinning and recording), [`shared_spin`] (spin locks never converted),
 //! [`bookkeeping`] (whether a call is monitored) and
 //! [`outcome`] (return codes and `errno`).
@@ -29,6 +30,7 @@ pub mod blocked;
 pub mod bookkeeping;
 pub mod condvar;
 pub mod events;
+pub mod held;
 pub mod holds;
 pub mod lock_counts;
 pub mod outcome;
@@ -43,6 +45,7 @@ pub use blocked::record_deferred_wait;
 pub use bookkeeping::may_be_pending;
 pub use condvar::{cond_wait, cond_wake};
 pub use events::event;
+pub use held::{holding_contended, waiting_behind};
 pub use holds::fold_hold_sampling;
 pub use lock_counts::{
     acquisition, acquisition_due, fold_lock_waits, forget, init_site, lock_destroyed,
