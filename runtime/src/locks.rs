@@ -167,13 +167,14 @@ unsafe fn try_lock(m: *mut pthread_mutex_t) -> c_int {
 #[cold]
 #[inline(never)]
 fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
-    // The holder's samples count as `held.contended` while this thread and others wait.
-    // SAFETY: `m` is the caller's valid mutex, which it is about to wait for.
-    policy::waiting_behind(
-        unsafe { plain_mutex::owner(m) },
-        m as usize,
-        WaitKind::Mutex,
-    );
+    // Once registered, marks the holder: its samples count as `held.contended` while
+    // this thread and others wait.
+    let block = || {
+        // SAFETY: `m` is the caller's valid mutex, which it is about to wait for.
+        let owner = unsafe { plain_mutex::owner(m) };
+        policy::waiting_behind(owner, m as usize, WaitKind::Mutex);
+        block()
+    };
     let rc = policy::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
         policy::outcome_of_rc(rc)
     });

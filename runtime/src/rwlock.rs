@@ -31,8 +31,13 @@ fn acquire(
             0
         }
         libc::EBUSY => {
-            // SAFETY: `rw` is the caller's lock, which it is about to wait for.
-            policy::waiting_behind(unsafe { writer(rw) }, rw as usize, WaitKind::RwLock);
+            // Once registered, marks the writer holding it (`held.contended`).
+            let block = || {
+                // SAFETY: `rw` is the caller's lock, which it is about to wait for.
+                let owner = unsafe { writer(rw) };
+                policy::waiting_behind(owner, rw as usize, WaitKind::RwLock);
+                block()
+            };
             let rc = policy::wait(rw as usize, WaitKind::RwLock, block, |rc, _| {
                 policy::outcome_of_rc(rc)
             });

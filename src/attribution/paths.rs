@@ -92,6 +92,12 @@ pub(super) fn weigh(
     for &p in selected {
         let proc = &profile.processes[p];
         let calibration = Calibration::of(proc);
+        // A held.contended sample repeats a work sample: not a sample of its own.
+        let repeat = proc
+            .header
+            .metrics
+            .iter()
+            .position(|m| m.name == super::metrics::HELD_CONTENDED);
         for s in &proc.samples {
             if tid.is_some_and(|t| t != s.tid) {
                 continue;
@@ -99,7 +105,7 @@ pub(super) fn weigh(
             let Some(targets) = sample_maps[p].targets(s.metric, s.flags) else {
                 continue;
             };
-            samples += 1;
+            samples += u64::from(Some(usize::from(s.metric)) != repeat);
             let thread = per_thread
                 .entry((p, s.tid))
                 .or_insert_with(|| vec![0; metric_count]);

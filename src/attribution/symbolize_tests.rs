@@ -229,6 +229,8 @@ fn analysis_expands_inlined_frames_into_the_tree() {
         value: 5_000_000,
         stack,
         object: 0,
+        time: 0,
+        span: 0,
     });
     let profile = Profile {
         path: dir.to_owned(),

@@ -99,6 +99,8 @@ pub(crate) fn add_sample(
         value,
         stack,
         object: 0,
+        time: 0,
+        span: 0,
     });
 }
 
@@ -132,6 +134,8 @@ pub(crate) fn add_flagged(
         value,
         stack,
         object: 0,
+        time: 0,
+        span: 0,
     });
 }
 
@@ -442,7 +446,15 @@ pub(crate) fn write_part(dir: &std::path::Path, p: &ProcessProfile) {
     tids.dedup();
     for tid in tids {
         chunk(tid, &mut |w| {
+            let mut time = (0u64, 0u64);
             for s in p.samples.iter().filter(|s| s.tid == tid) {
+                if (s.time, s.span) != time {
+                    let change = s.time.wrapping_sub(time.0) as i64;
+                    w.tag(RecordTag::Time).unwrap();
+                    w.varint(((change << 1) ^ (change >> 63)) as u64).unwrap();
+                    w.varint(s.span).unwrap();
+                    time = (s.time, s.span);
+                }
                 let frames = p.stacks.get(s.stack);
                 let tag = if s.object != 0 {
                     RecordTag::ObjectSample

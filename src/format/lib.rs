@@ -20,9 +20,11 @@ pub const FILE_MAGIC: [u8; 8] = *b"BLMPROF\0";
 pub const CHUNK_MAGIC: [u8; 4] = *b"BCK1";
 /// The format version this build writes and the newest it reads. Version 2 added
 /// [`RecordTag::ObjectSample`], [`RecordTag::LockStats`] and the monotonic times at the end
-/// of `ThreadStart`, `ThreadEnd` and `ProcessEnd`; version 1 profiles still read (with no
-/// lock table).
-pub const FORMAT_VERSION: u32 = 2;
+/// of `ThreadStart`, `ThreadEnd` and `ProcessEnd`; version 3 added [`RecordTag::Time`];
+/// versions 1 and 2 still read (1 with no lock table, both with no sample times).
+pub const FORMAT_VERSION: u32 = 3;
+/// The first version whose samples carry times ([`RecordTag::Time`]).
+pub const SAMPLE_TIME_VERSION: u32 = 3;
 /// The first version with lock statistics.
 pub const LOCK_TABLE_VERSION: u32 = 2;
 /// Stack depth at which the runtime truncates a call path; the path then ends with a
@@ -63,6 +65,12 @@ pub enum RecordTag {
     /// flags ([`LOCK_DESTROYED`]), init site, then the counters in
     /// [`LockStats::counts`]'s order.
     LockStats = 10,
+    /// The time of the samples that follow in the chunk, until the next `Time` (version 3):
+    /// the change from the previous `Time` of the chunk (0 at its start), zigzag-encoded
+    /// (monotonic ns: when the sample's event ended, a wait's end or a release, or when a
+    /// timer sample was taken), then the event's span (ns: the wait's or hold's length; 0
+    /// none or unknown).
+    Time = 11,
 }
 
 impl RecordTag {
@@ -78,6 +86,7 @@ impl RecordTag {
             8 => RecordTag::ProcessEnd,
             9 => RecordTag::ObjectSample,
             10 => RecordTag::LockStats,
+            11 => RecordTag::Time,
             _ => return None,
         })
     }
@@ -362,6 +371,10 @@ pub mod counters {
     pub const LOCK_EVENTS_STRAY: &str = "lock_events_stray";
     /// Most locks in the runtime's lock table at once (memory gauge).
     pub const LOCK_TABLE_PEAK: &str = "lock_table_peak";
+    /// Timer samples whose check of the locks the thread may hold failed for another reason
+    /// than a lock gone (`process_vm_readv` refused: seccomp, no such call): their
+    /// `held.contended` is missing.
+    pub const HELD_CHECKS_FAILED: &str = "held_checks_failed";
     /// 1 when the runtime could not count the process's lock acquisitions (not x86-64, or
     /// not loaded at start-up: its thread-locals are not in the static TLS block).
     pub const ACQUISITIONS_UNCOUNTED: &str = "acquisitions_uncounted";

@@ -107,6 +107,10 @@ pub struct Sample {
     pub stack: StackId,
     /// The lock or other waited-on object a sample is about (its address; 0 none).
     pub object: u64,
+    /// When its event ended (monotonic ns; 0: unknown, before format version 3) and how
+    /// long it lasted (ns; 0: unknown or not an interval), see [`RecordTag::Time`].
+    pub time: u64,
+    pub span: u64,
 }
 
 impl Sample {
@@ -309,6 +313,7 @@ pub fn decode_part(
             ..Default::default()
         },
         last_stack: FxHashMap::default(),
+        time: (0, 0),
         counters: HashMap::new(),
         known_tids: Default::default(),
         skip_samples: opts.skip_samples,
@@ -385,6 +390,8 @@ struct Builder {
     profile: ProcessProfile,
     /// Previous sample's path per thread within the current chunk.
     last_stack: FxHashMap<u32, Vec<Frame>>,
+    /// The current chunk's time and span ([`RecordTag::Time`]).
+    time: (u64, u64),
     counters: HashMap<String, u64>,
     /// Threads already listed in `profile.threads`.
     known_tids: FxHashSet<u32>,
@@ -446,6 +453,7 @@ impl<'a> Cursor<'a> {
 impl Builder {
     fn chunk(&mut self, tid: u32, body: &[u8]) -> Decode<()> {
         self.last_stack.clear();
+        self.time = (0, 0);
         let mut c = Cursor { data: body, pos: 0 };
         while c.pos < body.len() {
             let tag = RecordTag::from_u8(c.u8()?).ok_or("unknown record type")?;
@@ -561,9 +569,20 @@ impl Builder {
                         value,
                         stack,
                         object,
+                        time: self.time.0,
+                        span: self.time.1,
                     });
                 }
                 *prev = path;
+            }
+            RecordTag::Time => {
+                if p.version < crate::SAMPLE_TIME_VERSION {
+                    return Err("record type of a later format version");
+                }
+                let zigzag = c.varint()?;
+                let change = (zigzag >> 1) as i64 ^ -((zigzag & 1) as i64);
+                let span = c.varint()?;
+                self.time = (self.time.0.wrapping_add(change as u64), span);
             }
             RecordTag::Counter => {
                 let name = c.string()?;

@@ -10,8 +10,9 @@
 //! marks itself (the waiters that came before it marked the previous holder). At each
 //! timer sample the handler asks [`HeldMarks::contended`]: a mark counts only if the lock's
 //! own words say, now, that this thread holds it and that it is contended, as glibc keeps
-//! them: a mutex whose owner is the thread and whose lock word says waiters may sleep (2,
-//! or `FUTEX_WAITERS` for robust and PI mutexes); an rwlock whose writer is the thread
+//! them: a mutex whose owner is the thread and whose lock word says waiters may sleep (2;
+//! `FUTEX_WAITERS` for robust and PI mutexes, whose word is the owner's id; 2 in the low
+//! bits of a priority-protected one's); an rwlock whose writer is the thread
 //! with readers registered in its write phase or sleeping, or writers sleeping (the
 //! `FUTEX_USED` bits of its futex words). glibc clears neither until
 //! the release, so a hold that began with a contended acquisition counts as contended
@@ -25,8 +26,9 @@
 //!   compare-and-swap, so a waiter's fresh mark of the same lock is never lost to it: a
 //!   thread cannot take or release a lock while its own handler runs, so "not the owner"
 //!   holds for the whole of the handler, and a mark left meanwhile is stale too.
-//! - [`SLOTS`] marks a thread: nested contended holds beyond that, or two in one slot,
-//!   keep the latest marked.
+//! - [`SLOTS`] marks a thread: a mark goes to the slot that has it, else to a free one,
+//!   else replaces the one its address picks; with more nested contended holds than slots,
+//!   the latest marked are kept. A sample counts for the first contended lock found.
 //! - Only mutexes and rwlocks' writers are marked; readers, spin locks and futex words
 //!   have no owner to read.
 //!
@@ -38,11 +40,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Marks a thread keeps.
 pub const SLOTS: usize = 2;
 
-/// glibc's x86-64 mutex: lock word at byte 0, owner's thread id at 8.
-const MUTEX_WORDS: usize = 3;
+/// glibc's x86-64 mutex: lock word at byte 0, owner's thread id at 8, kind at 16.
+const MUTEX_WORDS: usize = 5;
 const MUTEX_OWNER: usize = 2;
+const MUTEX_KIND: usize = 4;
+/// Kind bits: robust, priority-inheriting and priority-protected mutexes.
+const ROBUST: u32 = 0x10;
+const PRIO_INHERIT: u32 = 0x20;
+const PRIO_PROTECT: u32 = 0x40;
 /// A robust or PI mutex's lock word holds the owner's id and this bit when waiters sleep.
 const FUTEX_WAITERS: u32 = 0x8000_0000;
+/// A priority-protected mutex's lock word keeps its ceiling above these bits.
+const PRIO_PROTECT_LOCK_MASK: u32 = 0x7_ffff;
 
 /// glibc's x86-64 rwlock: `__readers` at byte 0 (readers above 3 flag bits: in a write
 /// phase, the readers waiting for it), `__wrphase_futex` at 8 and `__writers_futex` at 12
@@ -58,6 +67,38 @@ const FUTEX_USED: u32 = 2;
 /// their contended paths only, and only when the mark changes.
 #[derive(Debug, Default)]
 pub struct HeldMarks([AtomicU64; SLOTS]);
+
+/// What reading a lock's words gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// The words were read.
+    Done,
+    /// Nothing is mapped there any more: the lock is gone.
+    Gone,
+    /// The read itself failed (the system refused it): nothing is known.
+    Failed,
+}
+
+/// What [`HeldMarks::contended`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Held {
+    /// The first marked lock the thread holds while others wait for it.
+    pub lock: Option<(usize, WaitKind)>,
+    /// Whether a lock's words could not be read (the read failed, not the lock gone).
+    pub failed: bool,
+}
+
+/// Whether a mutex's words (`MUTEX_WORDS` of them) say waiters may sleep for it.
+fn mutex_has_waiters(w: &[u32]) -> bool {
+    let kind = w[MUTEX_KIND];
+    if kind & (ROBUST | PRIO_INHERIT) != 0 {
+        w[0] & FUTEX_WAITERS != 0
+    } else if kind & PRIO_PROTECT != 0 {
+        w[0] & PRIO_PROTECT_LOCK_MASK == 2
+    } else {
+        w[0] == 2
+    }
+}
 
 /// The address and kind of a mark.
 fn unpack(mark: u64) -> (usize, u8) {
@@ -76,50 +117,64 @@ impl HeldMarks {
             return;
         }
         let mark = (address as u64) << 8 | kind as u8 as u64;
-        let slot = &self.0[(address >> 6) % SLOTS];
-        if slot.load(Ordering::Relaxed) != mark {
-            slot.store(mark, Ordering::Release);
+        if self.0.iter().any(|s| s.load(Ordering::Relaxed) == mark) {
+            return;
         }
+        for slot in &self.0 {
+            if slot
+                .compare_exchange(0, mark, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+        self.0[(address >> 6) % SLOTS].store(mark, Ordering::Release);
     }
 
     /// The lock (address, kind) the thread `tid` holds while others wait for it, among its
-    /// marks; stale marks are cleared. `read` copies 32-bit words of memory at an address
-    /// without faulting (false: not readable). Async-signal-safe if `read` is.
-    pub fn contended(
-        &self,
-        tid: u32,
-        mut read: impl FnMut(usize, &mut [u32]) -> bool,
-    ) -> Option<(usize, WaitKind)> {
-        let mut found = None;
+    /// marks; marks of locks it does not hold (or that are gone) are cleared. `read` copies
+    /// 32-bit words of memory at an address without faulting. Async-signal-safe if `read`
+    /// is.
+    pub fn contended(&self, tid: u32, mut read: impl FnMut(usize, &mut [u32]) -> Read) -> Held {
+        let mut found = Held::default();
         for slot in &self.0 {
             let mark = slot.load(Ordering::Acquire);
             if mark == 0 {
                 continue;
             }
             let (address, kind) = unpack(mark);
+            let mut w = [0u32; RWLOCK_WORDS];
             let held = match WaitKind::from_code(kind) {
                 Some(WaitKind::Mutex) => {
-                    let mut w = [0u32; MUTEX_WORDS];
-                    read(address, &mut w).then(|| {
-                        let waiters = w[0] == 2 || w[0] & FUTEX_WAITERS != 0;
-                        (w[MUTEX_OWNER] == tid, waiters)
-                    })
+                    let w = &mut w[..MUTEX_WORDS];
+                    match read(address, w) {
+                        Read::Failed => {
+                            found.failed = true;
+                            continue;
+                        }
+                        r => {
+                            (r == Read::Done).then(|| (w[MUTEX_OWNER] == tid, mutex_has_waiters(w)))
+                        }
+                    }
                 }
-                Some(WaitKind::RwLock) => {
-                    let mut w = [0u32; RWLOCK_WORDS];
-                    read(address, &mut w).then(|| {
+                Some(WaitKind::RwLock) => match read(address, &mut w) {
+                    Read::Failed => {
+                        found.failed = true;
+                        continue;
+                    }
+                    r => (r == Read::Done).then(|| {
                         let waiters = w[0] >> READER_SHIFT != 0
                             || (w[RWLOCK_WRPHASE_FUTEX] | w[RWLOCK_WRITERS_FUTEX]) & FUTEX_USED
                                 != 0;
                         (w[RWLOCK_WRITER] == tid, waiters)
-                    })
-                }
+                    }),
+                },
                 _ => None,
             };
             match held {
                 Some((true, waiters)) => {
-                    if waiters && found.is_none() {
-                        found = WaitKind::from_code(kind).map(|k| (address, k));
+                    if waiters && found.lock.is_none() {
+                        found.lock = WaitKind::from_code(kind).map(|k| (address, k));
                     }
                 }
                 // Not the owner (or unreadable): the hold is over.
@@ -144,40 +199,82 @@ mod tests {
     use super::*;
 
     /// A reader of the words at the addresses of `memory` (address, words).
-    fn reader(memory: &[(usize, Vec<u32>)]) -> impl FnMut(usize, &mut [u32]) -> bool + '_ {
+    fn reader(memory: &[(usize, Vec<u32>)]) -> impl FnMut(usize, &mut [u32]) -> Read + '_ {
         |address, out| match memory.iter().find(|(a, _)| *a == address) {
             Some((_, words)) => {
                 out.copy_from_slice(&words[..out.len()]);
-                true
+                Read::Done
             }
-            None => false,
+            None => Read::Gone,
         }
+    }
+
+    /// The lock `marks` find held with waiters by `tid` in `memory`.
+    fn found(marks: &HeldMarks, tid: u32, memory: &[(usize, Vec<u32>)]) -> Option<usize> {
+        let held = marks.contended(tid, reader(memory));
+        assert!(!held.failed);
+        held.lock.map(|(address, _)| address)
+    }
+
+    fn marked(marks: &HeldMarks) -> usize {
+        marks
+            .0
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+
+    /// A mutex's words: lock word, owner, kind.
+    fn mutex(word: u32, owner: u32, kind: u32) -> Vec<u32> {
+        vec![word, 0, owner, 0, kind]
     }
 
     #[test]
     fn a_mutex_counts_while_the_thread_owns_it_with_waiters() {
         let marks = HeldMarks::new();
         marks.mark(0x1000, WaitKind::Mutex);
-        let contended = [(0x1000, vec![2, 0, 77])];
+        let contended = [(0x1000, mutex(2, 77, 0))];
         assert_eq!(
-            marks.contended(77, reader(&contended)),
+            marks.contended(77, reader(&contended)).lock,
             Some((0x1000, WaitKind::Mutex))
         );
-        let robust = [(0x1000, vec![77 | FUTEX_WAITERS, 0, 77])];
-        assert!(marks.contended(77, reader(&robust)).is_some());
-        let quiet = [(0x1000, vec![1, 0, 77])];
-        assert_eq!(marks.contended(77, reader(&quiet)), None, "no waiters now");
-        assert!(
-            marks.contended(77, reader(&contended)).is_some(),
+        let quiet = [(0x1000, mutex(1, 77, 0))];
+        assert_eq!(found(&marks, 77, &quiet), None, "no waiters now");
+        assert_eq!(
+            found(&marks, 77, &contended),
+            Some(0x1000),
             "the mark stays while the thread holds it"
         );
-        let other = [(0x1000, vec![2, 0, 78])];
-        assert_eq!(marks.contended(77, reader(&other)), None, "another owner");
+        let other = [(0x1000, mutex(2, 78, 0))];
+        assert_eq!(found(&marks, 77, &other), None, "another owner");
         assert_eq!(
-            marks.contended(77, reader(&contended)),
+            found(&marks, 77, &contended),
             None,
             "a stale mark is cleared"
         );
+    }
+
+    #[test]
+    fn robust_pi_and_priority_protected_mutexes_say_waiters_their_own_way() {
+        let marks = HeldMarks::new();
+        let robust = |word| [(0x1000, mutex(word, 2, ROBUST))];
+        let pi = |word| [(0x1000, mutex(word, 2, PRIO_INHERIT | 3))];
+        let pp = |word| [(0x1000, mutex(word, 2, PRIO_PROTECT))];
+        for (memory, contended) in [
+            (robust(2 | FUTEX_WAITERS), true),
+            (robust(2), false), // owned by thread 2, nobody waiting
+            (pi(2 | FUTEX_WAITERS), true),
+            (pi(2), false),
+            (pp(5 << 19 | 2), true),
+            (pp(5 << 19 | 1), false),
+        ] {
+            marks.mark(0x1000, WaitKind::Mutex);
+            assert_eq!(
+                found(&marks, 2, &memory).is_some(),
+                contended,
+                "{memory:x?}"
+            );
+        }
     }
 
     #[test]
@@ -193,41 +290,45 @@ mod tests {
         };
         let r = words(0xb, 3, 1, 9);
         assert_eq!(
-            marks.contended(9, reader(&r)),
+            marks.contended(9, reader(&r)).lock,
             Some((0x2000, WaitKind::RwLock))
         );
-        assert!(marks.contended(9, reader(&words(3, 1, 3, 9))).is_some());
-        assert!(
-            marks.contended(9, reader(&words(3, 1, 1, 9))).is_none(),
-            "alone"
-        );
+        assert!(found(&marks, 9, &words(3, 1, 3, 9)).is_some());
+        assert!(found(&marks, 9, &words(3, 1, 1, 9)).is_none(), "alone");
     }
 
     #[test]
-    fn unreadable_locks_and_other_kinds_leave_no_mark() {
+    fn gone_locks_and_other_kinds_leave_no_mark_and_a_failed_read_keeps_it() {
         let marks = HeldMarks::new();
         marks.mark(0x3000, WaitKind::Mutex);
-        assert_eq!(marks.contended(5, reader(&[])), None);
-        assert!(
-            marks.0.iter().all(|s| s.load(Ordering::Relaxed) == 0),
-            "cleared"
-        );
+        assert_eq!(found(&marks, 5, &[]), None);
+        assert_eq!(marked(&marks), 0, "cleared");
         marks.mark(0x3000, WaitKind::Futex);
         marks.mark(0x3000, WaitKind::Spin);
-        assert!(marks.0.iter().all(|s| s.load(Ordering::Relaxed) == 0));
+        assert_eq!(marked(&marks), 0);
+        marks.mark(0x3000, WaitKind::Mutex);
+        let held = marks.contended(5, |_, _| Read::Failed);
+        assert_eq!(
+            held,
+            Held {
+                lock: None,
+                failed: true
+            }
+        );
+        assert_eq!(marked(&marks), 1, "kept: nothing is known");
     }
 
     #[test]
-    fn two_locks_in_two_slots_and_the_first_contended_one_wins() {
+    fn nested_locks_take_free_slots_and_the_first_contended_one_counts() {
         let marks = HeldMarks::new();
+        // Both addresses pick slot 0: the second still finds slot 1 free.
         marks.mark(0x1000, WaitKind::Mutex);
-        marks.mark(0x1040, WaitKind::Mutex);
-        let memory = [(0x1000, vec![1, 0, 3]), (0x1040, vec![2, 0, 3])];
-        assert_eq!(
-            marks.contended(3, reader(&memory)),
-            Some((0x1040, WaitKind::Mutex))
-        );
+        marks.mark(0x1080, WaitKind::Mutex);
+        marks.mark(0x1080, WaitKind::Mutex);
+        assert_eq!(marked(&marks), 2);
+        let memory = [(0x1000, mutex(1, 3, 0)), (0x1080, mutex(2, 3, 0))];
+        assert_eq!(found(&marks, 3, &memory), Some(0x1080));
         marks.reset();
-        assert_eq!(marks.contended(3, reader(&memory)), None);
+        assert_eq!(marked(&marks), 0);
     }
 }

@@ -1,11 +1,13 @@
 //! A thread's sample buffer: encoding samples into the chunk being filled, and flushing it.
 //!
 //! Job: append [`RecordTag::Sample`] records, sharing the root-side frames a sample has in
-//! common with the previous one of the same chunk, and write the chunk out when full.
+//! common with the previous one of the same chunk, each preceded by a [`RecordTag::Time`]
+//! when its time differs from the previous sample's, and write the chunk out when full.
 //! Async-signal-safe: fixed buffers, no allocation after [`BufferPart::new`].
 //!
-//! Invariant: `prev` always describes the last sample committed in the current chunk (a
-//! new chunk starts with none), so the reader can rebuild every path from the chunk alone.
+//! Invariant: `prev` and `prev_time` always describe the last sample committed in the
+//! current chunk (a new chunk starts with none, and time 0), so the reader can rebuild every
+//! path and time from the chunk alone.
 
 use super::clock::monotonic_ns;
 use super::counters::{self, Counter};
@@ -24,6 +26,27 @@ pub const BUFFER_LEN: usize = 8 * 1024;
 /// killed loses at most about this much of its profile.
 pub const MAX_BUFFER_AGE_NS: u64 = 1_000_000_000;
 
+/// One sample's metric, value and flags ([`WaitKind`] bits), to record at a call path,
+/// the lock or waited-on object it is about (its address; 0 none), and when its event
+/// ended (`at`, monotonic ns; 0: when it is recorded) and how long it lasted (`span`, ns;
+/// 0: not known or not an interval).
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub metric: u8,
+    pub value: u64,
+    pub flags: u8,
+    pub object: usize,
+    pub at: u64,
+    pub span: u64,
+}
+
+impl Sample {
+    /// This sample, about an event that ended at `at` and lasted `span`.
+    pub fn timed(self, at: u64, span: u64) -> Sample {
+        Sample { at, span, ..self }
+    }
+}
+
 pub struct BufferPart {
     bytes: Box<[u8]>,
     /// Committed bytes, including the reserved header space.
@@ -33,6 +56,8 @@ pub struct BufferPart {
     /// The previous sample's path in this chunk.
     prev: Box<[Frame; FRAMES_CAPACITY]>,
     prev_len: usize,
+    /// The previous sample's time and span in this chunk.
+    prev_time: (u64, u64),
     /// Monotonic time of the last flush (or of the buffer's creation).
     flushed_at_ns: u64,
 }
@@ -46,6 +71,7 @@ impl BufferPart {
             samples: 0,
             prev: frame_array(),
             prev_len: 0,
+            prev_time: (0, 0),
             flushed_at_ns: monotonic_ns(),
         }
     }
@@ -55,28 +81,27 @@ impl BufferPart {
         self.len = CHUNK_HEADER_LEN;
         self.samples = 0;
         self.prev_len = 0;
+        self.prev_time = (0, 0);
     }
 
-    /// Appends a sample, flushing the chunk first if it is full, or after if it has grown
-    /// older than [`MAX_BUFFER_AGE_NS`]. Async-signal-safe.
-    pub fn push_sample(
-        &mut self,
-        tid: u32,
-        metric: u8,
-        value: u64,
-        flags: u8,
-        object: usize,
-        path: &[Frame],
-    ) {
-        let sample = (metric, value, flags, object);
-        if self.try_append(sample, path).is_ok() {
-            if monotonic_ns().saturating_sub(self.flushed_at_ns) > MAX_BUFFER_AGE_NS {
+    /// Appends a sample (with `flags` added to its own; at its time, or now if it has none),
+    /// flushing the chunk first if it is full, or after if it has grown older than
+    /// [`MAX_BUFFER_AGE_NS`]. Async-signal-safe.
+    pub fn push_sample(&mut self, tid: u32, s: &Sample, flags: u8, path: &[Frame]) {
+        let now = monotonic_ns();
+        let sample = Sample {
+            flags: s.flags | flags,
+            at: if s.at == 0 { now } else { s.at },
+            ..*s
+        };
+        if self.try_append(&sample, path).is_ok() {
+            if now.saturating_sub(self.flushed_at_ns) > MAX_BUFFER_AGE_NS {
                 self.flush(tid);
             }
             return;
         }
         self.flush(tid);
-        if self.try_append(sample, path).is_err() {
+        if self.try_append(&sample, path).is_err() {
             counters::add(Counter::DroppedFlushFailed, 1);
         }
     }
@@ -100,12 +125,8 @@ impl BufferPart {
         Ok(())
     }
 
-    /// Appends a sample (metric, value, flags, object) at `path`.
-    fn try_append(
-        &mut self,
-        (metric, value, flags, object): (u8, u64, u8, usize),
-        path: &[Frame],
-    ) -> Result<(), Full> {
+    /// Appends a sample at `path`, after its time if that changed.
+    fn try_append(&mut self, s: &Sample, path: &[Frame]) -> Result<(), Full> {
         let depth = path.len().min(FRAMES_CAPACITY);
         let prev = &self.prev[..self.prev_len];
         let shared = path
@@ -115,16 +136,23 @@ impl BufferPart {
             .take_while(|(a, b)| a == b)
             .count();
         let mut w = RecordWriter::new(&mut self.bytes, self.len);
-        if object == 0 {
+        let time = (s.at, s.span);
+        if time != self.prev_time {
+            w.tag(RecordTag::Time)?;
+            let change = s.at.wrapping_sub(self.prev_time.0) as i64;
+            w.varint(((change << 1) ^ (change >> 63)) as u64)?;
+            w.varint(s.span)?;
+        }
+        if s.object == 0 {
             w.tag(RecordTag::Sample)?;
         } else {
             w.tag(RecordTag::ObjectSample)?;
         }
-        w.u8(metric)?;
-        w.varint(value)?;
-        w.u8(flags)?;
-        if object != 0 {
-            w.varint(object as u64)?;
+        w.u8(s.metric)?;
+        w.varint(s.value)?;
+        w.u8(s.flags)?;
+        if s.object != 0 {
+            w.varint(s.object as u64)?;
         }
         w.varint(depth as u64)?;
         w.varint(shared as u64)?;
@@ -136,6 +164,7 @@ impl BufferPart {
         self.samples += 1;
         self.prev[..depth].copy_from_slice(&path[..depth]);
         self.prev_len = depth;
+        self.prev_time = time;
         Ok(())
     }
 

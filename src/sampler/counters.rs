@@ -46,9 +46,10 @@ pub enum Counter {
     LockTablePeak,
     AcquisitionsUncounted,
     LockEventsStray,
+    HeldChecksFailed,
 }
 
-const ALL: [(Counter, &str); 35] = [
+const ALL: [(Counter, &str); 36] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -111,6 +112,7 @@ const ALL: [(Counter, &str); 35] = [
         names::ACQUISITIONS_UNCOUNTED,
     ),
     (Counter::LockEventsStray, names::LOCK_EVENTS_STRAY),
+    (Counter::HeldChecksFailed, names::HELD_CHECKS_FAILED),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

@@ -12,13 +12,13 @@
 //!    (the measurement covers it), nor does a thread spinning on a spin lock (its spin is
 //!    measured the same way);
 //! 4. refresh a one-shot perf counter;
-//! 5. unwind with the published module set through a wait-free try-read (dropped if an update
+//! 5. if a waiter marked the thread as the holder of a lock it waits for
+//!    (`locks::held_marks`), read the lock's words with `process_vm_readv` (never a load: the
+//!    lock may be gone; a refused read is counted) and, when the thread holds it and others
+//!    wait, charge the same CPU time to `held.contended` too, with the lock;
+//! 6. unwind with the published module set through a wait-free try-read (dropped if an update
 //!    is under way) and a framehop cache (non-allocating) lent by the process's pool with a
 //!    wait-free try-take (dropped if none is free); stack reads cannot fault;
-//! 6. if a waiter marked the thread as the holder of a lock it waits for
-//!    (`locks::held_marks`), read the lock's words with `process_vm_readv` (never a load: the
-//!    lock may be gone) and, when the thread holds it and others wait, charge the same CPU
-//!    time to `held.contended` too, with the lock;
 //! 7. try-lock the buffer (dropped if the exit path is flushing it), encode, maybe flush with
 //!    one `write`.
 //!
@@ -30,6 +30,7 @@ use super::path::{record_path, How, Sample};
 use super::process;
 use super::thread_state::{lookup, ThreadState};
 use crate::format::protocol;
+use crate::locks::held_marks::Read;
 use crate::sys::gettid;
 use crate::unwind::walk::Regs;
 use std::sync::atomic::{compiler_fence, Ordering};
@@ -90,6 +91,13 @@ fn charge(state: &ThreadState) -> Option<u64> {
 fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value: u64) {
     // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
     let regs = unsafe { registers(context) };
+    // Before the module set's read guard: the reads may sleep on the memory map's lock.
+    let held = state
+        .held
+        .contended(tid, |address, out| read_words(tid, address, out));
+    if held.failed {
+        counters::add(Counter::HeldChecksFailed, 1);
+    }
     let Some(modules) = process::modules().try_read() else {
         counters::add(Counter::DroppedModulesUpdating, 1);
         return;
@@ -99,14 +107,18 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
         value,
         flags: 0,
         object: 0,
+        at: 0,
+        span: 0,
     }; 2];
-    let n = match state.held.contended(tid, read_words) {
+    let n = match held.lock {
         Some((object, kind)) => {
             samples[1] = Sample {
                 metric: protocol::HELD_CONTENDED.index,
                 value,
                 flags: kind.flags(),
                 object,
+                at: 0,
+                span: 0,
             };
             2
         }
@@ -121,9 +133,10 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
     }
 }
 
-/// Copies the 32-bit words at `address` into `out` without faulting: false when they are
-/// not all readable. A system call; it may set `errno` (the handler restores it).
-fn read_words(address: usize, out: &mut [u32]) -> bool {
+/// Copies the 32-bit words at `address` into `out` without faulting, through thread
+/// `tid` (the calling thread: by the process id, the read fails once the main thread has
+/// exited). A system call; it sets `errno` (the handler restores it).
+fn read_words(tid: u32, address: usize, out: &mut [u32]) -> Read {
     let len = std::mem::size_of_val(out);
     let local = libc::iovec {
         iov_base: out.as_mut_ptr().cast(),
@@ -136,8 +149,17 @@ fn read_words(address: usize, out: &mut [u32]) -> bool {
     // SAFETY: `process_vm_readv` is a plain system call (async-signal-safe); on our own pid
     // it copies memory and reports an unmapped address as an error instead of faulting;
     // `local` covers exactly `out`, writable for the whole call.
-    let n = unsafe { libc::process_vm_readv(crate::sys::getpid(), &local, 1, &remote, 1, 0) };
-    n == len as isize
+    let n = unsafe { libc::process_vm_readv(tid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    if n == len as isize {
+        return Read::Done;
+    }
+    // SAFETY: __errno_location returns the calling thread's errno slot; always valid.
+    let errno = unsafe { *libc::__errno_location() };
+    if n >= 0 || errno == libc::EFAULT {
+        Read::Gone
+    } else {
+        Read::Failed
+    }
 }
 
 /// # Safety

@@ -10,6 +10,7 @@
 //! Async-signal-safe: no allocation, no lock another context may hold, bounded loops (the
 //! only wait, for an unwind cache, is outside the handler and bounded).
 
+pub use super::buffer::Sample;
 use super::counters::{self, Counter};
 use super::thread_state::ThreadState;
 use crate::format::{Frame, SAMPLE_TRUNCATED};
@@ -27,16 +28,6 @@ pub struct How {
     pub publish: Option<u64>,
     /// Wait for the buffer (synchronous samples) instead of dropping the sample (handler).
     pub wait_for_buffer: bool,
-}
-
-/// One sample's metric, value and flags ([`WaitKind`] bits), to record at a call path,
-/// and the lock or waited-on object it is about (its address; 0 none).
-#[derive(Debug, Clone, Copy)]
-pub struct Sample {
-    pub metric: u8,
-    pub value: u64,
-    pub flags: u8,
-    pub object: usize,
 }
 
 /// Walks the stack from `regs` once and appends `samples` at that path to the thread's
@@ -102,7 +93,7 @@ pub unsafe fn record_path(
     // SAFETY: we hold the buffer lock.
     let buffer = unsafe { &mut *state.buffer.get() };
     for s in samples {
-        buffer.push_sample(tid, s.metric, s.value, flags | s.flags, s.object, path);
+        buffer.push_sample(tid, s, flags, path);
     }
     state.unlock_buffer();
     true
@@ -178,14 +169,7 @@ pub unsafe fn record_captured_path(state: &ThreadState, tid: u32, samples: &[Sam
     // SAFETY: we hold the buffer lock.
     let buffer = unsafe { &mut *state.buffer.get() };
     for s in samples {
-        buffer.push_sample(
-            tid,
-            s.metric,
-            s.value,
-            flags | s.flags,
-            s.object,
-            &owner.wait_frames[..depth],
-        );
+        buffer.push_sample(tid, s, flags, &owner.wait_frames[..depth]);
     }
     state.unlock_buffer();
     true

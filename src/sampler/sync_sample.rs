@@ -95,14 +95,7 @@ pub fn record_at_wake(waker: WakerId, sample: Sample) -> bool {
         if alive {
             // SAFETY: we hold the target's buffer lock.
             let buffer = unsafe { &mut *target.buffer.get() };
-            buffer.push_sample(
-                waker.tid,
-                sample.metric,
-                sample.value,
-                sample.flags,
-                sample.object,
-                &frames[..depth],
-            );
+            buffer.push_sample(waker.tid, &sample, 0, &frames[..depth]);
         }
         target.unlock_buffer();
         alive.then_some(())

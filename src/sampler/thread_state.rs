@@ -58,6 +58,8 @@ pub struct OwnerPart {
     pub deferred_wait_flags: u8,
     /// The object of the deferred lock wait record.
     pub deferred_wait_object: usize,
+    /// ... and when it ended and how long it lasted (monotonic ns, ns).
+    pub deferred_wait_time: (u64, u64),
     /// How long its latest lock wait (mutex, rwlock) lasted: whether the next one is worth
     /// unwinding before it blocks.
     pub last_lock_wait_ns: u64,
@@ -146,6 +148,7 @@ impl ThreadState {
                 wait_frames: frame_array(),
                 deferred_wait_flags: 0,
                 deferred_wait_object: 0,
+                deferred_wait_time: (0, 0),
                 last_lock_wait_ns: 0,
                 thin_rate: ThinRate::default(),
                 holds: HoldStarts::default(),

@@ -44,9 +44,11 @@ pub struct ReportArgs {
     /// Locks view: show this lock or group in full (its name as the table shows it)
     #[arg(long, value_name = "NAME")]
     pub lock: Option<String>,
-    /// Metric to sort and prune by: work, idleness (lock waiting, at the waiter) or blame
-    /// (lock waiting, at the holder), or one of them by primitive, e.g. idleness.condvar
-    /// [default: the first of --metrics, else work]
+    /// Metric to sort and prune by: work, idleness (lock waiting, at the waiter), blame
+    /// (lock waiting, at the holder) or held.contended (the holders' computing while others
+    /// waited), or one of them by primitive, e.g. idleness.condvar; the locks view sorts by
+    /// blame, idleness, contended, acquisitions or held.contended
+    /// [default: the first of --metrics, else work; locks view: blame]
     #[arg(long)]
     pub metric: Option<String>,
     /// Metrics shown side by side in text views, e.g. work,idleness,blame [default: --metric;
@@ -83,8 +85,9 @@ pub struct ReportArgs {
 pub struct FlamegraphArgs {
     /// Profile directory [default: the newest blameprof-* directory here]
     pub path: Option<PathBuf>,
-    /// Metric to draw: work, idleness (lock waiting, at the waiter) or blame (lock
-    /// waiting, at the holder), or one of them by primitive, e.g. blame.mutex
+    /// Metric to draw: work, idleness (lock waiting, at the waiter), blame (lock waiting,
+    /// at the holder) or held.contended (the holders' computing while others waited), or
+    /// one of them by primitive, e.g. blame.mutex
     #[arg(long, default_value = "work")]
     pub metric: String,
     /// Where to write the SVG
@@ -183,8 +186,8 @@ fn report_locks(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         .unwrap_or("blame");
     let Some(sort) = SortBy::parse(metric) else {
         bail!(
-            "the locks view sorts by blame, idleness (wait), contended or acquisitions, not \
-             '{metric}': pass one of them to --metric"
+            "the locks view sorts by blame, idleness (wait), contended, acquisitions or \
+             held.contended, not '{metric}': pass one of them to --metric"
         );
     };
     let path = match args.path.as_deref() {

@@ -171,10 +171,12 @@ pub fn release(
     if kind == WaitKind::Mutex {
         return release_mutex(address, unlock);
     }
+    let mut released_at = 0;
     let settled = if may_be_pending(address, kind) {
         // The hold ends now, not after the bookkeeping that takes its blame (a hold of a
         // few hundred ns would grow by a fifth).
         let now = monotonic_ns();
+        released_at = now;
         bookkeeping(|| table::settle(address, kind, || now, still_held)).flatten()
     } else {
         None
@@ -183,7 +185,7 @@ pub fn release(
     match settled {
         // The caller did not release it (e.g. EPERM): the owner's hold goes on.
         Some(taken) if rc != 0 => give_back(address, kind, taken, true),
-        Some(taken) => charge(address, kind, taken),
+        Some(taken) => charge(address, kind, taken, (released_at, 0)),
         None => {}
     }
     // The hold is over: the record of the wait that began it, if deferred, is written now.
@@ -221,13 +223,21 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
     match (kept, end) {
         (Some(Started::Noted { start, weight }), Some(end)) => {
             if let Some(taken) = sampled_hold_ends(state, address, start, end, weight) {
-                charge(address, WaitKind::Mutex, taken);
+                charge(
+                    address,
+                    WaitKind::Mutex,
+                    taken,
+                    (end, end.saturating_sub(start)),
+                );
             }
         }
         (None, Some(end)) => match mutex_hold_ends(state, address, end) {
             // The caller did not release it (e.g. EPERM): the owner's hold goes on.
             (_, Some(start)) if rc != 0 => hold_started(state, address, WaitKind::Mutex, start),
-            (Some(taken), _) if rc == 0 => charge(address, WaitKind::Mutex, taken),
+            (Some(taken), start) if rc == 0 => {
+                let span = start.map_or(0, |s| end.saturating_sub(s));
+                charge(address, WaitKind::Mutex, taken, (end, span));
+            }
             _ => {}
         },
         _ => {}

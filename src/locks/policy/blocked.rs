@@ -146,7 +146,8 @@ impl Blocked {
             // captured path the record must be written here, at this call's path.
             let end = monotonic_ns();
             let waited = end.saturating_sub(start) * u64::from(weight);
-            let sample = weighted_idleness(kind, self.wait.address, waited, true, weight);
+            let sample = weighted_idleness(kind, self.wait.address, waited, true, weight)
+                .timed(end, end.saturating_sub(start));
             let deferred = {
                 let _busy = Bookkeeping::enter(state);
                 // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
@@ -156,6 +157,7 @@ impl Blocked {
                 if deferred {
                     owner.deferred_wait_flags = sample.flags;
                     owner.deferred_wait_object = sample.object;
+                    owner.deferred_wait_time = (sample.at, sample.span);
                     state.deferred_wait_ns.store(waited, Ordering::Relaxed);
                 }
                 deferred
@@ -185,10 +187,9 @@ impl Blocked {
         if departed != Departed::NoWait && !table::is_hold_kind(kind) {
             lock_counts::waited(address, kind, end.saturating_sub(start));
         }
-        record_wait(
-            state,
-            &[weighted_idleness(kind, address, waited, blamed, weight)],
-        );
+        let sample = weighted_idleness(kind, address, waited, blamed, weight)
+            .timed(end, end.saturating_sub(start));
+        record_wait(state, &[sample]);
         if futex && blamed {
             resumed(state);
         }
@@ -217,15 +218,21 @@ pub fn record_deferred_wait(state: &ThreadState) {
         return;
     }
     // SAFETY: reading the owner part on the owner thread, outside the handler.
-    let (flags, object) = unsafe {
+    let (flags, object, (at, span)) = unsafe {
         let owner = &*state.owner.get();
-        (owner.deferred_wait_flags, owner.deferred_wait_object)
+        (
+            owner.deferred_wait_flags,
+            owner.deferred_wait_object,
+            owner.deferred_wait_time,
+        )
     };
     let sample = Sample {
         metric: protocol::IDLENESS.index,
         value: ns,
         flags,
         object,
+        at,
+        span,
     };
     record_wait(state, &[sample]);
 }

@@ -99,7 +99,7 @@ pub fn cond_wake(cond: usize, n: u32, op: impl FnOnce() -> i32) -> i32 {
     });
     let rc = op();
     if let Some(taken) = taken {
-        charge(cond, WaitKind::CondVar, WaiterTime::exact(taken));
+        charge(cond, WaitKind::CondVar, WaiterTime::exact(taken), (0, 0));
     }
     rc
 }

@@ -53,7 +53,7 @@ pub fn event<R: Copy>(
     let rc = op();
     let saved = errno();
     if ok(rc) {
-        charge(address, kind, WaiterTime::exact(woke.taken));
+        charge(address, kind, WaiterTime::exact(woke.taken), (0, 0));
     } else {
         give_back(address, kind, WaiterTime::exact(woke.taken), false);
     }

@@ -5,6 +5,7 @@
 //! Contended paths only: an uncontended acquisition or release marks nothing. Not
 //! async-signal-safe in general (not called from the handler); allocation-free.
 
+use super::bookkeeping::may_be_pending;
 use crate::format::WaitKind;
 use crate::sampler::clock::current_tid;
 use crate::sampler::process::sampling_enabled;
@@ -23,10 +24,12 @@ pub fn waiting_behind(owner: i32, address: usize, kind: WaitKind) {
 }
 
 /// The calling thread holds the lock of `kind` at `address`, acquired after waiting or
-/// while others wait: marks itself (the waiters that came before it marked the previous
-/// holder).
+/// while others wait: marks itself if others still wait (the waiters that came before it
+/// marked the previous holder). Its lock word stays "contended" to the release once it
+/// waited (glibc's), so without others registered it is not marked: those that come later
+/// mark it.
 pub fn holding_contended(address: usize, kind: WaitKind) {
-    if !sampling_enabled() {
+    if !sampling_enabled() || !may_be_pending(address, kind) {
         return;
     }
     if let Some(state) = lookup(current_tid()) {

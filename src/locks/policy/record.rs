@@ -30,6 +30,8 @@ pub(super) fn blame(kind: WaitKind, object: usize, ns: u64) -> Sample {
         value: ns,
         flags: kind.flags(),
         object,
+        at: 0,
+        span: 0,
     }
 }
 
@@ -69,6 +71,8 @@ pub(super) fn idleness(kind: WaitKind, object: usize, ns: u64, blamed: bool) -> 
         value: ns,
         flags: kind.flags() | if blamed { 0 } else { SAMPLE_UNBLAMED },
         object,
+        at: 0,
+        span: 0,
     }
 }
 
@@ -178,6 +182,8 @@ pub(super) const NO_SAMPLE: Sample = Sample {
     value: 0,
     flags: 0,
     object: 0,
+    at: 0,
+    span: 0,
 };
 
 /// Records samples (thinned) at the caller's context, or counts what could not be recorded.
@@ -210,9 +216,12 @@ pub(super) fn give_back(address: usize, kind: WaitKind, t: WaiterTime, still_hel
     }
 }
 
-/// Records blame (thinned) at the caller's context, or gives it back.
-pub(super) fn charge(address: usize, kind: WaitKind, t: WaiterTime) {
-    if !Kept::of(&blames(kind, address, t)).record_here() {
+/// Records blame (thinned) at the caller's context, or gives it back. `(at, span)`: when
+/// the hold or interval it is for ended (0: now) and how long it lasted (0: unknown).
+pub(super) fn charge(address: usize, kind: WaitKind, t: WaiterTime, (at, span): (u64, u64)) {
+    let [exact, scaled] = blames(kind, address, t);
+    let samples = [exact.timed(at, span), scaled.timed(at, span)];
+    if !Kept::of(&samples).record_here() {
         give_back(address, kind, t, false);
     }
 }

@@ -37,7 +37,7 @@ impl spin::SpinHooks for SpinGlue {
             state.blocked.store(false, Ordering::Relaxed);
         }
         lock_counts::spun(self.address, ns);
-        record(&[idleness(WaitKind::Spin, self.address, ns, true)]);
+        record(&[idleness(WaitKind::Spin, self.address, ns, true).timed(0, ns)]);
     }
 
     fn blame(&self, ns: u64) -> bool {
