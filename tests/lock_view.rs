@@ -11,7 +11,9 @@
 //! two threads is the program's own measure (about 50%), and 0 for one thread; (6) a
 //! holder's computing inside holds others waited for is `held.contended`, in its function,
 //! per kind and per lock, within 20% of the program's own measure, and its computing
-//! outside is not.
+//! outside is not; (7) waiters are paired with the holders whose holds their waits
+//! overlapped (matched in time), within 15% of the program's own overlap, and not with
+//! holders of another phase.
 //!
 //! The profiled workloads run one at a time (`machine()`): their truth is measured in the
 //! same run, but on a 2-CPU machine it is distorted when another workload competes.
@@ -400,4 +402,44 @@ fn work_inside_contended_holds_is_held_contended_in_its_function_and_lock() {
         "{}",
         run.stdout
     );
+}
+
+/// Who waited behind whom is matched in time: in a run whose first half has `append`
+/// waiting behind `compact` and whose second half has `query` behind `rotate`, each waiter
+/// is paired with its own phase's holder (the program's overlap of waits and holds, within
+/// 15%), and not with the other phase's, where splitting each holder's blame by the
+/// waiters' shares of all waiting would put half of each wait.
+#[test]
+fn waiters_are_paired_with_the_holders_whose_holds_they_overlapped() {
+    let (dir, t) = profiled("phased_pairs", "lock-view-phases", &["2"]);
+    let v = locks_json(&dir, &[]);
+    let journal = lock(&v, "journal_lock");
+    let behind = |waiter: &str, holder: &str| -> u64 {
+        journal["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["waiter"] == waiter && p["holder"] == holder)
+            .map(|p| p["ns"].as_u64().unwrap())
+            .sum()
+    };
+    for (waiter, holder, other) in [
+        ("append", "compact", "rotate"),
+        ("query", "rotate", "compact"),
+    ] {
+        let want = t[&format!("pair_{waiter}_{holder}_ns")];
+        assert!(want > 200_000_000, "{waiter} behind {holder}: {want} ns");
+        let got = behind(waiter, holder);
+        assert!(
+            within(got, want, 0.15),
+            "{waiter} behind {holder}: {got} ns, program {want} ns; pairs {}",
+            journal["pairs"]
+        );
+        let wrong = behind(waiter, other);
+        assert!(
+            wrong * 20 <= want,
+            "{waiter} behind {other}: {wrong} ns, yet they never overlapped; pairs {}",
+            journal["pairs"]
+        );
+    }
 }

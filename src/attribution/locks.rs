@@ -17,11 +17,17 @@
 //! contended acquisition is timed, whether or not it was measured for the blame. Blame,
 //! and the waiting per waiter site, are sums of the lock's samples (thinned, and
 //! calibrated as the other views calibrate them, [`super::calibration`]).
-//! *Who blocked whom* splits each holder site's blame (the waiting during its holds) over
-//! the waiter sites in proportion to their waiting: exact when one site waits (the pairs of
-//! a holder add up to its blame), an estimate otherwise that assumes every waiter site
-//! waited behind every holder site alike. A waiter's waiting that no pair accounts for was
-//! spent while the lock was free (being woken and scheduled), which blames nobody.
+//! *Who blocked whom* is matched in time (format version 3 on, whose samples carry when
+//! their wait or release ended and how long the wait or hold lasted): the blame of each
+//! release (the waiting during its hold) is split over the waiter sites whose recorded
+//! waits overlapped the hold, in proportion to the overlap times the waiters each record
+//! stands for (or, for a hold whose start the runtime did not know, over the waits under
+//! way at the release). So the pairs of a holder add up to its blame, and a waiter's
+//! waiting that no pair accounts for was spent while the lock was free (being woken and
+//! scheduled), which blames nobody. Blame that no recorded wait overlapped (waits' samples
+//! are thinned when short; older profiles carry no times) is split over the waiter sites
+//! in proportion to their waiting: the estimate that every waiter site waited behind every
+//! holder site alike.
 //!
 //! What the holders computed while others waited (`held.contended` samples, which name
 //! their lock) is summed per lock (`held_ns`) and per code site (`inside`: the function the
@@ -43,7 +49,7 @@ use super::symbolize::{CodeAddress, Symbolizer};
 use super::{select, AttributionError, Filter, Loc, Names};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::{protocol, LockStats, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// How a lock got its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,8 +294,10 @@ pub fn lock_table(
             let value = calibration.apply(s.value, s.flags);
             let sums = if is_wait {
                 row.first_wait.get_or_insert(k);
+                row.timed_waits.push((s.time, s.span, k, value));
                 &mut row.waits
             } else if m == blame {
+                row.releases.push((s.time, s.span, k, value));
                 &mut row.blames
             } else {
                 &mut row.held
@@ -327,6 +335,10 @@ struct Building {
     waits: HashMap<usize, u64>,
     blames: HashMap<usize, u64>,
     held: HashMap<usize, u64>,
+    /// Each wait sample: (end, span, path index, value); each release's blame sample:
+    /// (time, span, path index, value).
+    timed_waits: Vec<(u64, u64, usize, u64)>,
+    releases: Vec<(u64, u64, usize, u64)>,
     first_wait: Option<usize>,
     /// The init call's return address (absolute; 0 unknown).
     init_site: u64,
@@ -369,7 +381,7 @@ fn finish_row(
     let mut waiters = by_site(&b.waits, sites);
     let holders = by_site(&b.blames, sites);
     let inside = by_site(&b.held, code);
-    let mut counts = b.counts;
+    let mut counts = b.counts.clone();
     counts.blame_ns = holders.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     counts.held_ns = inside.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     let sampled = waiters.iter().fold(0u64, |sum, w| sum.saturating_add(w.1));
@@ -383,20 +395,7 @@ fn finish_row(
             w.1 = share(counts.wait_ns, w.1, sampled);
         }
     }
-    let mut pairs = Vec::new();
-    for (h, blame) in &holders {
-        for (w, wait) in &waiters {
-            let ns = share(*blame, *wait, counts.wait_ns);
-            if ns > 0 {
-                pairs.push(Pair {
-                    waiter: w.clone(),
-                    holder: h.clone(),
-                    ns,
-                });
-            }
-        }
-    }
-    pairs.sort_by_key(|p| std::cmp::Reverse(p.ns));
+    let pairs = pairs_of(&b, sites, &holders, sampled);
     let init = init_site_name(proc, b.init_site, b.kind, symbolizer);
     let (name, naming) = match (symbol_name(proc, address, symbolizer), init, b.first_wait) {
         (Some(name), _, _) => (name, Naming::Symbol),
@@ -428,6 +427,80 @@ fn finish_row(
         pairs,
         inside,
     }
+}
+
+/// Who waited behind whom (see the module doc), largest first. `sampled`: the sum of the
+/// lock's wait samples, the base of the estimate for untimed releases.
+fn pairs_of(b: &Building, sites: &[Site], holders: &[(Site, u64)], sampled: u64) -> Vec<Pair> {
+    // Timed waits by start: (start, end, path index, waiters it stands for per ns).
+    let mut waits: Vec<(u64, u64, usize, f64)> = b
+        .timed_waits
+        .iter()
+        .filter(|w| w.0 > 0 && w.1 > 0)
+        .map(|&(end, span, k, value)| (end - span.min(end), end, k, value as f64 / span as f64))
+        .collect();
+    waits.sort_by_key(|w| w.0);
+    let longest = waits.iter().map(|w| w.1 - w.0).max().unwrap_or(0);
+    let mut by: HashMap<(&Site, &Site), f64> = HashMap::new();
+    let mut untimed: HashMap<&Site, u64> = HashMap::new();
+    // By path index, in order: the sums below add up the same way every run.
+    let mut weights: BTreeMap<usize, f64> = BTreeMap::new();
+    for &(at, span, holder, blame) in &b.releases {
+        // The hold, or the instant of its release when its start is unknown.
+        let (from, to) = (at.saturating_sub(span), at);
+        let first = waits.partition_point(|w| w.0 < from.saturating_sub(longest));
+        weights.clear();
+        for &(start, end, k, rate) in waits[first..].iter().take_while(|w| w.0 <= to) {
+            let overlap = if span > 0 {
+                end.min(to).saturating_sub(start.max(from)) as f64
+            } else if start <= at && at <= end {
+                1.0
+            } else {
+                0.0
+            };
+            if overlap > 0.0 {
+                *weights.entry(k).or_default() += overlap * rate;
+            }
+        }
+        let total: f64 = weights.values().sum();
+        if total > 0.0 {
+            for (&k, &w) in &weights {
+                *by.entry((&sites[k], &sites[holder])).or_default() += blame as f64 * w / total;
+            }
+        } else {
+            *untimed.entry(&sites[holder]).or_default() += blame;
+        }
+    }
+    // Blame not matched in time (no release times, or no wait recorded during the hold):
+    // split over the waiter sites by their waiting.
+    let waiters = {
+        let mut w: HashMap<&Site, u64> = HashMap::new();
+        for &(_, _, k, value) in &b.timed_waits {
+            *w.entry(&sites[k]).or_default() += value;
+        }
+        w
+    };
+    for (h, _) in holders {
+        let blame = untimed.get(h).copied().unwrap_or(0);
+        for (&w, &wait) in &waiters {
+            *by.entry((w, h)).or_default() += share(blame, wait, sampled) as f64;
+        }
+    }
+    let mut pairs: Vec<Pair> = by
+        .into_iter()
+        .map(|((w, h), ns)| (w, h, ns.round() as u64))
+        .filter(|&(_, _, ns)| ns > 0)
+        .map(|(w, h, ns)| Pair {
+            waiter: w.clone(),
+            holder: h.clone(),
+            ns,
+        })
+        .collect();
+    pairs.sort_by(|a, b| {
+        b.ns.cmp(&a.ns)
+            .then_with(|| (&a.waiter, &a.holder).cmp(&(&b.waiter, &b.holder)))
+    });
+    pairs
 }
 
 /// `total * part / whole` (0 when `whole` is 0).
@@ -617,7 +690,10 @@ fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attribution::testutil::{lock_table_of as table_of, lock_table_process, TABLE_LOCK};
+    use crate::attribution::testutil::{
+        lock_table_of as table_of, lock_table_process, readable, write_part, TempDir, TABLE_LOCK,
+    };
+    use crate::format::read::{read_profile, ReadOptions};
 
     #[test]
     fn a_lock_row_joins_its_counts_its_samples_and_its_threads_running_time() {
@@ -673,6 +749,71 @@ mod tests {
             ]
         );
         assert!(t.groups.is_empty());
+    }
+
+    /// [`lock_table_process`] with times: lookup waited from 4 to 10 ms, during which insert
+    /// held the lock from 6 to 9 ms; insert waited from 1.5 to 2.5 ms, during which lookup
+    /// released it at 2 ms (its hold's start unknown). Written by the runtime's encoding
+    /// and read back.
+    fn timed_lock_table() -> LockTable {
+        let mut p = lock_table_process();
+        let ms = 1_000_000;
+        for s in &mut p.samples {
+            let (time, span) = match (s.tid, s.metric) {
+                (101, 1) => (10 * ms, 6 * ms),
+                (101, 2) => (2 * ms, 0),
+                (102, 1) => (5 * ms / 2, ms),
+                (102, 2) => (9 * ms, 3 * ms),
+                _ => (0, 0),
+            };
+            (s.time, s.span) = (time, span);
+        }
+        let tmp = TempDir::new("timed-locks");
+        write_part(&tmp.0, &p);
+        let profile = read_profile(&tmp.0, ReadOptions::default()).expect("readable");
+        assert_eq!(profile.processes[0].samples, p.samples, "times read back");
+        let mut t = lock_table(&profile, Filter::default(), &mut Symbolizer::new()).unwrap();
+        for s in t.locks[0].pairs.iter_mut() {
+            for site in [&mut s.waiter, &mut s.holder] {
+                site.caller = readable(&site.caller);
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn a_wait_is_spent_behind_the_releases_recorded_during_it() {
+        let t = timed_lock_table();
+        let pairs: Vec<(&str, &str, u64)> = t.locks[0]
+            .pairs
+            .iter()
+            .map(|p| (p.waiter.caller.as_str(), p.holder.caller.as_str(), p.ns))
+            .collect();
+        // Insert's hold (6 to 9 ms) overlapped lookup's wait only: all its blame is
+        // lookup's; lookup's release (start unknown) came during insert's wait. Nobody
+        // waited behind its own site, as the estimate from blame shares had it.
+        assert_eq!(
+            pairs,
+            [
+                ("lookup", "insert", 4_800_000),
+                ("insert", "lookup", 1_500_000)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_wait_with_no_release_recorded_during_it_is_split_by_blame_shares() {
+        let mut p = lock_table_process();
+        for s in p.samples.iter_mut().filter(|s| s.metric == 2) {
+            // Holds long after every wait: none overlaps one.
+            (s.time, s.span) = (100_000_000, 1_000_000);
+        }
+        for s in p.samples.iter_mut().filter(|s| s.metric == 1) {
+            (s.time, s.span) = (10_000_000, 1_000_000);
+        }
+        let t = table_of(p);
+        let untimed = table_of(lock_table_process());
+        assert_eq!(t.locks[0].pairs, untimed.locks[0].pairs);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 use super::units::{format_value, percent};
 use crate::attribution::locks::{Counts, LockGroup, LockRow, LockTable, Pair};
+use crate::format::WaitKind;
 use serde_json::{json, Value};
 use std::io::{self, Write};
 
@@ -309,6 +310,14 @@ fn write_one(
     for p in &r.pairs {
         write_pair(out, p, waiter_total(r, p))?;
     }
+    if matches!(r.kind, Some(WaitKind::Mutex | WaitKind::RwLock)) {
+        write_inside(out, r)?;
+    }
+    write_notes(table, out)
+}
+
+/// Where a lock's holders computed while others waited.
+fn write_inside(out: &mut dyn Write, r: &LockRow) -> io::Result<()> {
     writeln!(
         out,
         "  Inside its contended holds (where holders computed while others waited: \
@@ -326,7 +335,7 @@ fn write_one(
             s.label()
         )?;
     }
-    write_notes(table, out)
+    Ok(())
 }
 
 fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
@@ -336,8 +345,10 @@ fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
         "Exact: contended, try failed (of tries: failed ones, plus successful ones sampled), \
          waits. Sampled and scaled: acquired~ (one acquisition in about {} per thread, each \
          counting for those since the last). Blame and the waiting per site come from the \
-         lock's samples; who waited behind whom is estimated from each holder's share of \
-         the blame (the rest of a wait was spent while the lock was free). held~: the \
+         lock's samples; who waited behind whom splits each holder's blame over the waits \
+         recorded during its holds (matched in time; by the waiters' shares of all waiting \
+         where none was recorded, or in profiles before format version 3); the rest of a \
+         wait was spent while the lock was free. held~: the \
          holders' CPU time while others waited for the lock (timer samples, held.contended; \
          mutexes and rwlock writers: readers, spin locks and futex words name no holder); \
          'report --metric held.contended' shows that code in the call tree.",
