@@ -408,7 +408,8 @@ fn work_inside_contended_holds_is_held_contended_in_its_function_and_lock() {
 /// waiting behind `compact` and whose second half has `query` behind `rotate`, each waiter
 /// is paired with its own phase's holder (the program's overlap of waits and holds, within
 /// 15%), and not with the other phase's, where splitting each holder's blame by the
-/// waiters' shares of all waiting would put half of each wait.
+/// waiters' shares of all waiting would put half of each wait. The average length of the
+/// holds others waited for is the program's within 20%.
 #[test]
 fn waiters_are_paired_with_the_holders_whose_holds_they_overlapped() {
     let (dir, t) = profiled("phased_pairs", "lock-view-phases", &["2"]);
@@ -423,6 +424,14 @@ fn waiters_are_paired_with_the_holders_whose_holds_they_overlapped() {
             .map(|p| p["ns"].as_u64().unwrap())
             .sum()
     };
+    // The holds others waited for: their average length, as the program measured it.
+    let want = t["contended_hold_ns"] / t["contended_holds"].max(1);
+    let got = journal["counts"]["contended_hold_avg_ns"].as_u64().unwrap();
+    assert!(
+        within(got, want, 0.2),
+        "average contended hold {got} ns, program {want} ns; counts {}",
+        journal["counts"]
+    );
     for (waiter, holder, other) in [
         ("append", "compact", "rotate"),
         ("query", "rotate", "compact"),

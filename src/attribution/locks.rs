@@ -122,6 +122,11 @@ pub struct Counts {
     /// CPU time of its holders while others waited for it (ns; timer samples,
     /// `held.contended`).
     pub held_ns: u64,
+    /// Holds others waited for; of those, the ones whose length is known, and their
+    /// lengths summed (ns). Mutexes and rwlocks; scaled like the runtime's hold sampling.
+    pub contended_holds: u64,
+    pub timed_holds: u64,
+    pub contended_hold_ns: u64,
 }
 
 impl Counts {
@@ -136,6 +141,9 @@ impl Counts {
             (&mut self.wait_ns, o.wait_ns),
             (&mut self.blame_ns, o.blame_ns),
             (&mut self.held_ns, o.held_ns),
+            (&mut self.contended_holds, o.contended_holds),
+            (&mut self.timed_holds, o.timed_holds),
+            (&mut self.contended_hold_ns, o.contended_hold_ns),
         ];
         for (sum, v) in sums {
             *sum = sum.saturating_add(v);
@@ -157,6 +165,9 @@ impl Counts {
             peak_waiters: l.peak_waiters,
             blame_ns: 0,
             held_ns: 0,
+            contended_holds: l.contended_holds,
+            timed_holds: l.timed_holds,
+            contended_hold_ns: l.contended_hold_ns,
         });
     }
 
@@ -164,6 +175,11 @@ impl Counts {
     /// it exceed 1 on rarely taken locks: capped).
     pub fn contention_rate(&self) -> Option<f64> {
         (self.acquisitions > 0).then(|| (self.contended as f64 / self.acquisitions as f64).min(1.0))
+    }
+
+    /// The average length of the holds others waited for whose length is known (ns).
+    pub fn contended_hold_avg(&self) -> Option<u64> {
+        self.contended_hold_ns.checked_div(self.timed_holds)
     }
 
     /// Trylocks: successful ones (sampled) plus failed ones (exact).

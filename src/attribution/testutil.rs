@@ -485,7 +485,8 @@ pub(crate) const TABLE_LOCK: u64 = 0x7f00_0000_a000;
 /// [`lock_process`] as a runtime with lock tables writes it (format version 2): its
 /// idleness and blame samples are about one mutex at [`TABLE_LOCK`], whose counts say 1000
 /// acquisitions (sampled 4 times), 40 contended, 3 failed trylocks of 103, 7 ms waited (the
-/// longest wait 1 ms, 3 waiters at most); its three threads ran 10 ms each; insert
+/// longest wait 1 ms, 3 waiters at most; 30 holds others waited for, 20 of them timed, for
+/// 4 ms); its three threads ran 10 ms each; insert
 /// computed 2 ms in `g` while others waited for the lock (held.contended).
 pub(crate) fn lock_table_process() -> ProcessProfile {
     let mut p = lock_process();
@@ -515,6 +516,9 @@ pub(crate) fn lock_table_process() -> ProcessProfile {
         wait_ns: 7_000_000,
         max_wait_ns: 1_000_000,
         peak_waiters: 3,
+        contended_holds: 30,
+        timed_holds: 20,
+        contended_hold_ns: 4_000_000,
     });
     p
 }

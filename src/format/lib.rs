@@ -63,7 +63,7 @@ pub enum RecordTag {
     ObjectSample = 9,
     /// The counters of one lock or waited-on object ([`LockStats`]): address, kind code,
     /// flags ([`LOCK_DESTROYED`]), init site, then the counters in
-    /// [`LockStats::counts`]'s order.
+    /// [`LockStats::counts`]'s order (the first [`LockStats::COUNTS_V2`] before version 3).
     LockStats = 10,
     /// The time of the samples that follow in the chunk, until the next `Time` (version 3):
     /// the change from the previous `Time` of the chunk (0 at its start), zigzag-encoded
@@ -225,11 +225,22 @@ pub struct LockStats {
     pub max_wait_ns: u64,
     /// The most measured waiters registered at once.
     pub peak_waiters: u64,
+    /// Holds that others waited for (version 3): releases that took blame, each standing
+    /// for as many holds as the runtime's hold sampling made it count for.
+    pub contended_holds: u64,
+    /// Of those, the ones whose start the runtime knew (version 3; scaled likewise), and
+    /// their hold time summed (ns).
+    pub timed_holds: u64,
+    pub contended_hold_ns: u64,
 }
 
 impl LockStats {
+    /// Counts a LockStats record holds: 9 before format version 3, then these.
+    pub const COUNTS_V2: usize = 9;
+    pub const COUNTS: usize = 12;
+
     /// Field values after address, kind and flags, in record order.
-    pub fn counts(&self) -> [u64; 9] {
+    pub fn counts(&self) -> [u64; Self::COUNTS] {
         [
             self.acquisitions,
             self.acquisition_samples,
@@ -240,13 +251,16 @@ impl LockStats {
             self.wait_ns,
             self.max_wait_ns,
             self.peak_waiters,
+            self.contended_holds,
+            self.timed_holds,
+            self.contended_hold_ns,
         ]
     }
 
     /// The inverse of [`LockStats::counts`].
     pub fn from_counts(
         (address, kind, flags, init_site): (u64, u8, u8, u64),
-        c: [u64; 9],
+        c: [u64; Self::COUNTS],
     ) -> LockStats {
         LockStats {
             address,
@@ -262,6 +276,9 @@ impl LockStats {
             wait_ns: c[6],
             max_wait_ns: c[7],
             peak_waiters: c[8],
+            contended_holds: c[9],
+            timed_holds: c[10],
+            contended_hold_ns: c[11],
         }
     }
 }

@@ -606,8 +606,13 @@ impl Builder {
                 let kind = c.u8()?;
                 let flags = c.u8()?;
                 let init_site = c.varint()?;
-                let mut counts = [0u64; 9];
-                for v in &mut counts {
+                let mut counts = [0u64; LockStats::COUNTS];
+                let n = if p.version >= 3 {
+                    LockStats::COUNTS
+                } else {
+                    LockStats::COUNTS_V2
+                };
+                for v in &mut counts[..n] {
                     *v = c.varint()?;
                 }
                 p.locks.push(LockStats::from_counts(

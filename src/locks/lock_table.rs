@@ -67,10 +67,13 @@ pub struct Slot {
     wait_ns: AtomicU64,
     max_wait_ns: AtomicU64,
     peak_waiters: AtomicU64,
+    contended_holds: AtomicU64,
+    timed_holds: AtomicU64,
+    contended_hold_ns: AtomicU64,
 }
 
 impl Slot {
-    fn counters(&self) -> [&AtomicU64; 9] {
+    fn counters(&self) -> [&AtomicU64; LockStats::COUNTS] {
         [
             &self.acquisitions,
             &self.acquisition_samples,
@@ -81,6 +84,9 @@ impl Slot {
             &self.wait_ns,
             &self.max_wait_ns,
             &self.peak_waiters,
+            &self.contended_holds,
+            &self.timed_holds,
+            &self.contended_hold_ns,
         ]
     }
 
@@ -116,6 +122,19 @@ impl Slot {
         self.contended.fetch_add(count, Ordering::Relaxed);
         self.wait_ns.fetch_add(ns, Ordering::Relaxed);
         self.max_wait_ns.fetch_max(max_ns, Ordering::Relaxed);
+    }
+
+    /// A hold others waited for ended, standing for `weight` holds; `ns`: its length, when
+    /// its start was known.
+    pub fn held(&self, weight: u32, ns: Option<u64>) {
+        not_only_acquisitions(self);
+        let weight = u64::from(weight);
+        self.contended_holds.fetch_add(weight, Ordering::Relaxed);
+        if let Some(ns) = ns {
+            self.timed_holds.fetch_add(weight, Ordering::Relaxed);
+            self.contended_hold_ns
+                .fetch_add(ns.saturating_mul(weight), Ordering::Relaxed);
+        }
     }
 
     /// Its counts, which it resets.
@@ -518,6 +537,8 @@ mod tests {
         s.waited(1, 500, 500);
         s.measured(2);
         s.waited(4, 4000, 1000);
+        s.held(16, Some(300));
+        s.held(1, None);
         assert!(std::ptr::eq(s, slot(a, 2).unwrap()), "one slot per lock");
         let got = take(a).expect("counted");
         assert_eq!(got.address, a as u64);
@@ -528,6 +549,11 @@ mod tests {
         assert_eq!((got.contended, got.contended_measured), (5, 2));
         assert_eq!(got.wait_ns, 4500);
         assert_eq!((got.max_wait_ns, got.peak_waiters), (1000, 3));
+        assert_eq!(
+            (got.contended_holds, got.timed_holds, got.contended_hold_ns),
+            (17, 16, 4800),
+            "a hold standing for 16, timed, and one untimed"
+        );
         assert!(find(a).is_none(), "freed");
         let again = slot(a, 2).expect("room again");
         again.try_failed();

@@ -170,7 +170,7 @@ fn kind_name(r: &LockRow) -> &'static str {
 fn write_header(out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
-        "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>7} {:>10} {:>10}",
+        "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>10} {:>7} {:>10} {:>10}",
         "lock",
         "kind",
         "acquired~",
@@ -181,6 +181,7 @@ fn write_header(out: &mut dyn Write) -> io::Result<()> {
         "avg wait",
         "max wait",
         "peak",
+        "avg hold",
         "press.",
         "blame",
         "held~"
@@ -199,7 +200,7 @@ fn write_counts_line(
         |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
     writeln!(
         out,
-        "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>7} {:>10} {:>10}",
+        "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>10} {:>7} {:>10} {:>10}",
         name,
         kind,
         if c.acquisition_samples > 0 {
@@ -218,6 +219,8 @@ fn write_counts_line(
         format_value(avg, "ns"),
         format_value(c.max_wait_ns, "ns"),
         c.peak_waiters,
+        c.contended_hold_avg()
+            .map_or_else(|| "-".to_owned(), |ns| format_value(ns, "ns")),
         opt_pct(pressure),
         format_value(c.blame_ns, "ns"),
         // Only mutexes and rwlocks name their holder (`locks::held_marks`).
@@ -348,7 +351,9 @@ fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
          lock's samples; who waited behind whom splits each holder's blame over the waits \
          recorded during its holds (matched in time; by the waiters' shares of all waiting \
          where none was recorded, or in profiles before format version 3); the rest of a \
-         wait was spent while the lock was free. held~: the \
+         wait was spent while the lock was free. avg hold: \
+         the average length of the holds others waited for (mutexes: those whose start the \
+         runtime knew; sampled like the blame). held~: the \
          holders' CPU time while others waited for the lock (timer samples, held.contended; \
          mutexes and rwlock writers: readers, spin locks and futex words name no holder); \
          'report --metric held.contended' shows that code in the call tree.",
@@ -401,6 +406,10 @@ pub fn write_json(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
             "peak_waiters": c.peak_waiters,
             "blame_ns": c.blame_ns,
             "held_ns": c.held_ns,
+            "contended_holds": c.contended_holds,
+            "timed_holds": c.timed_holds,
+            "contended_hold_ns": c.contended_hold_ns,
+            "contended_hold_avg_ns": c.contended_hold_avg(),
             "pressure": pressure,
         })
     };
@@ -493,9 +502,11 @@ mod tests {
         let want = [
             "Locks by blame (1 of 1 shown):",
             "  lock                               kind      acquired~  contended   rate  \
-             try failed       wait   avg wait   max wait  peak  press.      blame      held~",
+             try failed       wait   avg wait   max wait  peak   avg hold  press.      blame      \
+             held~",
             "  lookup -> pthread_mutex_lock       mutex          1000         40   4.0%       \
-             3/103    7.00 ms  175.00 us    1.00 ms     3   23.3%    6.30 ms    2.00 ms",
+             3/103    7.00 ms  175.00 us    1.00 ms     3  200.00 us   23.3%    6.30 ms    \
+             2.00 ms",
             "      lookup waited 4.11 ms behind insert (69% of its wait here)",
             "      lookup waited 1.29 ms behind lookup (21% of its wait here)",
             "      insert waited 685.71 us behind insert (69% of its wait here)",
@@ -555,6 +566,10 @@ mod tests {
             ("peak_waiters", 3),
             ("blame_ns", 6_300_000),
             ("held_ns", 2_000_000),
+            ("contended_holds", 30),
+            ("timed_holds", 20),
+            ("contended_hold_ns", 4_000_000),
+            ("contended_hold_avg_ns", 200_000),
         ] {
             assert_eq!(c[field], want, "{field}");
         }

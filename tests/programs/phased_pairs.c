@@ -8,8 +8,10 @@
  * Usage: phased_pairs [seconds=2]
  * Ground truth, measured by the program (truth_log.h): every wait [lock called, returned]
  * and hold [returned, unlock called], per function; for every wait and every hold that
- * overlaps it, the overlap is added to the pair (waiter, holder). Prints one line:
- *   truth pair_<waiter>_<holder>_ns=.. for append, query x compact, rotate, append, query
+ * overlaps it, the overlap is added to the pair (waiter, holder); a hold that some wait
+ * overlapped counts as contended. Prints one line:
+ *   truth contended_holds=.. contended_hold_ns=.. pair_<waiter>_<holder>_ns=.. (for
+ *   append, query x compact, rotate, append, query)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -99,17 +101,32 @@ int main(int argc, char **argv) {
     if (!holds)
         return 1;
     uint64_t pair[NFUNC][NFUNC] = {{0}};
+    char *waited_for = calloc(nh + 1, 1);
+    if (!waited_for)
+        return 1;
     for (int i = 0; i < 4; i++)
         for (size_t j = 0; j < logs[i].nwaits; j++) {
             ival_t w = logs[i].waits[j];
-            for (size_t h = truth_first_hold(holds, nh, w.a); h < nh && holds[h].a < w.b; h++)
-                pair[w.fn][holds[h].fn] += truth_overlap(&holds[h], &w);
+            for (size_t h = truth_first_hold(holds, nh, w.a); h < nh && holds[h].a < w.b; h++) {
+                uint64_t o = truth_overlap(&holds[h], &w);
+                pair[w.fn][holds[h].fn] += o;
+                waited_for[h] |= o > 0;
+            }
         }
-    printf("truth");
+    /* The holds others waited for: how many, and their length in all. */
+    uint64_t contended_holds = 0, contended_hold_ns = 0;
+    for (size_t h = 0; h < nh; h++)
+        if (waited_for[h]) {
+            contended_holds++;
+            contended_hold_ns += holds[h].b - holds[h].a;
+        }
+    printf("truth contended_holds=%llu contended_hold_ns=%llu", (unsigned long long)contended_holds,
+           (unsigned long long)contended_hold_ns);
     for (int w = 0; w < NFUNC; w++)
         for (int h = 0; h < NFUNC; h++)
             printf(" pair_%s_%s_ns=%llu", FNAME[w], FNAME[h], (unsigned long long)pair[w][h]);
     printf("\n");
+    free(waited_for);
     free(holds);
     return 0;
 }

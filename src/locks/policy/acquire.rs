@@ -185,7 +185,12 @@ pub fn release(
     match settled {
         // The caller did not release it (e.g. EPERM): the owner's hold goes on.
         Some(taken) if rc != 0 => give_back(address, kind, taken, true),
-        Some(taken) => charge(address, kind, taken, (released_at, 0)),
+        Some(taken) => {
+            if taken.total() > 0 {
+                lock_counts::contended_hold(address, kind, 1, None);
+            }
+            charge(address, kind, taken, (released_at, 0))
+        }
         None => {}
     }
     // The hold is over: the record of the wait that began it, if deferred, is written now.
@@ -223,19 +228,22 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
     match (kept, end) {
         (Some(Started::Noted { start, weight }), Some(end)) => {
             if let Some(taken) = sampled_hold_ends(state, address, start, end, weight) {
-                charge(
-                    address,
-                    WaitKind::Mutex,
-                    taken,
-                    (end, end.saturating_sub(start)),
-                );
+                let span = end.saturating_sub(start);
+                if taken.total() > 0 {
+                    lock_counts::contended_hold(address, WaitKind::Mutex, weight, Some(span));
+                }
+                charge(address, WaitKind::Mutex, taken, (end, span));
             }
         }
         (None, Some(end)) => match mutex_hold_ends(state, address, end) {
             // The caller did not release it (e.g. EPERM): the owner's hold goes on.
             (_, Some(start)) if rc != 0 => hold_started(state, address, WaitKind::Mutex, start),
-            (Some(taken), start) if rc == 0 => {
-                let span = start.map_or(0, |s| end.saturating_sub(s));
+            (Some((taken, since)), start) if rc == 0 => {
+                // From its start, or else from its first waiter's arrival (a lower bound).
+                let span = end.saturating_sub(start.unwrap_or(since));
+                if taken.total() > 0 {
+                    lock_counts::contended_hold(address, WaitKind::Mutex, 1, Some(span));
+                }
                 charge(address, WaitKind::Mutex, taken, (end, span));
             }
             _ => {}

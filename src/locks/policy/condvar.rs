@@ -38,7 +38,9 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
             start: from,
             weight,
         }) => sampled_hold_ends(state, mutex, from, start, weight),
-        _ => mutex_hold_ends(state, mutex, start).0,
+        _ => mutex_hold_ends(state, mutex, start)
+            .0
+            .map(|(taken, _)| taken),
     }
     .unwrap_or_default();
     let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start, 1) else {

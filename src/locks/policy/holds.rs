@@ -35,13 +35,13 @@ pub(super) fn hold_started(state: &'static ThreadState, address: usize, kind: Wa
 }
 
 /// The calling thread's hold of the mutex at `address` ends at `end`: the waiter-time it
-/// takes (`None`: nobody waited for the mutex), read from the mutex's history, and when the
-/// hold started (`None`: not noted).
+/// takes (`None`: nobody waited for the mutex), read from the mutex's history, with when
+/// that waiting began to count, and when the hold started (`None`: not noted).
 pub(super) fn mutex_hold_ends(
     state: &'static ThreadState,
     address: usize,
     end: u64,
-) -> (Option<WaiterTime>, Option<u64>) {
+) -> (Option<(WaiterTime, u64)>, Option<u64>) {
     let _busy = Bookkeeping::enter(state);
     // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
     let start = unsafe { (*state.owner.get()).holds.end(address) };
@@ -49,7 +49,7 @@ pub(super) fn mutex_hold_ends(
     if blame.is_some_and(|b| b.approximate) {
         counters::add(Counter::HoldsApproximated, 1);
     }
-    (blame.map(|b| b.taken), start)
+    (blame.map(|b| (b.taken, b.since)), start)
 }
 
 /// The calling thread's hold of the mutex at `address`, kept by the hold sampling from

@@ -4,7 +4,8 @@
 //! Job: [`acquisition`] counts every acquisition on the thread's countdown and, for the
 //! sampled ones, adds their weight to the lock's row (`locks::acquisition_sampling`);
 //! [`try_failed`] counts a trylock that found the lock held; [`contended`] counts every
-//! contended acquisition and its wait (thread-locally first); [`waiting`] counts a wait
+//! contended acquisition and its wait (thread-locally first); [`contended_hold`] a hold
+//! others waited for and its length; [`waiting`] counts a wait
 //! registered with the lock, and [`waited`] a wait for an event; [`lock_destroyed`] writes a destroyed lock's
 //! row to the thread's buffer and frees it. A count that finds no row is added to the
 //! `lock_events_untabled` counter instead.
@@ -73,6 +74,16 @@ pub fn try_failed(address: usize, kind: WaitKind) {
 pub(super) fn waiting(address: usize, kind: WaitKind, waiters: u32) {
     match lock_table::slot(address, kind as u8) {
         Some(slot) => slot.measured(waiters),
+        None => counters::add(Counter::LockEventsUntabled, 1),
+    }
+}
+
+/// A hold of the lock at `address` that others waited for ended (it took blame), standing
+/// for `weight` holds; `ns`: its length, when its start was known. After the release, on
+/// the release's slow path.
+pub(super) fn contended_hold(address: usize, kind: WaitKind, weight: u32, ns: Option<u64>) {
+    match lock_table::slot(address, kind as u8) {
+        Some(slot) => slot.held(weight, ns),
         None => counters::add(Counter::LockEventsUntabled, 1),
     }
 }

@@ -77,6 +77,9 @@ pub struct History {
 pub struct HoldBlame {
     pub taken: WaiterTime,
     pub approximate: bool,
+    /// When the waiting it takes began to count: the hold's start, or the arrival of the
+    /// mutex's first waiter after none, whichever came later.
+    pub since: u64,
 }
 
 impl History {
@@ -145,6 +148,7 @@ impl History {
         if from >= end {
             return HoldBlame {
                 approximate,
+                since: end,
                 ..HoldBlame::default()
             };
         }
@@ -182,6 +186,7 @@ impl History {
                 scaled: taken[1],
             },
             approximate,
+            since: from,
         }
     }
 
