@@ -180,7 +180,6 @@ fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_in
     });
     if rc == 0 || rc == libc::EOWNERDEAD {
         count_acquisition(m, false);
-        policy::holding_contended(m as usize, WaitKind::Mutex);
     }
     rc
 }

@@ -43,10 +43,6 @@ fn acquire(
             });
             if rc == 0 {
                 policy::acquisition(rw as usize, WaitKind::RwLock, false);
-                // SAFETY: as above; the caller now holds it.
-                if unsafe { writer(rw) } == current_tid() as i32 {
-                    policy::holding_contended(rw as usize, WaitKind::RwLock);
-                }
             }
             rc
         }

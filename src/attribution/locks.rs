@@ -21,13 +21,17 @@
 //! their wait or release ended and how long the wait or hold lasted): the blame of each
 //! release (the waiting during its hold) is split over the waiter sites whose recorded
 //! waits overlapped the hold, in proportion to the overlap times the waiters each record
-//! stands for (or, for a hold whose start the runtime did not know, over the waits under
-//! way at the release). So the pairs of a holder add up to its blame, and a waiter's
-//! waiting that no pair accounts for was spent while the lock was free (being woken and
-//! scheduled), which blames nobody. Blame that no recorded wait overlapped (waits' samples
-//! are thinned when short; older profiles carry no times) is split over the waiter sites
-//! in proportion to their waiting: the estimate that every waiter site waited behind every
-//! holder site alike.
+//! stands for (a mutex's hold runs from its start, or from its first waiter's arrival;
+//! an rwlock's release and an event, whose samples have no span, are matched with the
+//! waits under way at that instant). Waits that ended unblamed (timed out, interrupted)
+//! take no part. So the pairs of a holder add up to its blame; a waiter's waiting that no
+//! pair accounts for was spent while the lock was free (being woken and scheduled), which
+//! blames nobody, though with thinned samples a waiter's pairs can exceed its waiting.
+//! Blame that no recorded wait overlapped (waits' samples are thinned when short; older
+//! profiles carry no times) is split over the waiter sites in proportion to their
+//! waiting: the estimate that every waiter site waited behind every holder site alike.
+//! Each waiter site's recorded waits make a step function of waits under way with its
+//! integral ([`Occupancy`]): a release costs two binary searches per waiter site.
 //!
 //! What the holders computed while others waited (`held.contended` samples, which name
 //! their lock) is summed per lock (`held_ns`) and per code site (`inside`: the function the
@@ -48,7 +52,9 @@ use super::paths::{expand_each, RawKey};
 use super::symbolize::{CodeAddress, Symbolizer};
 use super::{select, AttributionError, Filter, Loc, Names};
 use crate::format::read::{ProcessProfile, Profile};
-use crate::format::{protocol, LockStats, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION};
+use crate::format::{
+    protocol, LockStats, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION, SAMPLE_UNBLAMED,
+};
 use std::collections::{BTreeMap, HashMap};
 
 /// How a lock got its name.
@@ -310,7 +316,8 @@ pub fn lock_table(
             let value = calibration.apply(s.value, s.flags);
             let sums = if is_wait {
                 row.first_wait.get_or_insert(k);
-                row.timed_waits.push((s.time, s.span, k, value));
+                let blamed = s.flags & SAMPLE_UNBLAMED == 0;
+                row.timed_waits.push((s.time, s.span, k, value, blamed));
                 &mut row.waits
             } else if m == blame {
                 row.releases.push((s.time, s.span, k, value));
@@ -351,9 +358,9 @@ struct Building {
     waits: HashMap<usize, u64>,
     blames: HashMap<usize, u64>,
     held: HashMap<usize, u64>,
-    /// Each wait sample: (end, span, path index, value); each release's blame sample:
-    /// (time, span, path index, value).
-    timed_waits: Vec<(u64, u64, usize, u64)>,
+    /// Each wait sample: (end, span, path index, value, whether someone is to blame for
+    /// it); each release's blame sample: (time, span, path index, value).
+    timed_waits: Vec<(u64, u64, usize, u64, bool)>,
     releases: Vec<(u64, u64, usize, u64)>,
     first_wait: Option<usize>,
     /// The init call's return address (absolute; 0 unknown).
@@ -445,57 +452,116 @@ fn finish_row(
     }
 }
 
+/// How many waits of one waiter site were under way over time: a step function, built
+/// from the site's recorded waits, with its integral, so that the waiting of the site over
+/// any interval is two binary searches.
+#[derive(Default)]
+struct Occupancy {
+    /// Breakpoints, sorted; the level (waits under way, weighted by what each record stands
+    /// for) from each one to the next; and the integral of the level up to each.
+    at: Vec<u64>,
+    level: Vec<f64>,
+    integral: Vec<f64>,
+}
+
+impl Occupancy {
+    /// From (start, end, weight) intervals.
+    fn of(mut steps: Vec<(u64, f64)>) -> Occupancy {
+        steps.sort_by_key(|s| s.0);
+        let mut o = Occupancy::default();
+        let (mut level, mut integral) = (0.0, 0.0);
+        for (t, change) in steps {
+            if let (Some(&last), Some(&l)) = (o.at.last(), o.level.last()) {
+                integral += l * (t - last) as f64;
+            }
+            level += change;
+            if o.at.last() == Some(&t) {
+                *o.level.last_mut().expect("a step") = level;
+            } else {
+                o.at.push(t);
+                o.level.push(level);
+                o.integral.push(integral);
+            }
+        }
+        o
+    }
+
+    /// The integral of the level from the start of time to `t`.
+    fn integral_to(&self, t: u64) -> f64 {
+        match self.at.partition_point(|&a| a <= t) {
+            0 => 0.0,
+            i => self.integral[i - 1] + self.level[i - 1] * (t - self.at[i - 1]) as f64,
+        }
+    }
+
+    /// The waiting over `[from, to]`, or, for an instant (`from == to`), the level there
+    /// (waits that end at `to` count: a release ends the wait it wakes).
+    fn over(&self, from: u64, to: u64) -> f64 {
+        if from < to {
+            return self.integral_to(to) - self.integral_to(from);
+        }
+        let ending = self.at.partition_point(|&a| a < to);
+        let now = self.at.partition_point(|&a| a <= to);
+        [ending.checked_sub(1), now.checked_sub(1)]
+            .into_iter()
+            .flatten()
+            .map(|i| self.level[i])
+            .fold(0.0, f64::max)
+    }
+}
+
 /// Who waited behind whom (see the module doc), largest first. `sampled`: the sum of the
 /// lock's wait samples, the base of the estimate for untimed releases.
 fn pairs_of(b: &Building, sites: &[Site], holders: &[(Site, u64)], sampled: u64) -> Vec<Pair> {
-    // Timed waits by start: (start, end, path index, waiters it stands for per ns).
-    let mut waits: Vec<(u64, u64, usize, f64)> = b
-        .timed_waits
-        .iter()
-        .filter(|w| w.0 > 0 && w.1 > 0)
-        .map(|&(end, span, k, value)| (end - span.min(end), end, k, value as f64 / span as f64))
+    // Per waiter site: its timed waits as steps of (time, change of waits under way), each
+    // record counting for the waits it stands for (value / span).
+    let mut steps: BTreeMap<&Site, Vec<(u64, f64)>> = BTreeMap::new();
+    for &(end, span, k, value, blamed) in &b.timed_waits {
+        if end == 0 || span == 0 || !blamed {
+            continue;
+        }
+        let weight = value as f64 / span as f64;
+        let s = steps.entry(&sites[k]).or_default();
+        s.push((end.saturating_sub(span), weight));
+        s.push((end, -weight));
+    }
+    let occupancy: Vec<(&Site, Occupancy)> = steps
+        .into_iter()
+        .map(|(site, s)| (site, Occupancy::of(s)))
         .collect();
-    waits.sort_by_key(|w| w.0);
-    let longest = waits.iter().map(|w| w.1 - w.0).max().unwrap_or(0);
     let mut by: HashMap<(&Site, &Site), f64> = HashMap::new();
     let mut untimed: HashMap<&Site, u64> = HashMap::new();
-    // By path index, in order: the sums below add up the same way every run.
-    let mut weights: BTreeMap<usize, f64> = BTreeMap::new();
+    let mut shares = vec![0.0; occupancy.len()];
     for &(at, span, holder, blame) in &b.releases {
         // The hold, or the instant of its release when its start is unknown.
-        let (from, to) = (at.saturating_sub(span), at);
-        let first = waits.partition_point(|w| w.0 < from.saturating_sub(longest));
-        weights.clear();
-        for &(start, end, k, rate) in waits[first..].iter().take_while(|w| w.0 <= to) {
-            let overlap = if span > 0 {
-                end.min(to).saturating_sub(start.max(from)) as f64
-            } else if start <= at && at <= end {
-                1.0
-            } else {
+        let from = at.saturating_sub(span);
+        for (share, (_, o)) in shares.iter_mut().zip(&occupancy) {
+            *share = if at == 0 {
                 0.0
+            } else {
+                o.over(from, at).max(0.0)
             };
-            if overlap > 0.0 {
-                *weights.entry(k).or_default() += overlap * rate;
-            }
         }
-        let total: f64 = weights.values().sum();
+        let total: f64 = shares.iter().sum();
         if total > 0.0 {
-            for (&k, &w) in &weights {
-                *by.entry((&sites[k], &sites[holder])).or_default() += blame as f64 * w / total;
+            for (share, (waiter, _)) in shares.iter().zip(&occupancy) {
+                if *share > 0.0 {
+                    *by.entry((waiter, &sites[holder])).or_default() +=
+                        blame as f64 * share / total;
+                }
             }
         } else {
-            *untimed.entry(&sites[holder]).or_default() += blame;
+            let sum = untimed.entry(&sites[holder]).or_default();
+            *sum = sum.saturating_add(blame);
         }
     }
     // Blame not matched in time (no release times, or no wait recorded during the hold):
     // split over the waiter sites by their waiting.
-    let waiters = {
-        let mut w: HashMap<&Site, u64> = HashMap::new();
-        for &(_, _, k, value) in &b.timed_waits {
-            *w.entry(&sites[k]).or_default() += value;
-        }
-        w
-    };
+    let mut waiters: BTreeMap<&Site, u64> = BTreeMap::new();
+    for &(_, _, k, value, _) in &b.timed_waits {
+        let sum = waiters.entry(&sites[k]).or_default();
+        *sum = sum.saturating_add(value);
+    }
     for (h, _) in holders {
         let blame = untimed.get(h).copied().unwrap_or(0);
         for (&w, &wait) in &waiters {
@@ -815,6 +881,22 @@ mod tests {
                 ("insert", "lookup", 1_500_000)
             ]
         );
+    }
+
+    #[test]
+    fn occupancy_integrates_waits_under_way_and_counts_a_wait_ending_at_an_instant() {
+        // One wait from 0 to 10, two (one record standing for two) from 5 to 15.
+        let o = Occupancy::of(vec![(0, 1.0), (10, -1.0), (5, 2.0), (15, -2.0)]);
+        assert_eq!(o.over(0, 15), 5.0 + 15.0 + 10.0);
+        assert_eq!(o.over(7, 12), 3.0 * 3.0 + 2.0 * 2.0);
+        assert_eq!(
+            o.over(10, 10),
+            3.0,
+            "the wait ending at 10 was under way until it"
+        );
+        assert_eq!(o.over(12, 12), 2.0);
+        assert_eq!((o.over(20, 20), o.over(20, 30)), (0.0, 0.0));
+        assert_eq!(Occupancy::of(Vec::new()).over(0, 10), 0.0);
     }
 
     #[test]

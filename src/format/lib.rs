@@ -186,7 +186,9 @@ impl Frame {
 }
 
 /// The mean number of a thread's lock acquisitions between two it samples for the lock
-/// table's acquisition counts (each sampled one counts for the ones since the previous).
+/// table's acquisition counts (each sampled one counts for the ones since the previous),
+/// at least: a thread taking locks faster than this many every 100 µs samples fewer
+/// (`locks::acquisition_sampling`).
 pub const ACQUISITION_SAMPLING_PERIOD: u32 = 256;
 
 /// LockStats flag: the lock was destroyed (or re-initialised) after these counts; a later
@@ -228,8 +230,9 @@ pub struct LockStats {
     /// Holds that others waited for (version 3): releases that took blame, each standing
     /// for as many holds as the runtime's hold sampling made it count for.
     pub contended_holds: u64,
-    /// Of those, the ones whose start the runtime knew (version 3; scaled likewise), and
-    /// their hold time summed (ns).
+    /// Of those, the ones timed (version 3; scaled likewise: a mutex's, from the hold's
+    /// start when the runtime knew it, else from its first waiter's arrival), and their
+    /// hold time summed (ns).
     pub timed_holds: u64,
     pub contended_hold_ns: u64,
 }

@@ -1,12 +1,20 @@
 //! Which lock acquisitions a thread counts for the lock table: one in about
-//! [`ACQUISITION_SAMPLING_PERIOD`], each counting for the acquisitions since the previous.
+//! [`ACQUISITION_SAMPLING_PERIOD`], or fewer in a thread that takes locks so fast that it
+//! would sample more than about one every [`SAMPLE_GAP_NS`]; each counts for the
+//! acquisitions since the previous.
 //!
 //! Job: a per-thread countdown, decremented by every acquisition ([`tick`]); when it reaches
-//! zero, [`restart`] draws the next period (uniform in `1..2P`, mean `P`, so that a program's
-//! own periodic pattern cannot line up with the sampling) and returns the period that
-//! ended: the weight of the acquisition that ended it. The estimate of a lock's
-//! acquisitions is the sum of its sampled acquisitions' weights: unbiased, with a relative
-//! error of about `1/sqrt(sampled)`.
+//! zero, [`restart`] draws the next period (uniform in `1..2M`, mean `M`, so that a
+//! program's own periodic pattern cannot line up with the sampling) and returns the period
+//! that ended: the weight of the acquisition that ended it. The estimate of a lock's
+//! acquisitions is the sum of its sampled acquisitions' weights: unbiased whatever the
+//! periods, with a relative error of about `1/sqrt(sampled)`. The mean `M` starts at
+//! [`ACQUISITION_SAMPLING_PERIOD`] and doubles when the rate of the period that ended would
+//! sample more than twice every [`SAMPLE_GAP_NS`] at `M`, and halves back (not below the
+//! start) when it would sample less than half as often: a sampled acquisition costs a
+//! look-up in the lock table (a cache miss or two), which at tens of millions of
+//! acquisitions a second made a program of 65 536 mutexes 4% slower (`syncperf_fine`,
+//! docs/benchmarks.md).
 //!
 //! The countdown is decremented on every uncontended acquisition, so it must cost next to
 //! nothing: one `sub` on the thread's own memory, with no call. A Rust thread-local in a
@@ -24,6 +32,12 @@
 
 use crate::format::ACQUISITION_SAMPLING_PERIOD;
 use std::cell::Cell;
+
+/// The time a thread's sampled acquisitions should be apart, at least about (ns).
+pub const SAMPLE_GAP_NS: u64 = 100_000;
+
+/// The largest mean period.
+const MAX_MEAN: u32 = 1 << 20;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 std::thread_local! {
@@ -34,6 +48,9 @@ std::thread_local! {
     static PERIOD: Cell<u32> = const { Cell::new(1) };
     /// The thread's generator (0: not seeded yet).
     static RNG: Cell<u64> = const { Cell::new(0) };
+    /// The mean period, and when the previous period ended (monotonic ns; 0: never).
+    static MEAN: Cell<u32> = const { Cell::new(ACQUISITION_SAMPLING_PERIOD) };
+    static ENDED_AT: Cell<u64> = const { Cell::new(0) };
 }
 
 /// `&COUNTDOWN - thread pointer`, the same for every thread; 0 while unknown (nothing is
@@ -142,10 +159,28 @@ pub fn tick() -> bool {
     false
 }
 
-/// After a sampled acquisition: draws the next period and returns the weight of the sampled
-/// one (the period that ended). `seed` seeds the thread's generator on first use.
+/// After a sampled acquisition at `now` (monotonic ns): draws the next period and returns
+/// the weight of the sampled one (the period that ended). `seed` seeds the thread's
+/// generator on first use.
 #[cold]
-pub fn restart(seed: impl FnOnce() -> u64) -> u32 {
+pub fn restart(now: u64, seed: impl FnOnce() -> u64) -> u32 {
+    let mean = MEAN.with(|m| {
+        // The thread's rate over the period that ended, and the mean period that rate
+        // would sample every SAMPLE_GAP_NS.
+        let since = now.saturating_sub(ENDED_AT.with(|e| e.replace(now))).max(1);
+        let ended = u64::from(PERIOD.with(Cell::get));
+        let ideal = ended.saturating_mul(SAMPLE_GAP_NS) / since;
+        let mean = m.get();
+        let mean = if ideal > 2 * u64::from(mean) {
+            mean.saturating_mul(2).min(MAX_MEAN)
+        } else if ideal < u64::from(mean / 2) {
+            (mean / 2).max(ACQUISITION_SAMPLING_PERIOD)
+        } else {
+            mean
+        };
+        m.set(mean);
+        mean
+    });
     let x = RNG.with(|rng| {
         let x = match rng.get() {
             0 => seed() | 1,
@@ -155,7 +190,7 @@ pub fn restart(seed: impl FnOnce() -> u64) -> u32 {
         rng.set(x);
         x
     });
-    let next = 1 + (x % u64::from(2 * ACQUISITION_SAMPLING_PERIOD - 1)) as u32;
+    let next = 1 + (x % u64::from(2 * mean - 1)) as u32;
     let ended = PERIOD.with(|p| p.replace(next));
     COUNTDOWN.with(|c| c.set(next));
     ended
@@ -184,9 +219,12 @@ mod tests {
             let n = 1_000_000u64;
             let mut estimate = 0u64;
             let mut sampled = 0u64;
+            // Acquisitions far enough apart that the period stays the least.
+            let mut now = 0;
             for _ in 0..n {
+                now += SAMPLE_GAP_NS / ACQUISITION_SAMPLING_PERIOD as u64;
                 if tick() {
-                    estimate += u64::from(restart(|| 12345));
+                    estimate += u64::from(restart(now, || 12345));
                     sampled += 1;
                 }
             }
@@ -201,6 +239,39 @@ mod tests {
                 missed < u64::from(2 * ACQUISITION_SAMPLING_PERIOD),
                 "estimate {estimate} of {n}"
             );
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_thread_taking_locks_fast_samples_fewer_and_still_estimates_the_count() {
+        init();
+        std::thread::spawn(|| {
+            check_thread();
+            // 1 ns apart: a period of 256 would sample every 256 ns.
+            let n = 50_000_000u64;
+            let (mut estimate, mut sampled) = (0u64, 0u64);
+            for i in 0..n {
+                if tick() {
+                    estimate += u64::from(restart(i, || 777));
+                    sampled += 1;
+                }
+            }
+            assert!(sampled < 2_000, "{sampled} sampled: the period grew");
+            let missed = n - estimate;
+            assert!(
+                missed <= 2 * u64::from(MAX_MEAN),
+                "estimate {estimate} of {n}"
+            );
+            // Slow again: the period comes back down.
+            let mut now = n;
+            for _ in 0..100 {
+                now += 10 * SAMPLE_GAP_NS;
+                restart(now, || 777);
+            }
+            assert_eq!(MEAN.with(Cell::get), ACQUISITION_SAMPLING_PERIOD);
         })
         .join()
         .unwrap();

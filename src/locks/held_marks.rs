@@ -6,8 +6,10 @@
 //! not), so nothing of the holder says which locks it holds. A waiter does know whom it
 //! waits for: a glibc mutex keeps its owner's thread id (`__owner`), an rwlock its
 //! writer's (`__cur_writer`). So a thread that starts a contended acquisition marks the
-//! holder it read there ([`HeldMarks::mark`]), and a thread that acquires after waiting
-//! marks itself (the waiters that came before it marked the previous holder). At each
+//! holder it read there ([`HeldMarks::mark`]). A thread that acquired after waiting is not
+//! marked (the waiters that came before it marked the previous holder, and marking itself
+//! would cost its critical section): the handler checks the lock of the thread's latest
+//! contended acquisition too. At each
 //! timer sample the handler asks [`HeldMarks::contended`]: a mark counts only if the lock's
 //! own words say, now, that this thread holds it and that it is contended, as glibc keeps
 //! them: a mutex whose owner is the thread and whose lock word says waiters may sleep (2;
@@ -26,6 +28,9 @@
 //!   compare-and-swap, so a waiter's fresh mark of the same lock is never lost to it: a
 //!   thread cannot take or release a lock while its own handler runs, so "not the owner"
 //!   holds for the whole of the handler, and a mark left meanwhile is stale too.
+//! - The marks have cache lines of their own (padding on both sides): waiters write them
+//!   while the thread runs, and on a line the thread writes inside its critical sections
+//!   (its pending lock counts) each write cost it a miss there.
 //! - [`SLOTS`] marks a thread: a mark goes to the slot that has it, else to a free one,
 //!   else replaces the one its address picks; with more nested contended holds than slots,
 //!   the latest marked are kept. A sample counts for the first contended lock found.
@@ -66,7 +71,12 @@ const FUTEX_USED: u32 = 2;
 /// A thread's marks: `address << 8 | kind`, 0 for none. Written by other threads, on
 /// their contended paths only, and only when the mark changes.
 #[derive(Debug, Default)]
-pub struct HeldMarks([AtomicU64; SLOTS]);
+#[repr(C)]
+pub struct HeldMarks {
+    _before: [u64; 8],
+    slots: [AtomicU64; SLOTS],
+    _after: [u64; 8],
+}
 
 /// What reading a lock's words gave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +117,11 @@ fn unpack(mark: u64) -> (usize, u8) {
 
 impl HeldMarks {
     pub const fn new() -> HeldMarks {
-        HeldMarks([const { AtomicU64::new(0) }; SLOTS])
+        HeldMarks {
+            _before: [0; 8],
+            slots: [const { AtomicU64::new(0) }; SLOTS],
+            _after: [0; 8],
+        }
     }
 
     /// Marks that others wait for the lock of `kind` at `address`, which the thread holds
@@ -117,10 +131,10 @@ impl HeldMarks {
             return;
         }
         let mark = (address as u64) << 8 | kind as u8 as u64;
-        if self.0.iter().any(|s| s.load(Ordering::Relaxed) == mark) {
+        if self.slots.iter().any(|s| s.load(Ordering::Relaxed) == mark) {
             return;
         }
-        for slot in &self.0 {
+        for slot in &self.slots {
             if slot
                 .compare_exchange(0, mark, Ordering::Release, Ordering::Relaxed)
                 .is_ok()
@@ -128,18 +142,31 @@ impl HeldMarks {
                 return;
             }
         }
-        self.0[(address >> 6) % SLOTS].store(mark, Ordering::Release);
+        self.slots[(address >> 6) % SLOTS].store(mark, Ordering::Release);
     }
 
     /// The lock (address, kind) the thread `tid` holds while others wait for it, among its
-    /// marks; marks of locks it does not hold (or that are gone) are cleared. `read` copies
+    /// marks and `latest` (the lock of its latest contended acquisition, as address and kind
+    /// code); marks of locks it does not hold (or that are gone) are cleared. `read` copies
     /// 32-bit words of memory at an address without faulting. Async-signal-safe if `read`
     /// is.
-    pub fn contended(&self, tid: u32, mut read: impl FnMut(usize, &mut [u32]) -> Read) -> Held {
+    pub fn contended(
+        &self,
+        tid: u32,
+        latest: Option<(usize, u8)>,
+        mut read: impl FnMut(usize, &mut [u32]) -> Read,
+    ) -> Held {
         let mut found = Held::default();
-        for slot in &self.0 {
-            let mark = slot.load(Ordering::Acquire);
-            if mark == 0 {
+        let latest = latest.map(|(address, kind)| (address as u64) << 8 | u64::from(kind));
+        let marks = self
+            .slots
+            .iter()
+            .map(|s| (Some(s), s.load(Ordering::Acquire)));
+        let candidates = marks.chain(latest.map(|mark| (None, mark)));
+        for (slot, mark) in candidates {
+            if mark == 0
+                || (slot.is_none() && self.slots.iter().any(|s| s.load(Ordering::Relaxed) == mark))
+            {
                 continue;
             }
             let (address, kind) = unpack(mark);
@@ -179,7 +206,10 @@ impl HeldMarks {
                 }
                 // Not the owner (or unreadable): the hold is over.
                 _ => {
-                    let _ = slot.compare_exchange(mark, 0, Ordering::Relaxed, Ordering::Relaxed);
+                    if let Some(slot) = slot {
+                        let _ =
+                            slot.compare_exchange(mark, 0, Ordering::Relaxed, Ordering::Relaxed);
+                    }
                 }
             }
         }
@@ -188,7 +218,7 @@ impl HeldMarks {
 
     /// Forgets every mark (a new thread in a recycled state).
     pub fn reset(&self) {
-        for slot in &self.0 {
+        for slot in &self.slots {
             slot.store(0, Ordering::Relaxed);
         }
     }
@@ -211,14 +241,14 @@ mod tests {
 
     /// The lock `marks` find held with waiters by `tid` in `memory`.
     fn found(marks: &HeldMarks, tid: u32, memory: &[(usize, Vec<u32>)]) -> Option<usize> {
-        let held = marks.contended(tid, reader(memory));
+        let held = marks.contended(tid, None, reader(memory));
         assert!(!held.failed);
         held.lock.map(|(address, _)| address)
     }
 
     fn marked(marks: &HeldMarks) -> usize {
         marks
-            .0
+            .slots
             .iter()
             .filter(|s| s.load(Ordering::Relaxed) != 0)
             .count()
@@ -235,7 +265,7 @@ mod tests {
         marks.mark(0x1000, WaitKind::Mutex);
         let contended = [(0x1000, mutex(2, 77, 0))];
         assert_eq!(
-            marks.contended(77, reader(&contended)).lock,
+            marks.contended(77, None, reader(&contended)).lock,
             Some((0x1000, WaitKind::Mutex))
         );
         let quiet = [(0x1000, mutex(1, 77, 0))];
@@ -290,7 +320,7 @@ mod tests {
         };
         let r = words(0xb, 3, 1, 9);
         assert_eq!(
-            marks.contended(9, reader(&r)).lock,
+            marks.contended(9, None, reader(&r)).lock,
             Some((0x2000, WaitKind::RwLock))
         );
         assert!(found(&marks, 9, &words(3, 1, 3, 9)).is_some());
@@ -307,7 +337,7 @@ mod tests {
         marks.mark(0x3000, WaitKind::Spin);
         assert_eq!(marked(&marks), 0);
         marks.mark(0x3000, WaitKind::Mutex);
-        let held = marks.contended(5, |_, _| Read::Failed);
+        let held = marks.contended(5, None, |_, _| Read::Failed);
         assert_eq!(
             held,
             Held {
@@ -330,5 +360,19 @@ mod tests {
         assert_eq!(found(&marks, 3, &memory), Some(0x1080));
         marks.reset();
         assert_eq!(marked(&marks), 0);
+    }
+
+    #[test]
+    fn the_lock_of_the_latest_contended_acquisition_counts_unmarked_and_is_never_cleared() {
+        let marks = HeldMarks::new();
+        let latest = Some((0x5000, WaitKind::Mutex as u8));
+        let held = [(0x5000, mutex(2, 4, 0))];
+        assert_eq!(
+            marks.contended(4, latest, reader(&held)).lock,
+            Some((0x5000, WaitKind::Mutex))
+        );
+        let other = [(0x5000, mutex(2, 8, 0))];
+        assert_eq!(marks.contended(4, latest, reader(&other)).lock, None);
+        assert_eq!(marked(&marks), 0, "nothing to clear");
     }
 }

@@ -124,17 +124,21 @@ impl Slot {
         self.max_wait_ns.fetch_max(max_ns, Ordering::Relaxed);
     }
 
-    /// A hold others waited for ended, standing for `weight` holds; `ns`: its length, when
-    /// its start was known.
+    /// A hold others waited for ended, standing for `weight` holds; `ns`: its length, if
+    /// timed.
     pub fn held(&self, weight: u32, ns: Option<u64>) {
-        not_only_acquisitions(self);
         let weight = u64::from(weight);
-        self.contended_holds.fetch_add(weight, Ordering::Relaxed);
-        if let Some(ns) = ns {
-            self.timed_holds.fetch_add(weight, Ordering::Relaxed);
-            self.contended_hold_ns
-                .fetch_add(ns.saturating_mul(weight), Ordering::Relaxed);
-        }
+        let (timed, ns) = ns.map_or((0, 0), |ns| (weight, ns.saturating_mul(weight)));
+        self.held_many([weight, timed, ns]);
+    }
+
+    /// `[holds, timed holds, their ns]` of holds others waited for, as [`Slot::held`]
+    /// counts them.
+    fn held_many(&self, [holds, timed, ns]: [u64; 3]) {
+        not_only_acquisitions(self);
+        self.contended_holds.fetch_add(holds, Ordering::Relaxed);
+        self.timed_holds.fetch_add(timed, Ordering::Relaxed);
+        self.contended_hold_ns.fetch_add(ns, Ordering::Relaxed);
     }
 
     /// Its counts, which it resets.
@@ -403,10 +407,16 @@ pub struct PendingWaits {
     /// The row's ticket: index + 1 (0: none, the waits are untabled), generation.
     slot: AtomicUsize,
     generation: AtomicU32,
+    /// The lock's kind code.
+    kind: AtomicU32,
     count: AtomicU64,
     ns: AtomicU64,
     max_ns: AtomicU64,
     since: AtomicU64,
+    /// Holds of the lock others waited for (`Slot::held`'s counts).
+    holds: AtomicU64,
+    timed_holds: AtomicU64,
+    hold_ns: AtomicU64,
 }
 
 /// How often a thread's pending waits reach the table at least (while it waits).
@@ -436,8 +446,16 @@ impl PendingWaits {
         self.slot.store(index.wrapping_add(1), Ordering::Relaxed);
         self.generation.store(generation, Ordering::Relaxed);
         self.address.store(address, Ordering::Relaxed);
+        self.kind.store(u32::from(kind), Ordering::Relaxed);
         self.since.store(now, Ordering::Relaxed);
         flushed
+    }
+
+    /// The lock of the thread's latest contended acquisition (address, kind code), if
+    /// any. Also for the owner's signal handler.
+    pub fn latest(&self) -> Option<(usize, u8)> {
+        let address = self.address.load(Ordering::Relaxed);
+        (address != 0).then(|| (address, self.kind.load(Ordering::Relaxed) as u8))
     }
 
     /// The contended acquisition of `address` that [`PendingWaits::prepare`] was called
@@ -461,6 +479,28 @@ impl PendingWaits {
         true
     }
 
+    /// A hold of the lock at `address` that others waited for ended, standing for `weight`
+    /// holds, `ns` long if timed: kept with the pending waits when they are that lock's
+    /// (false otherwise: the caller adds it to the row itself).
+    pub fn add_hold(&self, address: usize, weight: u32, ns: Option<u64>) -> bool {
+        if address == 0 || self.address.load(Ordering::Relaxed) != address {
+            return false;
+        }
+        let add = |c: &AtomicU64, v: u64| {
+            c.store(
+                c.load(Ordering::Relaxed).saturating_add(v),
+                Ordering::Relaxed,
+            )
+        };
+        let weight = u64::from(weight);
+        add(&self.holds, weight);
+        if let Some(ns) = ns {
+            add(&self.timed_holds, weight);
+            add(&self.hold_ns, ns.saturating_mul(weight));
+        }
+        true
+    }
+
     /// Adds the pending waits to their lock's row. `Err(n)`: no row for them (`n` waits:
     /// none could be had, or the lock was destroyed since). Called by the owner, and at the
     /// process's end by the thread that ends it, racing with an owner still running: a
@@ -473,15 +513,22 @@ impl PendingWaits {
         let count = self.count.swap(0, Ordering::Relaxed);
         let ns = self.ns.swap(0, Ordering::Relaxed);
         let max_ns = self.max_ns.swap(0, Ordering::Relaxed);
-        if count == 0 {
+        let holds =
+            [&self.holds, &self.timed_holds, &self.hold_ns].map(|c| c.swap(0, Ordering::Relaxed));
+        if count == 0 && holds[0] == 0 {
             return Ok(());
         }
         match at(ticket) {
             Some(s) => {
-                s.waited(count, ns, max_ns);
+                if count > 0 {
+                    s.waited(count, ns, max_ns);
+                }
+                if holds[0] > 0 {
+                    s.held_many(holds);
+                }
                 Ok(())
             }
-            None => Err(count),
+            None => Err(count + holds[0]),
         }
     }
 
@@ -490,6 +537,9 @@ impl PendingWaits {
         self.count.store(0, Ordering::Relaxed);
         self.ns.store(0, Ordering::Relaxed);
         self.max_ns.store(0, Ordering::Relaxed);
+        for c in [&self.holds, &self.timed_holds, &self.hold_ns] {
+            c.store(0, Ordering::Relaxed);
+        }
         self.address.store(0, Ordering::Relaxed);
         self.slot.store(0, Ordering::Relaxed);
     }

@@ -11,6 +11,7 @@
 //! only wait, for an unwind cache, is outside the handler and bounded).
 
 pub use super::buffer::Sample;
+use super::clock::monotonic_ns;
 use super::counters::{self, Counter};
 use super::thread_state::ThreadState;
 use crate::format::{Frame, SAMPLE_TRUNCATED};
@@ -54,6 +55,8 @@ pub unsafe fn record_path(
         publish,
         wait_for_buffer,
     } = how;
+    // One time for all the samples of this path, before the unwind: when they were taken.
+    let now = monotonic_ns();
     // SAFETY: guaranteed by the caller.
     let owner = unsafe { &mut *state.owner.get() };
     let Some((depth, flags)) = walk_counted(
@@ -93,7 +96,8 @@ pub unsafe fn record_path(
     // SAFETY: we hold the buffer lock.
     let buffer = unsafe { &mut *state.buffer.get() };
     for s in samples {
-        buffer.push_sample(tid, s, flags, path);
+        let at = if s.at == 0 { now } else { s.at };
+        buffer.push_sample(tid, &Sample { at, ..*s }, flags, path);
     }
     state.unlock_buffer();
     true

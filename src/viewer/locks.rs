@@ -346,14 +346,16 @@ fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "Exact: contended, try failed (of tries: failed ones, plus successful ones sampled), \
-         waits. Sampled and scaled: acquired~ (one acquisition in about {} per thread, each \
+         waits. Sampled and scaled: acquired~ (one acquisition in about {} per thread, fewer in threads taking millions \
+         a second, each \
          counting for those since the last). Blame and the waiting per site come from the \
          lock's samples; who waited behind whom splits each holder's blame over the waits \
          recorded during its holds (matched in time; by the waiters' shares of all waiting \
          where none was recorded, or in profiles before format version 3); the rest of a \
          wait was spent while the lock was free. avg hold: \
-         the average length of the holds others waited for (mutexes: those whose start the \
-         runtime knew; sampled like the blame). held~: the \
+         the average length of the holds others waited for (a mutex's from its start, or \
+         else from its first waiter's arrival; sampled like the blame; rwlocks' untimed). \
+         held~: the \
          holders' CPU time while others waited for the lock (timer samples, held.contended; \
          mutexes and rwlock writers: readers, spin locks and futex words name no holder); \
          'report --metric held.contended' shows that code in the call tree.",

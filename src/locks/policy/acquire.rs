@@ -142,7 +142,6 @@ pub fn acquired_if(address: usize, kind: WaitKind, starts_hold: impl FnOnce() ->
 #[cold]
 #[inline(never)]
 pub(super) fn acquired_pending(address: usize, kind: WaitKind) {
-    super::held::holding_contended(address, kind);
     if kind == WaitKind::Mutex
         && hold_sampling::with(|s| s.start(address, || seed(address), monotonic_ns))
             != Started::Elsewhere

@@ -42,7 +42,8 @@ pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
         }
         BarrierArrival::Last(taken) => {
             let rc = block();
-            record(&[blame(WaitKind::Barrier, address, taken)]);
+            // At its arrival, which ended the others' waits.
+            record(&[blame(WaitKind::Barrier, address, taken).timed(start, 0)]);
             rc
         }
         BarrierArrival::Unknown => block(),

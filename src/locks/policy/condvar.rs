@@ -31,21 +31,32 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
     let Some((state, start)) = start_wait() else {
         return block();
     };
-    let held = match kept {
-        _ if !may_be_pending(mutex, WaitKind::Mutex) => None,
-        Some(Started::Unnoted) => None,
+    // The hold's blame, how many holds it stands for, and when it began (or its waiting).
+    let (held, weight, held_from) = match kept {
+        _ if !may_be_pending(mutex, WaitKind::Mutex) => (None, 1, start),
+        Some(Started::Unnoted) => (None, 1, start),
         Some(Started::Noted {
             start: from,
             weight,
-        }) => sampled_hold_ends(state, mutex, from, start, weight),
-        _ => mutex_hold_ends(state, mutex, start)
-            .0
-            .map(|(taken, _)| taken),
+        }) => (
+            sampled_hold_ends(state, mutex, from, start, weight),
+            weight,
+            from,
+        ),
+        _ => match mutex_hold_ends(state, mutex, start) {
+            (Some((taken, since)), from) => (Some(taken), 1, from.unwrap_or(since)),
+            (None, _) => (None, 1, start),
+        },
+    };
+    let held = held.unwrap_or_default();
+    let hold_span = start.saturating_sub(held_from);
+    if held.total() > 0 {
+        lock_counts::contended_hold(mutex, WaitKind::Mutex, weight, Some(hold_span));
     }
-    .unwrap_or_default();
+    let held_blames = blames(WaitKind::Mutex, mutex, held).map(|b| b.timed(start, hold_span));
     let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start, 1) else {
         let rc = block();
-        record(&blames(WaitKind::Mutex, mutex, held));
+        record(&held_blames);
         return rc;
     };
     bookkeeping(|| table::set_partner(cond, mutex));
@@ -67,12 +78,12 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
     if mutex_ns > 0 {
         lock_counts::waited(mutex, WaitKind::Mutex, mutex_ns);
     }
-    let [held_exact, held_scaled] = blames(WaitKind::Mutex, mutex, held);
+    let [held_exact, held_scaled] = held_blames;
     let samples = [
         held_exact,
         held_scaled,
-        idleness(WaitKind::CondVar, cond, cond_ns, blamed),
-        idleness(WaitKind::Mutex, mutex, mutex_ns, true),
+        idleness(WaitKind::CondVar, cond, cond_ns, blamed).timed(start + cond_ns, cond_ns),
+        idleness(WaitKind::Mutex, mutex, mutex_ns, true).timed(end, mutex_ns),
     ];
     record(&samples);
     // It holds the mutex again: waiter-time of others accrues to this new hold from now,
@@ -96,12 +107,19 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
 /// registered as waiting for their mutex, whose holder (usually the signaller) is blamed for
 /// that part.
 pub fn cond_wake(cond: usize, n: u32, op: impl FnOnce() -> i32) -> i32 {
+    let woke_at = std::cell::Cell::new(0);
     let taken = pending(cond, WaitKind::CondVar, || {
-        table::wake_with_proxies(cond, monotonic_ns, n)
+        let now = || {
+            let now = monotonic_ns();
+            woke_at.set(now);
+            now
+        };
+        table::wake_with_proxies(cond, now, n)
     });
     let rc = op();
     if let Some(taken) = taken {
-        charge(cond, WaitKind::CondVar, WaiterTime::exact(taken), (0, 0));
+        let at = woke_at.get();
+        charge(cond, WaitKind::CondVar, WaiterTime::exact(taken), (at, 0));
     }
     rc
 }

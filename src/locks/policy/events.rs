@@ -53,7 +53,7 @@ pub fn event<R: Copy>(
     let rc = op();
     let saved = errno();
     if ok(rc) {
-        charge(address, kind, WaiterTime::exact(woke.taken), (0, 0));
+        charge(address, kind, WaiterTime::exact(woke.taken), (now, 0));
     } else {
         give_back(address, kind, WaiterTime::exact(woke.taken), false);
     }
@@ -85,7 +85,7 @@ pub(super) fn futex_wake<R: Copy>(
     };
     let inherited = match last {
         Some(last) if inherited > 0 => {
-            let kept = Kept::of(&[blame(kind, address, inherited)]);
+            let kept = Kept::of(&[blame(kind, address, inherited).timed(now, 0)]);
             match kept.get() {
                 [sample] if !record_at_wake(last.by, *sample) => 0,
                 _ => inherited,
@@ -94,7 +94,7 @@ pub(super) fn futex_wake<R: Copy>(
         _ => 0,
     };
     let own = woke.taken - inherited;
-    let kept = Kept::of(&[blame(kind, address, own)]);
+    let kept = Kept::of(&[blame(kind, address, own).timed(now, 0)]);
     let recorded = match kept.get() {
         [] => {
             // No path for the threads this wake wakes either: they keep their waits.

@@ -1,13 +1,12 @@
 //! Marking the holders of contended locks (`locks::held_marks`), for the sampling handler's
-//! `held.contended` metric: the holder a contended acquisition waits for, and the thread
-//! that acquires after waiting or while others wait.
+//! `held.contended` metric: the holder a contended acquisition waits for. (A thread that
+//! acquires after waiting is not marked here, inside the program's critical section: its
+//! handler also checks the lock of its latest contended acquisition.)
 //!
 //! Contended paths only: an uncontended acquisition or release marks nothing. Not
 //! async-signal-safe in general (not called from the handler); allocation-free.
 
-use super::bookkeeping::may_be_pending;
 use crate::format::WaitKind;
-use crate::sampler::clock::current_tid;
 use crate::sampler::process::sampling_enabled;
 use crate::sampler::thread_state::lookup;
 
@@ -19,20 +18,6 @@ pub fn waiting_behind(owner: i32, address: usize, kind: WaitKind) {
         return;
     }
     if let Some(state) = lookup(owner as u32) {
-        state.held.mark(address, kind);
-    }
-}
-
-/// The calling thread holds the lock of `kind` at `address`, acquired after waiting or
-/// while others wait: marks itself if others still wait (the waiters that came before it
-/// marked the previous holder). Its lock word stays "contended" to the release once it
-/// waited (glibc's), so without others registered it is not marked: those that come later
-/// mark it.
-pub fn holding_contended(address: usize, kind: WaitKind) {
-    if !sampling_enabled() || !may_be_pending(address, kind) {
-        return;
-    }
-    if let Some(state) = lookup(current_tid()) {
         state.held.mark(address, kind);
     }
 }

@@ -46,7 +46,8 @@ pub fn acquisition_due() -> bool {
 #[cold]
 #[inline(never)]
 pub fn sampled_acquisition(address: usize, kind: WaitKind, by_try: bool) {
-    let weight = sampling::restart(|| u64::from(current_tid()) << 32 ^ monotonic_ns());
+    let now = monotonic_ns();
+    let weight = sampling::restart(now, || u64::from(current_tid()) << 32 ^ now);
     if !sampling_enabled() {
         return;
     }
@@ -79,9 +80,15 @@ pub(super) fn waiting(address: usize, kind: WaitKind, waiters: u32) {
 }
 
 /// A hold of the lock at `address` that others waited for ended (it took blame), standing
-/// for `weight` holds; `ns`: its length, when its start was known. After the release, on
-/// the release's slow path.
+/// for `weight` holds; `ns`: its length (a mutex's from its start or else its first
+/// waiter's arrival; `None` for an rwlock's). After the release, on the release's slow
+/// path.
 pub(super) fn contended_hold(address: usize, kind: WaitKind, weight: u32, ns: Option<u64>) {
+    // With the thread's pending waits of the same lock (usually: it waited for it), so that
+    // no row shared by the lock's threads is written at each release.
+    if monitored_thread().is_some_and(|s| s.lock_waits.add_hold(address, weight, ns)) {
+        return;
+    }
     match lock_table::slot(address, kind as u8) {
         Some(slot) => slot.held(weight, ns),
         None => counters::add(Counter::LockEventsUntabled, 1),
