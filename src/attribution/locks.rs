@@ -418,7 +418,7 @@ fn finish_row(
             w.1 = share(counts.wait_ns, w.1, sampled);
         }
     }
-    let pairs = pairs_of(&b, sites, &holders, sampled);
+    let pairs = pairs_of(&b, sites, &holders);
     let init = init_site_name(proc, b.init_site, b.kind, symbolizer);
     let (name, naming) = match (symbol_name(proc, address, symbolizer), init, b.first_wait) {
         (Some(name), _, _) => (name, Naming::Symbol),
@@ -465,16 +465,19 @@ struct Occupancy {
 }
 
 impl Occupancy {
-    /// From (start, end, weight) intervals.
-    fn of(mut steps: Vec<(u64, f64)>) -> Occupancy {
+    /// From steps (time, change of the level, +1 for a wait's start or -1 for its end).
+    /// The level is exactly 0 whenever no wait is under way (the changes, fractions, need
+    /// not cancel out in floating point).
+    fn of(mut steps: Vec<(u64, f64, i64)>) -> Occupancy {
         steps.sort_by_key(|s| s.0);
         let mut o = Occupancy::default();
-        let (mut level, mut integral) = (0.0, 0.0);
-        for (t, change) in steps {
+        let (mut level, mut integral, mut open) = (0.0, 0.0, 0i64);
+        for (t, change, waits) in steps {
             if let (Some(&last), Some(&l)) = (o.at.last(), o.level.last()) {
                 integral += l * (t - last) as f64;
             }
-            level += change;
+            open += waits;
+            level = if open > 0 { level + change } else { 0.0 };
             if o.at.last() == Some(&t) {
                 *o.level.last_mut().expect("a step") = level;
             } else {
@@ -510,20 +513,19 @@ impl Occupancy {
     }
 }
 
-/// Who waited behind whom (see the module doc), largest first. `sampled`: the sum of the
-/// lock's wait samples, the base of the estimate for untimed releases.
-fn pairs_of(b: &Building, sites: &[Site], holders: &[(Site, u64)], sampled: u64) -> Vec<Pair> {
+/// Who waited behind whom (see the module doc), largest first.
+fn pairs_of(b: &Building, sites: &[Site], holders: &[(Site, u64)]) -> Vec<Pair> {
     // Per waiter site: its timed waits as steps of (time, change of waits under way), each
     // record counting for the waits it stands for (value / span).
-    let mut steps: BTreeMap<&Site, Vec<(u64, f64)>> = BTreeMap::new();
+    let mut steps: BTreeMap<&Site, Vec<(u64, f64, i64)>> = BTreeMap::new();
     for &(end, span, k, value, blamed) in &b.timed_waits {
         if end == 0 || span == 0 || !blamed {
             continue;
         }
         let weight = value as f64 / span as f64;
         let s = steps.entry(&sites[k]).or_default();
-        s.push((end.saturating_sub(span), weight));
-        s.push((end, -weight));
+        s.push((end.saturating_sub(span), weight, 1));
+        s.push((end, -weight, -1));
     }
     let occupancy: Vec<(&Site, Occupancy)> = steps
         .into_iter()
@@ -558,14 +560,17 @@ fn pairs_of(b: &Building, sites: &[Site], holders: &[(Site, u64)], sampled: u64)
     // Blame not matched in time (no release times, or no wait recorded during the hold):
     // split over the waiter sites by their waiting.
     let mut waiters: BTreeMap<&Site, u64> = BTreeMap::new();
-    for &(_, _, k, value, _) in &b.timed_waits {
-        let sum = waiters.entry(&sites[k]).or_default();
-        *sum = sum.saturating_add(value);
+    for &(_, _, k, value, blamed) in &b.timed_waits {
+        if blamed {
+            let sum = waiters.entry(&sites[k]).or_default();
+            *sum = sum.saturating_add(value);
+        }
     }
+    let blamed = waiters.values().fold(0u64, |sum, v| sum.saturating_add(*v));
     for (h, _) in holders {
         let blame = untimed.get(h).copied().unwrap_or(0);
         for (&w, &wait) in &waiters {
-            *by.entry((w, h)).or_default() += share(blame, wait, sampled) as f64;
+            *by.entry((w, h)).or_default() += share(blame, wait, blamed) as f64;
         }
     }
     let mut pairs: Vec<Pair> = by
@@ -886,7 +891,12 @@ mod tests {
     #[test]
     fn occupancy_integrates_waits_under_way_and_counts_a_wait_ending_at_an_instant() {
         // One wait from 0 to 10, two (one record standing for two) from 5 to 15.
-        let o = Occupancy::of(vec![(0, 1.0), (10, -1.0), (5, 2.0), (15, -2.0)]);
+        let o = Occupancy::of(vec![
+            (0, 1.0, 1),
+            (10, -1.0, -1),
+            (5, 2.0, 1),
+            (15, -2.0, -1),
+        ]);
         assert_eq!(o.over(0, 15), 5.0 + 15.0 + 10.0);
         assert_eq!(o.over(7, 12), 3.0 * 3.0 + 2.0 * 2.0);
         assert_eq!(
@@ -897,6 +907,14 @@ mod tests {
         assert_eq!(o.over(12, 12), 2.0);
         assert_eq!((o.over(20, 20), o.over(20, 30)), (0.0, 0.0));
         assert_eq!(Occupancy::of(Vec::new()).over(0, 10), 0.0);
+        // Weights that do not cancel out in floating point leave no level behind.
+        let o = Occupancy::of(vec![(0, 0.1, 1), (1, 0.2, 1), (2, -0.1, -1), (3, -0.2, -1)]);
+        assert!((o.over(3, 3) - 0.2).abs() < 1e-12, "the wait ending at 3");
+        assert_eq!(
+            (o.over(4, 4), o.over(3, 9)),
+            (0.0, 0.0),
+            "exactly none after"
+        );
     }
 
     #[test]

@@ -187,7 +187,7 @@ impl Frame {
 
 /// The mean number of a thread's lock acquisitions between two it samples for the lock
 /// table's acquisition counts (each sampled one counts for the ones since the previous),
-/// at least: a thread taking locks faster than this many every 100 µs samples fewer
+/// at least: a thread that would sample more than about two every 100 µs samples fewer
 /// (`locks::acquisition_sampling`).
 pub const ACQUISITION_SAMPLING_PERIOD: u32 = 256;
 

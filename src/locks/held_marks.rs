@@ -6,10 +6,11 @@
 //! not), so nothing of the holder says which locks it holds. A waiter does know whom it
 //! waits for: a glibc mutex keeps its owner's thread id (`__owner`), an rwlock its
 //! writer's (`__cur_writer`). So a thread that starts a contended acquisition marks the
-//! holder it read there ([`HeldMarks::mark`]). A thread that acquired after waiting is not
-//! marked (the waiters that came before it marked the previous holder, and marking itself
-//! would cost its critical section): the handler checks the lock of the thread's latest
-//! contended acquisition too. At each
+//! holder it read there ([`HeldMarks::mark`]). A thread about to wait marks itself with that
+//! lock too, before the wait ([`HeldMarks::mark_latest`]): the waiters that came before it
+//! marked the previous holder, and marking itself once it holds the lock would cost its
+//! critical section. A measured release, and `pthread_cond_wait`, forget the thread's marks
+//! of the lock ([`HeldMarks::forget`]). At each
 //! timer sample the handler asks [`HeldMarks::contended`]: a mark counts only if the lock's
 //! own words say, now, that this thread holds it and that it is contended, as glibc keeps
 //! them: a mutex whose owner is the thread and whose lock word says waiters may sleep (2;
@@ -74,7 +75,9 @@ const FUTEX_USED: u32 = 2;
 #[repr(C)]
 pub struct HeldMarks {
     _before: [u64; 8],
+    /// Marks left by waiters, then the thread's own latest contended lock.
     slots: [AtomicU64; SLOTS],
+    latest: AtomicU64,
     _after: [u64; 8],
 }
 
@@ -120,17 +123,42 @@ impl HeldMarks {
         HeldMarks {
             _before: [0; 8],
             slots: [const { AtomicU64::new(0) }; SLOTS],
+            latest: AtomicU64::new(0),
             _after: [0; 8],
+        }
+    }
+
+    /// The mark of the lock of `kind` at `address`; `None` for kinds that name no holder.
+    fn mark_of(address: usize, kind: WaitKind) -> Option<u64> {
+        (matches!(kind, WaitKind::Mutex | WaitKind::RwLock) && address != 0)
+            .then_some((address as u64) << 8 | kind as u8 as u64)
+    }
+
+    /// The thread is about to wait for the lock of `kind` at `address` (its latest contended
+    /// acquisition): once it holds it, others may wait for it without marking it (they
+    /// marked the holder before it). Owner only, before the wait.
+    pub fn mark_latest(&self, address: usize, kind: WaitKind) {
+        if let Some(mark) = Self::mark_of(address, kind) {
+            self.latest.store(mark, Ordering::Relaxed);
+        }
+    }
+
+    /// The thread's hold of the lock at `address` is over: its marks of it go. Owner only.
+    pub fn forget(&self, address: usize) {
+        for slot in self.slots.iter().chain([&self.latest]) {
+            let mark = slot.load(Ordering::Relaxed);
+            if mark != 0 && unpack(mark).0 == address {
+                let _ = slot.compare_exchange(mark, 0, Ordering::Relaxed, Ordering::Relaxed);
+            }
         }
     }
 
     /// Marks that others wait for the lock of `kind` at `address`, which the thread holds
     /// (or held: the handler checks). Any thread may call it.
     pub fn mark(&self, address: usize, kind: WaitKind) {
-        if !matches!(kind, WaitKind::Mutex | WaitKind::RwLock) || address == 0 {
+        let Some(mark) = Self::mark_of(address, kind) else {
             return;
-        }
-        let mark = (address as u64) << 8 | kind as u8 as u64;
+        };
         if self.slots.iter().any(|s| s.load(Ordering::Relaxed) == mark) {
             return;
         }
@@ -146,27 +174,17 @@ impl HeldMarks {
     }
 
     /// The lock (address, kind) the thread `tid` holds while others wait for it, among its
-    /// marks and `latest` (the lock of its latest contended acquisition, as address and kind
-    /// code); marks of locks it does not hold (or that are gone) are cleared. `read` copies
-    /// 32-bit words of memory at an address without faulting. Async-signal-safe if `read`
-    /// is.
-    pub fn contended(
-        &self,
-        tid: u32,
-        latest: Option<(usize, u8)>,
-        mut read: impl FnMut(usize, &mut [u32]) -> Read,
-    ) -> Held {
+    /// marks (its waiters', and its own latest contended lock); marks of locks it does not
+    /// hold (or that are gone) are cleared. `read` copies 32-bit words of memory at an
+    /// address without faulting. Async-signal-safe if `read` is.
+    pub fn contended(&self, tid: u32, mut read: impl FnMut(usize, &mut [u32]) -> Read) -> Held {
         let mut found = Held::default();
-        let latest = latest.map(|(address, kind)| (address as u64) << 8 | u64::from(kind));
-        let marks = self
-            .slots
-            .iter()
-            .map(|s| (Some(s), s.load(Ordering::Acquire)));
-        let candidates = marks.chain(latest.map(|mark| (None, mark)));
-        for (slot, mark) in candidates {
-            if mark == 0
-                || (slot.is_none() && self.slots.iter().any(|s| s.load(Ordering::Relaxed) == mark))
-            {
+        let slots: [&AtomicU64; SLOTS + 1] =
+            std::array::from_fn(|i| self.slots.get(i).unwrap_or(&self.latest));
+        let marks = slots.map(|s| s.load(Ordering::Acquire));
+        for (i, &mark) in marks.iter().enumerate() {
+            // A lock marked twice is read once.
+            if mark == 0 || marks[..i].contains(&mark) {
                 continue;
             }
             let (address, kind) = unpack(mark);
@@ -206,9 +224,11 @@ impl HeldMarks {
                 }
                 // Not the owner (or unreadable): the hold is over.
                 _ => {
-                    if let Some(slot) = slot {
-                        let _ =
-                            slot.compare_exchange(mark, 0, Ordering::Relaxed, Ordering::Relaxed);
+                    for (s, &m) in slots.iter().zip(&marks) {
+                        if m == mark {
+                            let _ =
+                                s.compare_exchange(mark, 0, Ordering::Relaxed, Ordering::Relaxed);
+                        }
                     }
                 }
             }
@@ -218,7 +238,7 @@ impl HeldMarks {
 
     /// Forgets every mark (a new thread in a recycled state).
     pub fn reset(&self) {
-        for slot in &self.slots {
+        for slot in self.slots.iter().chain([&self.latest]) {
             slot.store(0, Ordering::Relaxed);
         }
     }
@@ -241,7 +261,7 @@ mod tests {
 
     /// The lock `marks` find held with waiters by `tid` in `memory`.
     fn found(marks: &HeldMarks, tid: u32, memory: &[(usize, Vec<u32>)]) -> Option<usize> {
-        let held = marks.contended(tid, None, reader(memory));
+        let held = marks.contended(tid, reader(memory));
         assert!(!held.failed);
         held.lock.map(|(address, _)| address)
     }
@@ -265,7 +285,7 @@ mod tests {
         marks.mark(0x1000, WaitKind::Mutex);
         let contended = [(0x1000, mutex(2, 77, 0))];
         assert_eq!(
-            marks.contended(77, None, reader(&contended)).lock,
+            marks.contended(77, reader(&contended)).lock,
             Some((0x1000, WaitKind::Mutex))
         );
         let quiet = [(0x1000, mutex(1, 77, 0))];
@@ -320,7 +340,7 @@ mod tests {
         };
         let r = words(0xb, 3, 1, 9);
         assert_eq!(
-            marks.contended(9, None, reader(&r)).lock,
+            marks.contended(9, reader(&r)).lock,
             Some((0x2000, WaitKind::RwLock))
         );
         assert!(found(&marks, 9, &words(3, 1, 3, 9)).is_some());
@@ -337,7 +357,7 @@ mod tests {
         marks.mark(0x3000, WaitKind::Spin);
         assert_eq!(marked(&marks), 0);
         marks.mark(0x3000, WaitKind::Mutex);
-        let held = marks.contended(5, None, |_, _| Read::Failed);
+        let held = marks.contended(5, |_, _| Read::Failed);
         assert_eq!(
             held,
             Held {
@@ -363,16 +383,25 @@ mod tests {
     }
 
     #[test]
-    fn the_lock_of_the_latest_contended_acquisition_counts_unmarked_and_is_never_cleared() {
+    fn the_threads_own_latest_lock_counts_until_its_hold_is_over() {
         let marks = HeldMarks::new();
-        let latest = Some((0x5000, WaitKind::Mutex as u8));
+        marks.mark_latest(0x5000, WaitKind::Mutex);
+        marks.mark(0x5000, WaitKind::Mutex);
         let held = [(0x5000, mutex(2, 4, 0))];
         assert_eq!(
-            marks.contended(4, latest, reader(&held)).lock,
+            marks.contended(4, reader(&held)).lock,
             Some((0x5000, WaitKind::Mutex))
         );
+        marks.forget(0x5000);
+        assert_eq!(marked(&marks), 0);
+        assert_eq!(marks.contended(4, reader(&held)).lock, None, "forgotten");
+        marks.mark_latest(0x5000, WaitKind::Mutex);
         let other = [(0x5000, mutex(2, 8, 0))];
-        assert_eq!(marks.contended(4, latest, reader(&other)).lock, None);
-        assert_eq!(marked(&marks), 0, "nothing to clear");
+        assert_eq!(marks.contended(4, reader(&other)).lock, None);
+        assert_eq!(
+            marks.latest.load(Ordering::Relaxed),
+            0,
+            "not the owner: cleared"
+        );
     }
 }

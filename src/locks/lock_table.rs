@@ -407,8 +407,6 @@ pub struct PendingWaits {
     /// The row's ticket: index + 1 (0: none, the waits are untabled), generation.
     slot: AtomicUsize,
     generation: AtomicU32,
-    /// The lock's kind code.
-    kind: AtomicU32,
     count: AtomicU64,
     ns: AtomicU64,
     max_ns: AtomicU64,
@@ -446,16 +444,8 @@ impl PendingWaits {
         self.slot.store(index.wrapping_add(1), Ordering::Relaxed);
         self.generation.store(generation, Ordering::Relaxed);
         self.address.store(address, Ordering::Relaxed);
-        self.kind.store(u32::from(kind), Ordering::Relaxed);
         self.since.store(now, Ordering::Relaxed);
         flushed
-    }
-
-    /// The lock of the thread's latest contended acquisition (address, kind code), if
-    /// any. Also for the owner's signal handler.
-    pub fn latest(&self) -> Option<(usize, u8)> {
-        let address = self.address.load(Ordering::Relaxed);
-        (address != 0).then(|| (address, self.kind.load(Ordering::Relaxed) as u8))
     }
 
     /// The contended acquisition of `address` that [`PendingWaits::prepare`] was called
@@ -479,11 +469,16 @@ impl PendingWaits {
         true
     }
 
-    /// A hold of the lock at `address` that others waited for ended, standing for `weight`
-    /// holds, `ns` long if timed: kept with the pending waits when they are that lock's
-    /// (false otherwise: the caller adds it to the row itself).
-    pub fn add_hold(&self, address: usize, weight: u32, ns: Option<u64>) -> bool {
-        if address == 0 || self.address.load(Ordering::Relaxed) != address {
+    /// A hold of the lock at `address` that others waited for ended at `now`, standing for
+    /// `weight` holds, `ns` long if timed: kept with the pending waits when they are that
+    /// lock's and its row is still its own (false otherwise: the caller adds it to the row
+    /// itself), and all of them go to the row once a millisecond.
+    pub fn add_hold(&self, address: usize, weight: u32, ns: Option<u64>, now: u64) -> bool {
+        let ticket = (
+            self.slot.load(Ordering::Relaxed).wrapping_sub(1),
+            self.generation.load(Ordering::Relaxed),
+        );
+        if address == 0 || self.address.load(Ordering::Relaxed) != address || at(ticket).is_none() {
             return false;
         }
         let add = |c: &AtomicU64, v: u64| {
@@ -497,6 +492,11 @@ impl PendingWaits {
         if let Some(ns) = ns {
             add(&self.timed_holds, weight);
             add(&self.hold_ns, ns.saturating_mul(weight));
+        }
+        if now.saturating_sub(self.since.load(Ordering::Relaxed)) >= PENDING_NS {
+            self.since.store(now, Ordering::Relaxed);
+            // The row is this lock's (checked above): nothing can be untabled.
+            let _ = self.flush();
         }
         true
     }

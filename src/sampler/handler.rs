@@ -92,11 +92,9 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
     // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
     let regs = unsafe { registers(context) };
     // Before the module set's read guard: the reads may sleep on the memory map's lock.
-    // The marks its waiters left, and the lock of its latest contended acquisition.
-    let latest = state.lock_waits.latest();
     let held = state
         .held
-        .contended(tid, latest, |address, out| read_words(tid, address, out));
+        .contended(tid, |address, out| read_words(tid, address, out));
     if held.failed {
         counters::add(Counter::HeldChecksFailed, 1);
     }

@@ -186,7 +186,7 @@ pub fn release(
         Some(taken) if rc != 0 => give_back(address, kind, taken, true),
         Some(taken) => {
             if taken.total() > 0 {
-                lock_counts::contended_hold(address, kind, 1, None);
+                lock_counts::contended_hold(address, kind, 1, None, released_at);
             }
             charge(address, kind, taken, (released_at, 0))
         }
@@ -229,7 +229,7 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
             if let Some(taken) = sampled_hold_ends(state, address, start, end, weight) {
                 let span = end.saturating_sub(start);
                 if taken.total() > 0 {
-                    lock_counts::contended_hold(address, WaitKind::Mutex, weight, Some(span));
+                    lock_counts::contended_hold(address, WaitKind::Mutex, weight, Some(span), end);
                 }
                 charge(address, WaitKind::Mutex, taken, (end, span));
             }
@@ -241,13 +241,17 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
                 // From its start, or else from its first waiter's arrival (a lower bound).
                 let span = end.saturating_sub(start.unwrap_or(since));
                 if taken.total() > 0 {
-                    lock_counts::contended_hold(address, WaitKind::Mutex, 1, Some(span));
+                    lock_counts::contended_hold(address, WaitKind::Mutex, 1, Some(span), end);
                 }
                 charge(address, WaitKind::Mutex, taken, (end, span));
             }
             _ => {}
         },
         _ => {}
+    }
+    if rc == 0 {
+        // Its marks of the mutex (`held.contended`) are over with the hold.
+        state.held.forget(address);
     }
     // The hold is over: the record of the wait that began it, if deferred, is written now.
     record_deferred_wait(state);

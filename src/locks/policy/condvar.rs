@@ -50,18 +50,28 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
     };
     let held = held.unwrap_or_default();
     let hold_span = start.saturating_sub(held_from);
-    if held.total() > 0 {
-        lock_counts::contended_hold(mutex, WaitKind::Mutex, weight, Some(hold_span));
-    }
+    // The hold ends in the real call: its marks (`held.contended`) with it. glibc retakes
+    // the mutex with its word at 2 whether or not anyone waits, so a mark left over would
+    // count the next hold as contended.
+    state.held.forget(mutex);
     let held_blames = blames(WaitKind::Mutex, mutex, held).map(|b| b.timed(start, hold_span));
+    // Counted after the wait, outside the critical section.
+    let count_hold = || {
+        if held.total() > 0 {
+            let span = Some(hold_span);
+            lock_counts::contended_hold(mutex, WaitKind::Mutex, weight, span, start);
+        }
+    };
     let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start, 1) else {
         let rc = block();
+        count_hold();
         record(&held_blames);
         return rc;
     };
     bookkeeping(|| table::set_partner(cond, mutex));
     let rc = block();
     let (end, departed) = blocked.end(outcome_of_rc(rc));
+    count_hold();
     let (cond_ns, mutex_ns, blamed) = match departed {
         Departed::NoWait => (0, 0, true),
         Departed::Blamed { woken_at, .. } => (

@@ -83,10 +83,16 @@ pub(super) fn waiting(address: usize, kind: WaitKind, waiters: u32) {
 /// for `weight` holds; `ns`: its length (a mutex's from its start or else its first
 /// waiter's arrival; `None` for an rwlock's). After the release, on the release's slow
 /// path.
-pub(super) fn contended_hold(address: usize, kind: WaitKind, weight: u32, ns: Option<u64>) {
+pub(super) fn contended_hold(
+    address: usize,
+    kind: WaitKind,
+    weight: u32,
+    ns: Option<u64>,
+    now: u64,
+) {
     // With the thread's pending waits of the same lock (usually: it waited for it), so that
     // no row shared by the lock's threads is written at each release.
-    if monitored_thread().is_some_and(|s| s.lock_waits.add_hold(address, weight, ns)) {
+    if monitored_thread().is_some_and(|s| s.lock_waits.add_hold(address, weight, ns, now)) {
         return;
     }
     match lock_table::slot(address, kind as u8) {
@@ -107,6 +113,9 @@ pub(super) fn waited(address: usize, kind: WaitKind, ns: u64) {
 /// thread's pending waits are made ready for it (`lock_table::PendingWaits::prepare`:
 /// shared rows are written here, before the wait, not after it).
 pub(super) fn contending(state: &ThreadState, address: usize, kind: WaitKind, now: u64) {
+    // Once it holds the lock, its timer samples check it (`held.contended`): marked now,
+    // before the wait, not inside the critical section.
+    state.held.mark_latest(address, kind);
     if let Err(untabled) = state.lock_waits.prepare(address, kind as u8, now) {
         counters::add(Counter::LockEventsUntabled, untabled);
     }
