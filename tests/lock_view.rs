@@ -52,6 +52,16 @@ fn profiled(name: &str, scratch: &str, args: &[&str]) -> (PathBuf, Truth) {
     (dir, truth)
 }
 
+/// `report --view locks EXTRA DIR` (text), which must succeed: its output.
+fn locks_text(dir: &std::path::Path, extra: &[&str]) -> String {
+    let mut args = vec!["report", "--view", "locks"];
+    args.extend_from_slice(extra);
+    args.push(dir.to_str().unwrap());
+    let run = blameprof_cmd(&args);
+    assert!(run.status.success(), "report failed: {}", run.describe());
+    run.stdout
+}
+
 /// `report --view locks --format json`.
 fn locks_json(dir: &std::path::Path, extra: &[&str]) -> Value {
     let mut args = vec!["report", "--view", "locks", "--format", "json"];
@@ -99,6 +109,17 @@ fn count(l: &Value, field: &str) -> u64 {
     l["counts"][field]
         .as_u64()
         .unwrap_or_else(|| panic!("no {field} in {l}"))
+}
+
+/// The time `waiter` waited behind `holder` on `lock` (its pairs, in JSON).
+fn behind(lock: &Value, waiter: &str, holder: &str) -> u64 {
+    lock["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["waiter"] == waiter && p["holder"] == holder)
+        .map(|p| p["ns"].as_u64().unwrap())
+        .sum()
 }
 
 fn within(got: u64, want: u64, tolerance: f64) -> bool {
@@ -183,52 +204,28 @@ fn locks_are_named_grouped_and_counted_as_the_program_counts_them() {
     }
 
     // The text view leads with the lock that made others wait most, and names it.
-    let text = blameprof_cmd(&["report", "--view", "locks", dir.to_str().unwrap()]);
-    assert!(text.status.success(), "{}", text.describe());
+    let text = locks_text(&dir, &[]);
     let first = text
-        .stdout
         .lines()
         .nth(2)
-        .unwrap_or_else(|| panic!("short report:\n{}", text.stdout));
+        .unwrap_or_else(|| panic!("short report:\n{text}"));
+    assert!(first.trim_start().starts_with("table_lock"), "{text}");
+    assert!(text.contains("lookup waited"), "{text}");
+    let by_acquisitions = locks_text(&dir, &["--metric", "acquisitions"]);
     assert!(
-        first.trim_start().starts_with("table_lock"),
-        "{}",
-        text.stdout
-    );
-    assert!(text.stdout.contains("lookup waited"), "{}", text.stdout);
-    let by_acquisitions = blameprof_cmd(&[
-        "report",
-        "--view",
-        "locks",
-        "--metric",
-        "acquisitions",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(
-        by_acquisitions.stdout.contains("buckets[] (64 locks)"),
-        "{}",
-        by_acquisitions.stdout
+        by_acquisitions.contains("buckets[] (64 locks)"),
+        "{by_acquisitions}"
     );
 
     // One lock in full.
-    let one = blameprof_cmd(&[
-        "report",
-        "--view",
-        "locks",
-        "--lock",
-        "table_lock",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(one.status.success(), "{}", one.describe());
+    let one = locks_text(&dir, &["--lock", "table_lock"]);
     assert!(
-        one.stdout.contains("Waiters") && one.stdout.contains("lookup -> pthread_mutex_lock"),
-        "{}",
-        one.stdout
+        one.contains("Waiters") && one.contains("lookup -> pthread_mutex_lock"),
+        "{one}"
     );
     assert!(
-        one.stdout.contains("lookup -> pthread_mutex_unlock"),
-        "holders: {}",
-        one.stdout
+        one.contains("lookup -> pthread_mutex_unlock"),
+        "holders: {one}"
     );
     let unknown = blameprof_cmd(&[
         "report",
@@ -274,17 +271,8 @@ fn waiters_are_split_by_the_holders_that_kept_them_waiting() {
     let (dir, t) = profiled("lookup_insert", "lock-view-pairs", &["1.5", "3"]);
     let v = locks_json(&dir, &[]);
     let table = lock(&v, "table_lock");
-    let behind = |holder: &str| -> u64 {
-        table["pairs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["waiter"] == "lookup" && p["holder"] == holder)
-            .map(|p| p["ns"].as_u64().unwrap())
-            .sum()
-    };
     for (holder, truth_key) in [("insert", "blame_insert_ns"), ("lookup", "blame_lookup_ns")] {
-        let got = behind(holder);
+        let got = behind(table, "lookup", holder);
         // The program's truth: every wait's overlap with the holder's holds. Insert's own
         // rare waits are in it too; they are a few percent.
         let want = t[truth_key];
@@ -386,21 +374,11 @@ fn work_inside_contended_holds_is_held_contended_in_its_function_and_lock() {
     assert_eq!(v["sort"], "held.contended");
 
     // In text, for one lock in full.
-    let run = blameprof_cmd(&[
-        "report",
-        "--view",
-        "locks",
-        "--lock",
-        "table_lock",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(run.status.success(), "{}", run.describe());
+    let one = locks_text(&dir, &["--lock", "table_lock"]);
     assert!(
-        run.stdout
-            .lines()
+        one.lines()
             .any(|l| l.contains("%  rebuild_table -> compute")),
-        "{}",
-        run.stdout
+        "{one}"
     );
 }
 
@@ -415,15 +393,6 @@ fn waiters_are_paired_with_the_holders_whose_holds_they_overlapped() {
     let (dir, t) = profiled("phased_pairs", "lock-view-phases", &["2"]);
     let v = locks_json(&dir, &[]);
     let journal = lock(&v, "journal_lock");
-    let behind = |waiter: &str, holder: &str| -> u64 {
-        journal["pairs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["waiter"] == waiter && p["holder"] == holder)
-            .map(|p| p["ns"].as_u64().unwrap())
-            .sum()
-    };
     // The holds others waited for: their average length, as the program measured it.
     let want = t["contended_hold_ns"] / t["contended_holds"].max(1);
     let got = journal["counts"]["contended_hold_avg_ns"].as_u64().unwrap();
@@ -438,13 +407,13 @@ fn waiters_are_paired_with_the_holders_whose_holds_they_overlapped() {
     ] {
         let want = t[&format!("pair_{waiter}_{holder}_ns")];
         assert!(want > 200_000_000, "{waiter} behind {holder}: {want} ns");
-        let got = behind(waiter, holder);
+        let got = behind(journal, waiter, holder);
         assert!(
             within(got, want, 0.15),
             "{waiter} behind {holder}: {got} ns, program {want} ns; pairs {}",
             journal["pairs"]
         );
-        let wrong = behind(waiter, other);
+        let wrong = behind(journal, waiter, other);
         assert!(
             wrong * 20 <= want,
             "{waiter} behind {other}: {wrong} ns, yet they never overlapped; pairs {}",

@@ -314,19 +314,15 @@ pub fn lock_table(
             let row = building(&mut rows, &mut order, p, s.object, running);
             row.kind = row.kind.or(WaitKind::from_flags(s.flags));
             let value = calibration.apply(s.value, s.flags);
-            let sums = if is_wait {
+            if is_wait {
                 row.first_wait.get_or_insert(k);
                 let blamed = s.flags & SAMPLE_UNBLAMED == 0;
-                row.timed_waits.push((s.time, s.span, k, value, blamed));
-                &mut row.waits
+                row.waits.push((s.time, s.span, k, value, blamed));
             } else if m == blame {
                 row.releases.push((s.time, s.span, k, value));
-                &mut row.blames
             } else {
-                &mut row.held
-            };
-            let sum = sums.entry(k).or_default();
-            *sum = sum.saturating_add(value);
+                row.held.push((k, value));
+            }
         }
     }
     let paths = expand_each(profile, &keys, symbolizer, &mut names);
@@ -354,14 +350,12 @@ struct Building {
     destroyed: u32,
     live: bool,
     running_ns: u64,
-    /// Recorded path index -> waiting / blame / held.contended there.
-    waits: HashMap<usize, u64>,
-    blames: HashMap<usize, u64>,
-    held: HashMap<usize, u64>,
-    /// Each wait sample: (end, span, path index, value, whether someone is to blame for
-    /// it); each release's blame sample: (time, span, path index, value).
-    timed_waits: Vec<(u64, u64, usize, u64, bool)>,
+    /// Each wait sample: (end, span, recorded path index, value, whether someone is to
+    /// blame for it); each release's blame sample: (time, span, path index, value); each
+    /// held.contended sample: (path index, value).
+    waits: Vec<(u64, u64, usize, u64, bool)>,
     releases: Vec<(u64, u64, usize, u64)>,
+    held: Vec<(usize, u64)>,
     first_wait: Option<usize>,
     /// The init call's return address (absolute; 0 unknown).
     init_site: u64,
@@ -391,9 +385,9 @@ fn finish_row(
     symbolizer: &mut Symbolizer,
 ) -> LockRow {
     let proc = &profile.processes[p];
-    let by_site = |values: &HashMap<usize, u64>, sites: &[Site]| -> Vec<(Site, u64)> {
+    let by_site = |values: &mut dyn Iterator<Item = (usize, u64)>, sites: &[Site]| {
         let mut by: HashMap<&Site, u64> = HashMap::new();
-        for (&k, &v) in values {
+        for (k, v) in values {
             let sum = by.entry(&sites[k]).or_default();
             *sum = sum.saturating_add(v);
         }
@@ -401,10 +395,11 @@ fn finish_row(
         out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         out
     };
-    let mut waiters = by_site(&b.waits, sites);
-    let holders = by_site(&b.blames, sites);
-    let inside = by_site(&b.held, code);
-    let mut counts = b.counts.clone();
+    let mut waiters = by_site(&mut b.waits.iter().map(|w| (w.2, w.3)), sites);
+    let holders = by_site(&mut b.releases.iter().map(|r| (r.2, r.3)), sites);
+    let inside = by_site(&mut b.held.iter().copied(), code);
+    let pairs = pairs_of(&b, sites, &holders);
+    let mut counts = b.counts;
     counts.blame_ns = holders.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     counts.held_ns = inside.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     let sampled = waiters.iter().fold(0u64, |sum, w| sum.saturating_add(w.1));
@@ -418,7 +413,6 @@ fn finish_row(
             w.1 = share(counts.wait_ns, w.1, sampled);
         }
     }
-    let pairs = pairs_of(&b, sites, &holders);
     let init = init_site_name(proc, b.init_site, b.kind, symbolizer);
     let (name, naming) = match (symbol_name(proc, address, symbolizer), init, b.first_wait) {
         (Some(name), _, _) => (name, Naming::Symbol),
@@ -518,7 +512,7 @@ fn pairs_of(b: &Building, sites: &[Site], holders: &[(Site, u64)]) -> Vec<Pair> 
     // Per waiter site: its timed waits as steps of (time, change of waits under way), each
     // record counting for the waits it stands for (value / span).
     let mut steps: BTreeMap<&Site, Vec<(u64, f64, i64)>> = BTreeMap::new();
-    for &(end, span, k, value, blamed) in &b.timed_waits {
+    for &(end, span, k, value, blamed) in &b.waits {
         if end == 0 || span == 0 || !blamed {
             continue;
         }
@@ -535,7 +529,8 @@ fn pairs_of(b: &Building, sites: &[Site], holders: &[(Site, u64)]) -> Vec<Pair> 
     let mut untimed: HashMap<&Site, u64> = HashMap::new();
     let mut shares = vec![0.0; occupancy.len()];
     for &(at, span, holder, blame) in &b.releases {
-        // The hold, or the instant of its release when its start is unknown.
+        // The hold, or the instant of its release when its start is unknown (`at` 0: no
+        // time at all, matched with nothing).
         let from = at.saturating_sub(span);
         for (share, (_, o)) in shares.iter_mut().zip(&occupancy) {
             *share = if at == 0 {
@@ -560,7 +555,7 @@ fn pairs_of(b: &Building, sites: &[Site], holders: &[(Site, u64)]) -> Vec<Pair> 
     // Blame not matched in time (no release times, or no wait recorded during the hold):
     // split over the waiter sites by their waiting.
     let mut waiters: BTreeMap<&Site, u64> = BTreeMap::new();
-    for &(_, _, k, value, blamed) in &b.timed_waits {
+    for &(_, _, k, value, blamed) in &b.waits {
         if blamed {
             let sum = waiters.entry(&sites[k]).or_default();
             *sum = sum.saturating_add(value);
@@ -778,7 +773,7 @@ fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
 mod tests {
     use super::*;
     use crate::attribution::testutil::{
-        lock_table_of as table_of, lock_table_process, readable, write_part, TempDir, TABLE_LOCK,
+        lock_table_of as table_of, lock_table_process, write_part, TempDir, TABLE_LOCK,
     };
     use crate::format::read::{read_profile, ReadOptions};
 
@@ -821,13 +816,8 @@ mod tests {
             ]
         );
         // Each holder's blame split over the waiters by their waiting: 6/7 and 1/7.
-        let pairs: Vec<(&str, &str, u64)> = l
-            .pairs
-            .iter()
-            .map(|p| (p.waiter.caller.as_str(), p.holder.caller.as_str(), p.ns))
-            .collect();
         assert_eq!(
-            pairs,
+            pairs(l),
             [
                 ("lookup", "insert", 4_114_285),
                 ("lookup", "lookup", 1_285_714),
@@ -857,30 +847,27 @@ mod tests {
         }
         let tmp = TempDir::new("timed-locks");
         write_part(&tmp.0, &p);
-        let profile = read_profile(&tmp.0, ReadOptions::default()).expect("readable");
+        let mut profile = read_profile(&tmp.0, ReadOptions::default()).expect("readable");
         assert_eq!(profile.processes[0].samples, p.samples, "times read back");
-        let mut t = lock_table(&profile, Filter::default(), &mut Symbolizer::new()).unwrap();
-        for s in t.locks[0].pairs.iter_mut() {
-            for site in [&mut s.waiter, &mut s.holder] {
-                site.caller = readable(&site.caller);
-            }
-        }
-        t
+        table_of(profile.processes.remove(0))
+    }
+
+    /// A lock's pairs as (waiter, holder, ns).
+    fn pairs(l: &LockRow) -> Vec<(&str, &str, u64)> {
+        l.pairs
+            .iter()
+            .map(|p| (p.waiter.caller.as_str(), p.holder.caller.as_str(), p.ns))
+            .collect()
     }
 
     #[test]
     fn a_wait_is_spent_behind_the_releases_recorded_during_it() {
         let t = timed_lock_table();
-        let pairs: Vec<(&str, &str, u64)> = t.locks[0]
-            .pairs
-            .iter()
-            .map(|p| (p.waiter.caller.as_str(), p.holder.caller.as_str(), p.ns))
-            .collect();
         // Insert's hold (6 to 9 ms) overlapped lookup's wait only: all its blame is
         // lookup's; lookup's release (start unknown) came during insert's wait. Nobody
         // waited behind its own site, as the estimate from blame shares had it.
         assert_eq!(
-            pairs,
+            pairs(&t.locks[0]),
             [
                 ("lookup", "insert", 4_800_000),
                 ("insert", "lookup", 1_500_000)

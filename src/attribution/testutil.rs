@@ -449,9 +449,8 @@ pub(crate) fn write_part(dir: &std::path::Path, p: &ProcessProfile) {
             let mut time = (0u64, 0u64);
             for s in p.samples.iter().filter(|s| s.tid == tid) {
                 if (s.time, s.span) != time {
-                    let change = s.time.wrapping_sub(time.0) as i64;
                     w.tag(RecordTag::Time).unwrap();
-                    w.varint(((change << 1) ^ (change >> 63)) as u64).unwrap();
+                    w.signed(s.time.wrapping_sub(time.0) as i64).unwrap();
                     w.varint(s.span).unwrap();
                     time = (s.time, s.span);
                 }

@@ -151,6 +151,12 @@ impl WaitKind {
         (self as u8) << SAMPLE_KIND_SHIFT
     }
 
+    /// Whether the lock keeps its holder's thread id (glibc's mutexes, and rwlocks held by a
+    /// writer), which `held.contended` needs: spin locks, futex words and events do not.
+    pub const fn names_its_holder(self) -> bool {
+        matches!(self, WaitKind::Mutex | WaitKind::RwLock)
+    }
+
     /// Short name, used as the suffix of the derived metrics (`idleness.<name>`).
     pub const fn name(self) -> &'static str {
         match self {

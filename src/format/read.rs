@@ -426,6 +426,11 @@ impl<'a> Cursor<'a> {
         }
         Err("overlong varint")
     }
+    /// The inverse of `RecordWriter::signed`.
+    fn signed(&mut self) -> Decode<i64> {
+        let zigzag = self.varint()?;
+        Ok((zigzag >> 1) as i64 ^ -((zigzag & 1) as i64))
+    }
     fn u32(&mut self) -> Decode<u32> {
         u32::try_from(self.varint()?).map_err(|_| "value out of range")
     }
@@ -579,8 +584,7 @@ impl Builder {
                 if p.version < crate::SAMPLE_TIME_VERSION {
                     return Err("record type of a later format version");
                 }
-                let zigzag = c.varint()?;
-                let change = (zigzag >> 1) as i64 ^ -((zigzag & 1) as i64);
+                let change = c.signed()?;
                 let span = c.varint()?;
                 self.time = (self.time.0.wrapping_add(change as u64), span);
             }

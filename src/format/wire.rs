@@ -70,6 +70,12 @@ impl<'a> RecordWriter<'a> {
         }
     }
 
+    /// A signed value as a zigzag-encoded varint (`(v << 1) ^ (v >> 63)`: small magnitudes
+    /// of either sign stay short).
+    pub fn signed(&mut self, v: i64) -> Result<(), Full> {
+        self.varint(((v << 1) ^ (v >> 63)) as u64)
+    }
+
     pub fn bytes(&mut self, data: &[u8]) -> Result<(), Full> {
         self.varint(data.len() as u64)?;
         let end = self.pos.checked_add(data.len()).ok_or(Full)?;

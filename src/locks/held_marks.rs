@@ -130,7 +130,7 @@ impl HeldMarks {
 
     /// The mark of the lock of `kind` at `address`; `None` for kinds that name no holder.
     fn mark_of(address: usize, kind: WaitKind) -> Option<u64> {
-        (matches!(kind, WaitKind::Mutex | WaitKind::RwLock) && address != 0)
+        (kind.names_its_holder() && address != 0)
             .then_some((address as u64) << 8 | kind as u8 as u64)
     }
 

@@ -421,15 +421,20 @@ pub struct PendingWaits {
 const PENDING_NS: u64 = 1_000_000;
 
 impl PendingWaits {
+    /// The row's ticket the pending counts are for (see [`ticket`]).
+    fn ticket(&self) -> (usize, u32) {
+        (
+            self.slot.load(Ordering::Relaxed).wrapping_sub(1),
+            self.generation.load(Ordering::Relaxed),
+        )
+    }
+
     /// Before a contended acquisition of the lock at `address` (kind code `kind`) waits, at
     /// `now`: the waits pending for another lock, or for a millisecond, go to their row,
     /// and this lock's row is found (or claimed). `Err(n)`: `n` earlier waits found no row
     /// (count them untabled).
     pub fn prepare(&self, address: usize, kind: u8, now: u64) -> Result<(), u64> {
-        let held = (
-            self.slot.load(Ordering::Relaxed).wrapping_sub(1),
-            self.generation.load(Ordering::Relaxed),
-        );
+        let held = self.ticket();
         // The same lock, whose row is still its own (not destroyed since, a new lock at
         // the address then needing a row of its own; not missing, a claim then retried).
         if self.address.load(Ordering::Relaxed) == address && at(held).is_some() {
@@ -455,14 +460,8 @@ impl PendingWaits {
         if self.address.load(Ordering::Relaxed) != address {
             return false;
         }
-        let add = |c: &AtomicU64, v: u64| {
-            c.store(
-                c.load(Ordering::Relaxed).saturating_add(v),
-                Ordering::Relaxed,
-            )
-        };
-        add(&self.count, 1);
-        add(&self.ns, ns);
+        bump(&self.count, 1);
+        bump(&self.ns, ns);
         if ns > self.max_ns.load(Ordering::Relaxed) {
             self.max_ns.store(ns, Ordering::Relaxed);
         }
@@ -474,24 +473,15 @@ impl PendingWaits {
     /// lock's and its row is still its own (false otherwise: the caller adds it to the row
     /// itself), and all of them go to the row once a millisecond.
     pub fn add_hold(&self, address: usize, weight: u32, ns: Option<u64>, now: u64) -> bool {
-        let ticket = (
-            self.slot.load(Ordering::Relaxed).wrapping_sub(1),
-            self.generation.load(Ordering::Relaxed),
-        );
+        let ticket = self.ticket();
         if address == 0 || self.address.load(Ordering::Relaxed) != address || at(ticket).is_none() {
             return false;
         }
-        let add = |c: &AtomicU64, v: u64| {
-            c.store(
-                c.load(Ordering::Relaxed).saturating_add(v),
-                Ordering::Relaxed,
-            )
-        };
         let weight = u64::from(weight);
-        add(&self.holds, weight);
+        bump(&self.holds, weight);
         if let Some(ns) = ns {
-            add(&self.timed_holds, weight);
-            add(&self.hold_ns, ns.saturating_mul(weight));
+            bump(&self.timed_holds, weight);
+            bump(&self.hold_ns, ns.saturating_mul(weight));
         }
         if now.saturating_sub(self.since.load(Ordering::Relaxed)) >= PENDING_NS {
             self.since.store(now, Ordering::Relaxed);
@@ -506,10 +496,7 @@ impl PendingWaits {
     /// process's end by the thread that ends it, racing with an owner still running: a
     /// wait it adds meanwhile may be lost, or counted on the lock it waited for before.
     pub fn flush(&self) -> Result<(), u64> {
-        let ticket = (
-            self.slot.load(Ordering::Relaxed).wrapping_sub(1),
-            self.generation.load(Ordering::Relaxed),
-        );
+        let ticket = self.ticket();
         let count = self.count.swap(0, Ordering::Relaxed);
         let ns = self.ns.swap(0, Ordering::Relaxed);
         let max_ns = self.max_ns.swap(0, Ordering::Relaxed);
@@ -543,6 +530,15 @@ impl PendingWaits {
         self.address.store(0, Ordering::Relaxed);
         self.slot.store(0, Ordering::Relaxed);
     }
+}
+
+/// Adds `v` to a counter only its owner thread writes (a load and a store, no locked
+/// instruction).
+fn bump(c: &AtomicU64, v: u64) {
+    c.store(
+        c.load(Ordering::Relaxed).saturating_add(v),
+        Ordering::Relaxed,
+    );
 }
 
 /// The insert try-lock, released on drop.

@@ -84,11 +84,10 @@ impl BufferPart {
         self.prev_time = (0, 0);
     }
 
-    /// Appends a sample (with `flags` added to its own; at its time, or now if it has none),
-    /// flushing the chunk first if it is full, or after if it has grown older than
-    /// [`MAX_BUFFER_AGE_NS`]. Async-signal-safe.
-    pub fn push_sample(&mut self, tid: u32, s: &Sample, flags: u8, path: &[Frame]) {
-        let now = monotonic_ns();
+    /// Appends a sample (with `flags` added to its own; at its time, or at `now`, the
+    /// caller's clock read, if it has none), flushing the chunk first if it is full, or
+    /// after if it has grown older than [`MAX_BUFFER_AGE_NS`]. Async-signal-safe.
+    pub fn push_sample(&mut self, tid: u32, s: &Sample, flags: u8, path: &[Frame], now: u64) {
         let sample = Sample {
             flags: s.flags | flags,
             at: if s.at == 0 { now } else { s.at },
@@ -139,8 +138,7 @@ impl BufferPart {
         let time = (s.at, s.span);
         if time != self.prev_time {
             w.tag(RecordTag::Time)?;
-            let change = s.at.wrapping_sub(self.prev_time.0) as i64;
-            w.varint(((change << 1) ^ (change >> 63)) as u64)?;
+            w.signed(s.at.wrapping_sub(self.prev_time.0) as i64)?;
             w.varint(s.span)?;
         }
         if s.object == 0 {

@@ -96,8 +96,7 @@ pub unsafe fn record_path(
     // SAFETY: we hold the buffer lock.
     let buffer = unsafe { &mut *state.buffer.get() };
     for s in samples {
-        let at = if s.at == 0 { now } else { s.at };
-        buffer.push_sample(tid, &Sample { at, ..*s }, flags, path);
+        buffer.push_sample(tid, s, flags, path, now);
     }
     state.unlock_buffer();
     true
@@ -172,8 +171,9 @@ pub unsafe fn record_captured_path(state: &ThreadState, tid: u32, samples: &[Sam
     state.lock_buffer();
     // SAFETY: we hold the buffer lock.
     let buffer = unsafe { &mut *state.buffer.get() };
+    let now = monotonic_ns();
     for s in samples {
-        buffer.push_sample(tid, s, flags, &owner.wait_frames[..depth]);
+        buffer.push_sample(tid, s, flags, &owner.wait_frames[..depth], now);
     }
     state.unlock_buffer();
     true

@@ -9,7 +9,7 @@
 //! sample interrupts the unwind (the paper's rule: no asynchronous sample during a synchronous
 //! unwind); the timer's time is then carried by the thread's next sample.
 
-use super::clock::current_tid;
+use super::clock::{current_tid, monotonic_ns};
 use super::path::{capture_path, record_captured_path, record_path, How, Sample};
 use super::process;
 use super::thread_state::{lookup, ThreadState};
@@ -95,7 +95,7 @@ pub fn record_at_wake(waker: WakerId, sample: Sample) -> bool {
         if alive {
             // SAFETY: we hold the target's buffer lock.
             let buffer = unsafe { &mut *target.buffer.get() };
-            buffer.push_sample(waker.tid, &sample, 0, &frames[..depth]);
+            buffer.push_sample(waker.tid, &sample, 0, &frames[..depth], monotonic_ns());
         }
         target.unlock_buffer();
         alive.then_some(())

@@ -138,7 +138,7 @@ pub fn write_text(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
     )?;
     write_header(out)?;
     for r in &keep {
-        write_counts_line(out, &r.name, kind_name(r), &r.counts, r.pressure)?;
+        write_counts_line(out, &r.name, r.kind, &r.counts, r.pressure)?;
         for p in r.pairs.iter().take(opts.pairs_per_lock) {
             write_pair(out, p, waiter_total(r, p))?;
         }
@@ -156,8 +156,7 @@ pub fn write_text(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
         write_header(out)?;
         for g in groups {
             let label = format!("{} ({} locks)", g.name, g.members.len());
-            let kind = g.kind.map_or("?", |k| k.name());
-            write_counts_line(out, &label, kind, &g.counts, g.pressure)?;
+            write_counts_line(out, &label, g.kind, &g.counts, g.pressure)?;
         }
     }
     write_notes(table, out)
@@ -191,7 +190,7 @@ fn write_header(out: &mut dyn Write) -> io::Result<()> {
 fn write_counts_line(
     out: &mut dyn Write,
     name: &str,
-    kind: &str,
+    kind: Option<WaitKind>,
     c: &Counts,
     pressure: Option<f64>,
 ) -> io::Result<()> {
@@ -202,7 +201,7 @@ fn write_counts_line(
         out,
         "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>10} {:>7} {:>10} {:>10}",
         name,
-        kind,
+        kind.map_or("?", WaitKind::name),
         if c.acquisition_samples > 0 {
             c.acquisitions.to_string()
         } else {
@@ -223,8 +222,7 @@ fn write_counts_line(
             .map_or_else(|| "-".to_owned(), |ns| format_value(ns, "ns")),
         opt_pct(pressure),
         format_value(c.blame_ns, "ns"),
-        // Only mutexes and rwlocks name their holder (`locks::held_marks`).
-        if matches!(kind, "mutex" | "rwlock") {
+        if kind.is_some_and(WaitKind::names_its_holder) {
             format_value(c.held_ns, "ns")
         } else {
             "-".to_owned()
@@ -262,16 +260,10 @@ fn write_one(
     if let Some(g) = groups.iter().find(|g| g.name == name) {
         writeln!(out, "Group {} ({} locks):", g.name, g.members.len())?;
         write_header(out)?;
-        write_counts_line(
-            out,
-            "all members",
-            g.kind.map_or("?", |k| k.name()),
-            &g.counts,
-            g.pressure,
-        )?;
+        write_counts_line(out, "all members", g.kind, &g.counts, g.pressure)?;
         for &m in &g.members {
             let r = &table.locks[m];
-            write_counts_line(out, &r.name, kind_name(r), &r.counts, r.pressure)?;
+            write_counts_line(out, &r.name, r.kind, &r.counts, r.pressure)?;
         }
         return write_notes(table, out);
     }
@@ -296,7 +288,7 @@ fn write_one(
         }
     )?;
     write_header(out)?;
-    write_counts_line(out, &r.name, kind_name(r), &r.counts, r.pressure)?;
+    write_counts_line(out, &r.name, r.kind, &r.counts, r.pressure)?;
     writeln!(out)?;
     writeln!(out, "  Waiters (where threads waited for it):")?;
     for (s, ns) in &r.waiters {
@@ -313,7 +305,7 @@ fn write_one(
     for p in &r.pairs {
         write_pair(out, p, waiter_total(r, p))?;
     }
-    if matches!(r.kind, Some(WaitKind::Mutex | WaitKind::RwLock)) {
+    if r.kind.is_some_and(WaitKind::names_its_holder) {
         write_inside(out, r)?;
     }
     write_notes(table, out)

@@ -21,7 +21,7 @@ use super::record::{charge, give_back};
 use crate::format::WaitKind;
 use crate::locks::contention_sampling::Draw;
 use crate::locks::hold_sampling::{self, Started};
-use crate::locks::wait_table::{self as table, Outcome};
+use crate::locks::wait_table::{self as table, Outcome, WaiterTime};
 use crate::sampler::clock::{current_tid, monotonic_ns};
 use crate::sampler::sync_sample::capture_wait_path;
 use crate::sampler::thread_state::ThreadState;
@@ -184,12 +184,7 @@ pub fn release(
     match settled {
         // The caller did not release it (e.g. EPERM): the owner's hold goes on.
         Some(taken) if rc != 0 => give_back(address, kind, taken, true),
-        Some(taken) => {
-            if taken.total() > 0 {
-                lock_counts::contended_hold(address, kind, 1, None, released_at);
-            }
-            charge(address, kind, taken, (released_at, 0))
-        }
+        Some(taken) => hold_ended(address, kind, taken, 1, (released_at, None)),
         None => {}
     }
     // The hold is over: the record of the wait that began it, if deferred, is written now.
@@ -197,6 +192,22 @@ pub fn release(
         record_deferred_wait(state);
     }
     rc
+}
+
+/// A released hold took `taken`, standing for `weight` holds; it ended at `end` and lasted
+/// `span`, if known: counted as a hold others waited for if it took any, and recorded as
+/// blame.
+fn hold_ended(
+    address: usize,
+    kind: WaitKind,
+    taken: WaiterTime,
+    weight: u32,
+    (end, span): (u64, Option<u64>),
+) {
+    if taken.total() > 0 {
+        lock_counts::contended_hold(address, kind, weight, span, end);
+    }
+    charge(address, kind, taken, (end, span.unwrap_or(0)));
 }
 
 /// [`release`] of a mutex: the program's critical section pays a clock read, unless the
@@ -227,11 +238,8 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
     match (kept, end) {
         (Some(Started::Noted { start, weight }), Some(end)) => {
             if let Some(taken) = sampled_hold_ends(state, address, start, end, weight) {
-                let span = end.saturating_sub(start);
-                if taken.total() > 0 {
-                    lock_counts::contended_hold(address, WaitKind::Mutex, weight, Some(span), end);
-                }
-                charge(address, WaitKind::Mutex, taken, (end, span));
+                let span = Some(end.saturating_sub(start));
+                hold_ended(address, WaitKind::Mutex, taken, weight, (end, span));
             }
         }
         (None, Some(end)) => match mutex_hold_ends(state, address, end) {
@@ -239,11 +247,8 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
             (_, Some(start)) if rc != 0 => hold_started(state, address, WaitKind::Mutex, start),
             (Some((taken, since)), start) if rc == 0 => {
                 // From its start, or else from its first waiter's arrival (a lower bound).
-                let span = end.saturating_sub(start.unwrap_or(since));
-                if taken.total() > 0 {
-                    lock_counts::contended_hold(address, WaitKind::Mutex, 1, Some(span), end);
-                }
-                charge(address, WaitKind::Mutex, taken, (end, span));
+                let span = Some(end.saturating_sub(start.unwrap_or(since)));
+                hold_ended(address, WaitKind::Mutex, taken, 1, (end, span));
             }
             _ => {}
         },
