@@ -10,12 +10,15 @@
 //! `execve`/`execv`/`execvp`/`execvpe`/`fexecve` and, in [`exec_variadic`], `execl`/`execlp`/
 //! `execle` (flush before the image is replaced),
 //! `_exit`/`_Exit` (flush), `sigaction`/`signal` (the sampling signal stays ours), in
+//! [`descriptors`] `close`/`close_range`/`closefrom`/`dup2`/`dup3` (the runtime's own
+//! descriptors survive a program that closes them all), in
 //! [`waits`] the waits that any signal would break with `EINTR`; and for blame shifting,
 //! [`locks`] (spin locks, mutexes), [`rwlock`], [`condvar`], [`semaphore`], [`barrier`] and
 //! [`futex`] (`syscall(SYS_futex)`: Rust's std locks, parking_lot).
 
 mod barrier;
 mod condvar;
+mod descriptors;
 mod exec_variadic;
 mod futex;
 mod init_site;

@@ -79,6 +79,9 @@ real_fns! {
     execvpe = b"execvpe\0": unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int;
     fexecve = b"fexecve\0": unsafe extern "C" fn(c_int, Argv, Argv) -> c_int;
     exit_now = b"_exit\0": unsafe extern "C" fn(c_int) -> !;
+    close = b"close\0": unsafe extern "C" fn(c_int) -> c_int;
+    dup2 = b"dup2\0": unsafe extern "C" fn(c_int, c_int) -> c_int;
+    dup3 = b"dup3\0": unsafe extern "C" fn(c_int, c_int, c_int) -> c_int;
     sigaction = b"sigaction\0":
         unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
     signal = b"signal\0": unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;

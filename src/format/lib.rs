@@ -323,6 +323,16 @@ pub mod counters {
     pub const TIMER_FALLBACKS: &str = "timer_fallbacks";
     /// Bytes of sample data that could not be written to the profile.
     pub const WRITE_ERRORS: &str = "write_errors";
+    /// The error number of the last write that failed (28: ENOSPC, the disk is full).
+    pub const WRITE_LAST_ERRNO: &str = "write_last_errno";
+    /// Times the part's descriptor was found closed or replaced by the program behind the
+    /// runtime's back (a raw system call) and the part was reopened by its path.
+    pub const PART_REOPENED: &str = "part_reopened";
+    /// Times the program `dup2`ed onto a descriptor of the runtime's, which was moved first.
+    pub const DESCRIPTORS_MOVED: &str = "runtime_descriptors_moved";
+    /// Descriptors of the runtime's whose number was too high to be protected from the
+    /// program's `close` calls.
+    pub const DESCRIPTORS_UNTRACKED: &str = "runtime_descriptors_untracked";
     /// Timed waits that gave up (idleness nobody is blamed for).
     pub const WAITS_TIMED_OUT: &str = "waits_timed_out";
     /// Waits interrupted by a signal, EINTR (idleness nobody is blamed for).

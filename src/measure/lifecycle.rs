@@ -14,6 +14,7 @@ use crate::runtime_lock::SpinLock;
 use crate::sampler::clock::{other_thread_cpu_ns, thread_cpu_ns};
 use crate::sampler::config::{Config, Source};
 use crate::sampler::counters::{self, Counter};
+use crate::sampler::descriptors;
 use crate::sampler::heap::HEAP;
 use crate::sampler::output;
 use crate::sampler::process::{self, sampling_enabled};
@@ -120,10 +121,8 @@ fn start_timer(state: &ThreadState, cfg: &Config, wanted: Source) -> Source {
     // SAFETY: `in_runtime` is raised on the owner thread, so the handler stays out of `owner`.
     let owner = unsafe { &mut *state.owner.get() };
     let chosen = match started {
-        Ok((timer, source)) => {
-            if let Timer::Perf(fd) = timer {
-                state.perf_fd.store(fd, Ordering::Relaxed);
-            }
+        Ok(((timer, perf_fd), source)) => {
+            state.perf_fd.store(perf_fd, Ordering::Relaxed);
             owner.timer = Some(timer);
             source
         }
@@ -274,7 +273,7 @@ fn stop_timer(state: &ThreadState) {
     // SAFETY: the caller raised `in_runtime` on the owner thread.
     let owner = unsafe { &mut *state.owner.get() };
     if let Some(timer) = owner.timer.take() {
-        timer.stop();
+        timer.stop(&state.perf_fd);
     }
     state.perf_fd.store(-1, Ordering::Relaxed);
 }
@@ -408,6 +407,30 @@ pub fn process_exit() {
     finish(0);
 }
 
+/// Whether the runtime's descriptors are this process's to guard: false in a `vfork` child
+/// (and before start-up), which shares the parent's memory, where they are recorded, but has
+/// a descriptor table of its own. Makes a system call: for the rare calls that reach a
+/// descriptor of the runtime's.
+pub fn guards_descriptors() -> bool {
+    PID.load(Ordering::Relaxed) == sys::getpid()
+}
+
+/// The program is about to `dup2` or `dup3` onto `fd`, a descriptor of the runtime's: the
+/// part, or the perf timer, that has it moves to another number, so the program gets this
+/// one as it would without the profiler. Not for a `vfork` child.
+///
+/// A perf timer's own handler may still refresh it by the old number for one sample (an
+/// `ioctl` that any other kind of file refuses): the handler cannot be waited for.
+pub fn descriptor_wanted(fd: libc::c_int) {
+    output::step_aside(fd);
+    thread_state::for_each_live(|s| {
+        if s.perf_fd.load(Ordering::Relaxed) == fd {
+            let moved = descriptors::step_aside(fd).unwrap_or(-1);
+            s.perf_fd.store(moved, Ordering::Relaxed);
+        }
+    });
+}
+
 /// Before an `exec`: the new image starts a part of its own. The calling thread's timer is
 /// stopped and its queued sampling signals are consumed: a pending signal survives `exec`,
 /// and the new image, whose disposition for it is the default, would be killed by it.
@@ -415,6 +438,8 @@ pub fn before_exec() -> bool {
     if !finish(1) {
         return false;
     }
+    // The program may have cleared close-on-exec on them (an `fcntl` over every descriptor).
+    descriptors::keep_from_exec();
     if let (Some(cfg), Some(state)) = (process::config(), thread_state::lookup(gettid())) {
         state.in_runtime.store(true, Ordering::Relaxed);
         stop_timer(state);
@@ -492,8 +517,8 @@ extern "C" fn fork_child() {
     thread_state::for_each_live(|s| {
         let fd = s.perf_fd.swap(-1, Ordering::Relaxed);
         if fd >= 0 {
-            // SAFETY: closing the child's inherited copy of a parent perf descriptor.
-            unsafe { libc::close(fd) };
+            // The child's inherited copy of a parent thread's perf descriptor.
+            crate::sampler::descriptors::close_owned(fd);
         }
     });
     thread_state::forget_all_but(None);

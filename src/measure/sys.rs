@@ -1,10 +1,12 @@
-//! Direct system calls for the process and thread ids and the CPU affinity mask.
+//! Direct system calls for the process and thread ids, the CPU affinity mask, and closing
+//! the runtime's own descriptors.
 //!
 //! Job: ask the kernel without going through libc's wrappers. What that saves is memory,
 //! not time: every libc function the runtime calls and the program does not makes the
 //! kernel map the 64 KiB of libc around it into the program (fault-around), and these ids
 //! are asked for at every start-up. glibc keeps no cache of them, so the answers are the
-//! same.
+//! same. Closing is here for another reason: the runtime exports `close`, so its own calls
+//! of libc's would reach its interposed one.
 //!
 //! x86-64 Linux only (as is the runtime). Async-signal-safe: a system call, no errno
 //! (these cannot fail, or report failure in the return value).
@@ -43,6 +45,23 @@ pub fn getppid() -> libc::pid_t {
 /// The calling thread's kernel thread id.
 pub fn gettid() -> u32 {
     syscall3(libc::SYS_gettid, 0, 0, 0) as u32
+}
+
+/// Closes `fd` without going through `close`, which the runtime interposes (and which keeps
+/// the runtime's own descriptors open); whether it was closed.
+pub fn close(fd: libc::c_int) -> bool {
+    syscall3(libc::SYS_close, fd as u64, 0, 0) == 0
+}
+
+/// `close_range(2)` without libc (glibc before 2.34 has no wrapper); 0, or the negative
+/// error number (`-ENOSYS` before Linux 5.9).
+pub fn close_range(first: u32, last: u32, flags: u32) -> i64 {
+    syscall3(
+        libc::SYS_close_range,
+        u64::from(first),
+        u64::from(last),
+        u64::from(flags),
+    )
 }
 
 /// CPUs the calling thread may run on (its affinity mask), at least 1.

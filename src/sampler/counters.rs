@@ -47,9 +47,13 @@ pub enum Counter {
     AcquisitionsUncounted,
     LockEventsStray,
     HeldChecksFailed,
+    WriteLastErrno,
+    PartReopened,
+    DescriptorsMoved,
+    DescriptorsUntracked,
 }
 
-const ALL: [(Counter, &str); 36] = [
+const ALL: [(Counter, &str); 40] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -113,6 +117,10 @@ const ALL: [(Counter, &str); 36] = [
     ),
     (Counter::LockEventsStray, names::LOCK_EVENTS_STRAY),
     (Counter::HeldChecksFailed, names::HELD_CHECKS_FAILED),
+    (Counter::WriteLastErrno, names::WRITE_LAST_ERRNO),
+    (Counter::PartReopened, names::PART_REOPENED),
+    (Counter::DescriptorsMoved, names::DESCRIPTORS_MOVED),
+    (Counter::DescriptorsUntracked, names::DESCRIPTORS_UNTRACKED),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

@@ -12,6 +12,7 @@ pub mod buffer;
 pub mod clock;
 pub mod config;
 pub mod counters;
+pub mod descriptors;
 pub mod handler;
 pub mod heap;
 pub mod output;

@@ -1,32 +1,81 @@
-//! The process's part file: opening it, and appending chunks to it.
+//! The process's part file: opening it, appending chunks to it, and keeping it through what
+//! the program does to its descriptors.
 //!
-//! Job: own the file descriptor of this process image's part (`<pid>.bpp`, or
-//! `<pid>.<n>.bpp` for the n-th image after `exec`), and append whole chunks to it.
+//! Job: own the part's descriptor (`<pid>.bpp`, or `<pid>.<n>.bpp` for the n-th image after
+//! `exec`) and append whole chunks to it. The descriptor is one of the runtime's
+//! ([`super::descriptors`]): the interposed `close` functions leave it open, and a `dup2`
+//! onto its number first moves it ([`step_aside`]). What gets past them (a `close` or `dup2`
+//! made with `syscall`) is found before each write, by the descriptor's device and inode,
+//! and the part is reopened by its path, checked to be the same file.
 //!
-//! Invariants: every chunk is appended with a single `write` on an `O_APPEND` descriptor, so
-//! chunks from different threads never interleave; before writing, the descriptor is checked
-//! to still be our file (a program that closes all descriptors and reuses the number must
-//! never receive profile bytes). [`write_chunk`] is async-signal-safe; [`open_part`] is not.
+//! Invariants:
+//! - every chunk is appended with a single `write` on an `O_APPEND` descriptor, so chunks
+//!   from different threads never interleave;
+//! - profile bytes never reach a descriptor that is not the part: a write checks the
+//!   descriptor's identity first, and [`step_aside`] hands a number over to the program only
+//!   once no write that may have read it is in flight. Writes register in one of two
+//!   in-flight counts, by the parity of the epoch they read, and read the state again to
+//!   confirm it; a move starts a new epoch and waits for the old one's count to drain;
+//! - bytes that cannot be written are counted (`write_errors`, with the last error number),
+//!   and so are the samples they held (by the buffer): never silently.
+//!
+//! [`write_chunk`] is async-signal-safe, reopening included (`open`, `fstat`, `fcntl`);
+//! [`open_part`], [`close`] and [`step_aside`] are not.
 
 use super::counters::{self, Counter};
+use super::descriptors;
 use crate::format::protocol::PART_SUFFIX;
 use crate::format::wire::{chunk_header, file_header, CHUNK_HEADER_LEN};
+use crate::runtime_lock::SpinLock;
+use std::cell::UnsafeCell;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-static FD: AtomicI32 = AtomicI32::new(-1);
+/// The part's descriptor and the epoch it belongs to: `epoch << 32 | fd as u32` (no part:
+/// fd -1). The epoch changes whenever the descriptor does.
+static CURRENT: AtomicU64 = AtomicU64::new(NO_PART);
+const NO_PART: u64 = u32::MAX as u64;
+/// Writes in flight, by the parity of the epoch they read.
+static IN_FLIGHT: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
+/// The part file's identity, to tell it from whatever else a descriptor number may be now.
 static DEV: AtomicU64 = AtomicU64::new(0);
 static INO: AtomicU64 = AtomicU64::new(0);
+/// Serializes [`step_aside`] calls (never taken by a signal handler).
+static MOVING: SpinLock<()> = SpinLock::new(());
 
-/// Lowest descriptor number used, to stay out of the way of programs that assume small ones.
-pub const MIN_FD: libc::c_int = 500;
+/// Longest part path kept for reopening (a longer one is opened, but never reopened).
+const PATH_CAP: usize = 4096;
+
+/// The part's path, NUL-terminated, for reopening from a signal handler.
+struct PartPath(UnsafeCell<[u8; PATH_CAP]>);
+// SAFETY: written only by `open_part`, when no write can run (before sampling starts, in a
+// fork child's only thread, or in a new image), and before `CURRENT` is published with
+// release ordering; read only after `CURRENT` is loaded with acquire ordering.
+unsafe impl Sync for PartPath {}
+static PATH: PartPath = PartPath(UnsafeCell::new([0; PATH_CAP]));
+
+fn fd_of(state: u64) -> libc::c_int {
+    state as u32 as libc::c_int
+}
+
+fn next_state(state: u64, fd: libc::c_int) -> u64 {
+    ((state >> 32).wrapping_add(1) << 32) | u64::from(fd as u32)
+}
+
+fn in_flight(state: u64) -> &'static AtomicU32 {
+    &IN_FLIGHT[((state >> 32) & 1) as usize]
+}
 
 /// Creates this image's part file in `dir` and writes its file header. Returns the exec
-/// generation (0 for the first image of this pid). Any previous part is closed.
+/// generation (0 for the first image of this pid). Any previous part is closed. Call only
+/// when no other thread can write (start-up, a fork child, a new image).
 pub fn open_part(dir: &Path) -> std::io::Result<u32> {
     close();
+    for count in &IN_FLIGHT {
+        count.store(0, Ordering::Relaxed); // a fork child's counts may hold the parent's writes
+    }
     let pid = crate::sys::getpid();
     for generation in 0u32..10_000 {
         let name = if generation == 0 {
@@ -36,10 +85,22 @@ pub fn open_part(dir: &Path) -> std::io::Result<u32> {
         };
         let path = CString::new(dir.join(name).as_os_str().as_bytes())
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-        let flags =
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_APPEND | libc::O_CLOEXEC;
-        // SAFETY: `path` is a valid NUL-terminated string.
-        let fd = unsafe { libc::open(path.as_ptr(), flags, 0o644) };
+        let bytes = path.as_bytes();
+        // SAFETY: see `PartPath`: no write runs now, and none reads PATH before CURRENT is
+        // published below.
+        let buf = unsafe { &mut *PATH.0.get() };
+        let keep = bytes.len() < PATH_CAP;
+        let len = if keep { bytes.len() } else { 0 };
+        buf[..len].copy_from_slice(&bytes[..len]);
+        buf[len] = 0;
+        let flags = libc::O_WRONLY
+            | libc::O_CREAT
+            | libc::O_EXCL
+            | libc::O_APPEND
+            | libc::O_CLOEXEC
+            | libc::O_NOFOLLOW;
+        // SAFETY: `path` is a NUL-terminated string.
+        let fd = unsafe { libc::open(path.as_ptr(), flags, 0o600) };
         if fd < 0 {
             let err = std::io::Error::last_os_error();
             if err.kind() == std::io::ErrorKind::AlreadyExists {
@@ -47,34 +108,55 @@ pub fn open_part(dir: &Path) -> std::io::Result<u32> {
             }
             return Err(err);
         }
-        // SAFETY: fd is ours; F_DUPFD_CLOEXEC returns a new descriptor >= MIN_FD.
-        let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, MIN_FD) };
-        let fd = if high >= 0 {
-            // SAFETY: closing the low descriptor we opened.
-            unsafe { libc::close(fd) };
-            high
-        } else {
-            fd
+        let fd = descriptors::raise(fd);
+        let Some((dev, ino)) = identity(fd) else {
+            let err = std::io::Error::last_os_error();
+            descriptors::close_owned(fd);
+            return Err(err);
         };
-        let (dev, ino) = identity(fd).ok_or_else(std::io::Error::last_os_error)?;
         DEV.store(dev, Ordering::Relaxed);
         INO.store(ino, Ordering::Relaxed);
-        FD.store(fd, Ordering::Release);
-        let header = file_header();
-        if !write_all(fd, &header) {
-            return Err(std::io::Error::last_os_error());
-        }
+        let state = CURRENT.load(Ordering::Relaxed);
+        CURRENT.store(next_state(state, fd), Ordering::Release);
+        write_all(fd, &file_header()).map_err(std::io::Error::from_raw_os_error)?;
         return Ok(generation);
     }
     Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists))
 }
 
 /// Stops writing to the current part (after fork, the parent's part is not the child's).
+/// Call only when no other thread can write.
 pub fn close() {
-    let fd = FD.swap(-1, Ordering::AcqRel);
-    if fd >= 0 && identity(fd) == Some((DEV.load(Ordering::Relaxed), INO.load(Ordering::Relaxed))) {
-        // SAFETY: the descriptor is still our part file (checked just above).
-        unsafe { libc::close(fd) };
+    let state = CURRENT.load(Ordering::Acquire);
+    CURRENT.store(next_state(state, -1), Ordering::Release);
+    let fd = fd_of(state);
+    if fd < 0 {
+        return;
+    }
+    if is_part(fd) {
+        descriptors::close_owned(fd);
+    } else {
+        descriptors::disown(fd);
+    }
+}
+
+/// The program is about to `dup2` or `dup3` onto `fd`. If `fd` is the part's descriptor,
+/// moves the part to another one and returns once no write can still use `fd`; the program's
+/// call then closes it. Not for a signal handler (it waits for other threads' writes).
+pub fn step_aside(fd: libc::c_int) {
+    let _moving = MOVING.lock();
+    let state = CURRENT.load(Ordering::Acquire);
+    if fd_of(state) != fd {
+        return;
+    }
+    // No descriptor free: the part is given up (later writes count their bytes as lost).
+    let new = descriptors::step_aside(fd).unwrap_or(-1);
+    CURRENT.store(next_state(state, new), Ordering::SeqCst);
+    // A write of the old epoch ends within one `write` call; none runs on this thread (a
+    // handler runs to its end before the thread goes on).
+    let old = in_flight(state);
+    while old.load(Ordering::Acquire) != 0 {
+        std::thread::yield_now();
     }
 }
 
@@ -85,23 +167,37 @@ fn identity(fd: libc::c_int) -> Option<(u64, u64)> {
     (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
 }
 
-fn write_all(fd: libc::c_int, mut data: &[u8]) -> bool {
+/// Whether `fd` is (still) the part file.
+fn is_part(fd: libc::c_int) -> bool {
+    identity(fd) == Some((DEV.load(Ordering::Relaxed), INO.load(Ordering::Relaxed)))
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Writes all of `data`, or says the error number.
+fn write_all(fd: libc::c_int, mut data: &[u8]) -> Result<(), i32> {
     // Bounded: a regular file accepts the whole write at once except on errors like ENOSPC.
     for _ in 0..8 {
         if data.is_empty() {
-            return true;
+            return Ok(());
         }
         // SAFETY: `data` is a valid readable slice; write is async-signal-safe.
         let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
         if n < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
+            match errno() {
+                libc::EINTR => continue,
+                e => return Err(e),
             }
-            return false;
         }
         data = &data[n as usize..];
     }
-    data.is_empty()
+    if data.is_empty() {
+        Ok(())
+    } else {
+        Err(libc::EIO)
+    }
 }
 
 /// Appends one chunk. `buf[..CHUNK_HEADER_LEN]` is reserved for the header, which this
@@ -113,12 +209,61 @@ pub fn write_chunk(buf: &mut [u8], tid: u32) -> bool {
     }
     let header = chunk_header(&buf[CHUNK_HEADER_LEN..], tid);
     buf[..CHUNK_HEADER_LEN].copy_from_slice(&header);
-    let fd = FD.load(Ordering::Acquire);
-    let ours =
-        fd >= 0 && identity(fd) == Some((DEV.load(Ordering::Relaxed), INO.load(Ordering::Relaxed)));
-    let ok = ours && write_all(fd, buf);
-    if !ok {
-        counters::add(Counter::WriteErrors, buf.len() as u64);
+    match append(buf) {
+        Ok(()) => true,
+        Err(e) => {
+            counters::add(Counter::WriteErrors, buf.len() as u64);
+            counters::set(Counter::WriteLastErrno, e as u64);
+            false
+        }
     }
-    ok
+}
+
+/// Appends `data` to the part, reopening it once or twice if its descriptor was lost.
+fn append(data: &[u8]) -> Result<(), i32> {
+    for _ in 0..3 {
+        let state = CURRENT.load(Ordering::SeqCst);
+        let count = in_flight(state);
+        count.fetch_add(1, Ordering::SeqCst);
+        if CURRENT.load(Ordering::SeqCst) != state {
+            count.fetch_sub(1, Ordering::Release);
+            continue; // moved meanwhile: read the new state
+        }
+        let fd = fd_of(state);
+        let written = (fd >= 0 && is_part(fd)).then(|| write_all(fd, data));
+        count.fetch_sub(1, Ordering::Release);
+        match written {
+            Some(result) => return result,
+            None if fd < 0 => return Err(libc::EBADF),
+            None => reopen(state)?,
+        }
+    }
+    Err(libc::EBADF)
+}
+
+/// The part's descriptor `fd_of(seen)` is no longer the part (closed or replaced behind the
+/// runtime's back): open the part again by its path, and publish it unless another thread
+/// did first. Fails when the file is gone or replaced.
+fn reopen(seen: u64) -> Result<(), i32> {
+    descriptors::disown(fd_of(seen)); // the number may be the program's now
+                                      // SAFETY: PATH was written before `seen` was published (see `PartPath`) and is
+                                      // NUL-terminated; an empty path (too long to keep) fails to open.
+    let path = unsafe { (*PATH.0.get()).as_ptr() };
+    let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+    // SAFETY: `path` is NUL-terminated; open is async-signal-safe.
+    let fd = unsafe { libc::open(path.cast(), flags) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    if !is_part(fd) {
+        crate::sys::close(fd);
+        return Err(libc::ESTALE); // another file took the part's name
+    }
+    let fd = descriptors::raise(fd);
+    let next = next_state(seen, fd);
+    match CURRENT.compare_exchange(seen, next, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => counters::add(Counter::PartReopened, 1),
+        Err(_) => descriptors::close_owned(fd), // another thread reopened it, or it moved
+    }
+    Ok(())
 }

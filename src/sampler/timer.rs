@@ -10,12 +10,15 @@
 
 use super::config::Source;
 use std::io;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// A running per-thread timer.
 #[derive(Debug)]
 pub enum Timer {
     Posix(libc::timer_t),
-    Perf(libc::c_int),
+    /// A perf counter; its descriptor is kept in the thread's state (`perf_fd`), where a move
+    /// out of the program's way ([`super::descriptors::step_aside`]) can update it.
+    Perf,
 }
 
 // perf_event ABI constants (linux/perf_event.h).
@@ -73,26 +76,36 @@ const F_SETOWN_EX: libc::c_int = 15;
 impl Timer {
     /// Starts a timer for the calling thread (`tid`), delivering `signal` every `period_ns`
     /// of its CPU time.
-    pub fn start(source: Source, signal: i32, period_ns: u64, tid: u32) -> io::Result<Timer> {
+    /// Returns the timer and its perf descriptor (-1 for a POSIX timer), to be kept in the
+    /// thread's state.
+    pub fn start(
+        source: Source,
+        signal: i32,
+        period_ns: u64,
+        tid: u32,
+    ) -> io::Result<(Timer, libc::c_int)> {
         match source {
-            Source::CpuTimer => start_posix(signal, period_ns, tid),
+            Source::CpuTimer => start_posix(signal, period_ns, tid).map(|t| (t, -1)),
             Source::PerfTaskClock => start_perf(signal, period_ns, tid),
         }
     }
 
-    /// Stops and releases the timer.
-    pub fn stop(&self) {
-        match *self {
-            // SAFETY: the timer id came from timer_create and is deleted once (the owner
-            // drops its `Timer` after this call).
+    /// Stops and releases the timer; `perf_fd` is the thread's perf descriptor, if any
+    /// (left at -1).
+    pub fn stop(self, perf_fd: &AtomicI32) {
+        let fd = perf_fd.swap(-1, Ordering::Relaxed);
+        match self {
+            // SAFETY: the timer id came from timer_create and is deleted once (`self` is
+            // consumed).
             Timer::Posix(id) => unsafe {
                 libc::timer_delete(id);
             },
-            // SAFETY: the fd came from perf_event_open and is closed once.
-            Timer::Perf(fd) => unsafe {
-                libc::ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
-                libc::close(fd);
-            },
+            Timer::Perf if fd >= 0 => {
+                // SAFETY: an ioctl on the runtime's own perf descriptor, closed just after.
+                unsafe { libc::ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) };
+                super::descriptors::close_owned(fd);
+            }
+            Timer::Perf => {}
         }
     }
 }
@@ -127,7 +140,7 @@ fn start_posix(signal: i32, period_ns: u64, tid: u32) -> io::Result<Timer> {
     Ok(Timer::Posix(id))
 }
 
-fn start_perf(signal: i32, period_ns: u64, tid: u32) -> io::Result<Timer> {
+fn start_perf(signal: i32, period_ns: u64, tid: u32) -> io::Result<(Timer, libc::c_int)> {
     let open = |flags: u64| -> io::Result<libc::c_int> {
         let attr = PerfEventAttr {
             kind: PERF_TYPE_SOFTWARE,
@@ -162,17 +175,8 @@ fn start_perf(signal: i32, period_ns: u64, tid: u32) -> io::Result<Timer> {
     // the next sample, taken back in user mode at the caller of the system call, carries it.
     let fd = open(ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV)?;
     // Keep the program's low descriptor numbers free (select() users, programs that expect
-    // the next open() to return a particular number).
-    // SAFETY: duplicating and closing the descriptor we own.
-    let fd = unsafe {
-        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, super::output::MIN_FD);
-        if high >= 0 {
-            libc::close(fd);
-            high
-        } else {
-            fd
-        }
-    };
+    // the next open() to return a particular number), and out of its close calls' reach.
+    let fd = super::descriptors::raise(fd);
     let owner = FOwnerEx {
         kind: F_OWNER_TID,
         pid: tid as libc::pid_t,
@@ -186,9 +190,8 @@ fn start_perf(signal: i32, period_ns: u64, tid: u32) -> io::Result<Timer> {
     };
     if !ok {
         let err = io::Error::last_os_error();
-        // SAFETY: closing the fd we opened.
-        unsafe { libc::close(fd) };
+        super::descriptors::close_owned(fd);
         return Err(err);
     }
-    Ok(Timer::Perf(fd))
+    Ok((Timer::Perf, fd))
 }
