@@ -372,3 +372,26 @@ fn nodes_per_level(report: &serde_json::Value) -> Vec<usize> {
     }
     counts
 }
+
+/// A loop whose length is the sampling period does not lock the samples onto one point of
+/// it. `daemon_fds exec_child` runs 3 threads that alternate 1 ms of CPU outside a lock
+/// (`prepare_entry`) and 1 ms inside (`update_table`): at 500 Hz (a 2 ms perf period) a
+/// fixed period put 90-100% of the work in `update_table` on a loaded machine; drawn anew
+/// for each sample, the split is the program's own within tolerance.
+#[test]
+fn a_loop_as_long_as_the_period_is_not_aliased() {
+    let prog = compile_c("daemon_fds.c", "daemon_fds", &["-O1", "-g"]);
+    let out = scratch_dir("aliasing").join("prof");
+    let run = profile_ok(&out, 500, &prog, &["exec_child", "150"]);
+    let t = truth(&run.stdout);
+    let flat = report_json(&out, &["--view", "flat"]);
+    let (update, _) = flat_values(&flat, "update_table");
+    let (prepare, _) = flat_values(&flat, "prepare_entry");
+    let share = update as f64 / (update + prepare).max(1) as f64;
+    let truth_share = t["update_ns"] as f64 / (t["update_ns"] + t["prepare_ns"]) as f64;
+    assert!(
+        (share - truth_share).abs() < 0.12,
+        "update_table's share of the loop: profiled {share:.3}, measured {truth_share:.3}\n{}",
+        run.describe()
+    );
+}

@@ -11,7 +11,8 @@
 //!    used since the previous one; a thread blocked in a measured lock wait records nothing
 //!    (the measurement covers it), nor does a thread spinning on a spin lock (its spin is
 //!    measured the same way);
-//! 4. refresh a one-shot perf counter;
+//! 4. refresh a one-shot perf counter, for a period drawn anew around the mean
+//!    (`timer::jittered_period`: a fixed one aliases with a program's periodic work);
 //! 5. if a waiter marked the thread as the holder of a lock it waits for
 //!    (`locks::held_marks`), read the lock's words with `process_vm_readv` (never a load: the
 //!    lock may be gone; a refused read is counted) and, when the thread holds it and others
@@ -24,7 +25,7 @@
 //!
 //! Nothing here allocates, takes a lock another context may hold, or loops without a bound.
 
-use super::clock::thread_cpu_ns;
+use super::clock::{monotonic_ns, thread_cpu_ns};
 use super::counters::{self, Counter};
 use super::path::{record_path, How, Sample};
 use super::process;
@@ -61,6 +62,13 @@ fn sample(context: *mut libc::c_void) {
     let work = charge(state);
     let perf_fd = state.perf_fd.load(Ordering::Relaxed);
     if perf_fd >= 0 {
+        if let Some(cfg) = process::config() {
+            let seed = u64::from(tid) << 32 ^ monotonic_ns();
+            super::timer::set_perf_period(
+                perf_fd,
+                super::timer::jittered_period(cfg.period_ns(), seed),
+            );
+        }
         super::timer::refresh_perf(perf_fd);
     }
     let Some(value) = work else {
