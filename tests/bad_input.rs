@@ -2,8 +2,11 @@
 //! starting `blameprof: error:`, never a panic or a usage dump. Covers `run` without or with
 //! an unusable command (missing, not executable, statically linked, setuid), unknown flags,
 //! an unwritable output location, and `report` / `flamegraph` on missing, empty, truncated,
-//! corrupted and newer-version profiles. Each damaged profile has an undamaged control that
-//! reports fine, so the failures are caused by the damage.
+//! corrupted and newer-version profiles, on hostile chunks behind valid checksums, on
+//! randomly damaged chunks whose checksums were made to match (a report or a clean error,
+//! never a panic), and on a directory whose part is a FIFO (refused, not waited on). Each
+//! damaged profile has an undamaged control that reports fine, so the failures are caused
+//! by the damage. (`tests/output_dir.rs` covers `run -o` on existing paths.)
 
 mod common;
 
@@ -312,4 +315,162 @@ fn flamegraph_to_unwritable_path() {
     ]);
     assert_clean_error(&run, "flamegraph -o /nonexistent-dir/x.svg");
     assert!(!Path::new("/nonexistent-dir").exists());
+}
+
+/// The chunks of a part (writer tid, payload), after its 16-byte file header.
+fn chunks_of(part: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    let mut chunks = Vec::new();
+    let mut at = 16;
+    while at + 16 <= part.len() {
+        let len = u32::from_le_bytes(part[at + 4..at + 8].try_into().unwrap()) as usize;
+        let tid = u32::from_le_bytes(part[at + 12..at + 16].try_into().unwrap());
+        chunks.push((tid, part[at + 16..at + 16 + len].to_vec()));
+        at += 16 + len;
+    }
+    assert_eq!(at, part.len(), "the real part is whole chunks");
+    chunks
+}
+
+/// The part with `chunks` after `part`'s file header, each with its length and CRC.
+fn with_chunks(part: &[u8], chunks: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let mut out = part[..16].to_vec();
+    for (tid, payload) in chunks {
+        out.extend_from_slice(&blameprof::format::wire::chunk_header(payload, *tid));
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
+fn varint(mut v: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+    out
+}
+
+#[test]
+fn report_on_hostile_chunks_behind_valid_checksums() {
+    let cases: [(&str, Vec<u8>); 5] = [
+        ("an unknown record type", vec![0xEE]),
+        (
+            "a string of 2^64-1 bytes",
+            [vec![7], varint(u64::MAX)].concat(),
+        ),
+        (
+            "an argv of 2^64-1 strings",
+            [vec![1, 1, 0, 0, 0], varint(u64::MAX)].concat(),
+        ),
+        (
+            "a call path 2^40 frames deep",
+            [vec![6, 0, 1, 0], varint(1 << 40), vec![0]].concat(),
+        ),
+        (
+            "a path sharing frames with no predecessor",
+            vec![6, 0, 1, 0, 2, 2],
+        ),
+    ];
+    for (what, payload) in cases {
+        for at in ["after the first chunk", "at the end"] {
+            let dir = damaged_copy("hostile", |b| {
+                let mut chunks = chunks_of(b);
+                let i = if at == "at the end" { chunks.len() } else { 1 };
+                chunks.insert(i, (1, payload.clone()));
+                *b = with_chunks(b, &chunks);
+            });
+            let run = report_on(&dir);
+            assert_clean_error(&run, &format!("report on {what} {at}"));
+            assert!(
+                run.stderr.contains("corrupted at byte") && run.stderr.contains("--salvage"),
+                "{what} {at}: the error names the damage and the fix\n{}",
+                run.describe()
+            );
+            if at == "at the end" {
+                let salvaged = run_args(&[
+                    OsStr::new("report"),
+                    dir.as_os_str(),
+                    OsStr::new("--salvage"),
+                ]);
+                assert!(salvaged.status.success(), "{what}: {}", salvaged.describe());
+            }
+        }
+    }
+}
+
+/// Random damage to chunk payloads, with every chunk header rewritten to match: the reader
+/// then decodes hostile records, and the analysis gets whatever they decode to. Each report
+/// either works or fails with one clean line.
+#[test]
+fn report_on_randomly_damaged_checksummed_profiles() {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    let (mut reports, mut errors) = (0, 0);
+    for case in 0..24 {
+        let dir = damaged_copy("random-damage", |b| {
+            let mut chunks = chunks_of(b);
+            for _ in 0..1 + next(3) {
+                let c = next(chunks.len());
+                let p = &mut chunks[c].1;
+                if p.is_empty() {
+                    continue;
+                }
+                let i = next(p.len());
+                match next(3) {
+                    0 => p[i] ^= 1 << next(8),
+                    1 => p[i] = [0x00, 0x7F, 0x80, 0xFF][next(4)],
+                    _ => {
+                        let copied = p[i..(i + 1 + next(8)).min(p.len())].to_vec();
+                        let to = next(p.len());
+                        p.splice(to..to, copied);
+                    }
+                }
+            }
+            *b = with_chunks(b, &chunks);
+        });
+        let view = ["top-down", "bottom-up", "flat", "threads", "locks"][case % 5];
+        let run = run_args(&[
+            OsStr::new("report"),
+            dir.as_os_str(),
+            OsStr::new("--view"),
+            OsStr::new(view),
+        ]);
+        if run.status.success() {
+            reports += 1;
+            assert!(
+                !run.stderr.contains("panicked"),
+                "case {case}: {}",
+                run.describe()
+            );
+        } else {
+            errors += 1;
+            assert_clean_error(
+                &run,
+                &format!("report --view {view} on random damage {case}"),
+            );
+        }
+    }
+    assert!(errors > 0, "no damage was detected ({reports} reports)");
+}
+
+#[test]
+fn report_on_profile_with_a_fifo_part() {
+    let dir = damaged_copy("fifo-part", |_| {});
+    let fifo = dir.join("99.bpp");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+    // A read would wait for a writer for ever: report_on's timeout fails the test then.
+    let run = report_on(&dir);
+    assert_clean_error(&run, "report on a directory with a FIFO part");
+    assert!(
+        run.stderr.contains("99.bpp") && run.stderr.contains("not a regular file"),
+        "{}",
+        run.describe()
+    );
 }

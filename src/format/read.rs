@@ -7,12 +7,24 @@
 //! Invariants: every chunk is checked (magic, length, CRC) before any of its records is
 //! believed; a damaged chunk is an error unless [`ReadOptions::salvage`] is set, in which case
 //! reading stops there and the damage is reported in [`ProcessProfile::damage`].
+//!
+//! Hostile input (a part crafted to pass its checksums) ends in a [`ReadError`], never a
+//! panic, a hang or memory out of proportion to the input: no allocation is sized by a value
+//! read from the file (a call path holds at most `MAX_STACK_DEPTH + 1` frames, every
+//! other collection grows by the records actually present), every record costs constant
+//! work beyond its own bytes and the frames of its path (ids are looked up in hash maps,
+//! never by a scan), and every map keyed by values from the file hashes with a per-process
+//! random key (the standard library's SipHash for ids and names, NH for call paths:
+//! [`keyed`]), so a file cannot be crafted to collide. Only regular files are
+//! read (a FIFO would block, a device never end). The format's sharing of root-side frames
+//! lets a sample record of about ten bytes stand for a new path of up to 513 frames: that is
+//! the largest expansion, about 1 KiB of memory per byte of input.
 
 use super::protocol::PART_SUFFIX;
 use super::{Frame, LockStats, MetricDef, RecordTag, CHUNK_MAGIC, FILE_MAGIC, FORMAT_VERSION};
 use super::{MAX_STACK_DEPTH, SAMPLE_FIRST_IS_RETURN, SAMPLE_TRUNCATED};
-use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Why a profile could not be read. Messages name the file and the fix.
@@ -33,6 +45,8 @@ pub enum ReadError {
     NoParts(PathBuf),
     #[error("'{0}' is not a blameprof profile (bad magic number)")]
     NotAProfile(PathBuf),
+    #[error("'{0}' is not a regular file: pass a profile directory written by 'blameprof run', or one of its .bpp files")]
+    NotAFile(PathBuf),
     #[error("profile '{path}' has format version {found}, newer than this blameprof reads ({FORMAT_VERSION}): upgrade blameprof")]
     NewerVersion { path: PathBuf, found: u32 },
     #[error("profile '{path}' is truncated at byte {offset}: re-record it, or pass --salvage to read the intact part")]
@@ -60,32 +74,45 @@ pub struct ReadOptions {
 pub struct StackTable {
     frames: Vec<Frame>,
     ranges: Vec<(u32, u32)>,
-    /// Fx-hashed: a call path hashes one word per frame field, and SipHash made it most of
-    /// the cost of reading a profile (see docs/dependencies.md).
-    index: FxHashMap<Vec<Frame>, u32>,
+    /// The newest path of each hash ([`keyed::path_hash`]: paths come from the file, which
+    /// must not be able to choose their buckets); the paths are not stored twice.
+    index: HashMap<u64, StackId, keyed::Prehashed>,
+    /// Per path, the previous one with the same hash ([`NO_STACK`]: none): chains are
+    /// almost never longer than one, as a keyed 64-bit hash seldom collides.
+    same_hash: Vec<StackId>,
 }
 
 /// Index of a call path in a [`StackTable`].
 pub type StackId = u32;
 
+/// The end of a chain of paths with the same hash.
+const NO_STACK: StackId = StackId::MAX;
+
 impl StackTable {
     /// Returns the id of `path` (leaf first), adding it if new.
     pub fn intern(&mut self, path: &[Frame]) -> StackId {
-        if let Some(&id) = self.index.get(path) {
-            return id;
+        let hash = keyed::path_hash(path);
+        let newest = self.index.get(&hash).copied().unwrap_or(NO_STACK);
+        let mut id = newest;
+        while id != NO_STACK {
+            if self.get(id) == path {
+                return id;
+            }
+            id = self.same_hash[id as usize];
         }
         let start = self.frames.len() as u32;
         self.frames.extend_from_slice(path);
         let id = self.ranges.len() as u32;
         self.ranges.push((start, path.len() as u32));
-        self.index.insert(path.to_vec(), id);
+        self.same_hash.push(newest);
+        self.index.insert(hash, id);
         id
     }
 
     /// The frames of a path, leaf first.
     pub fn get(&self, id: StackId) -> &[Frame] {
         let (start, len) = self.ranges[id as usize];
-        &self.frames[start as usize..(start + len) as usize]
+        &self.frames[start as usize..start as usize + len as usize]
     }
 
     pub fn len(&self) -> usize {
@@ -264,12 +291,26 @@ pub fn read_profile(path: &Path, opts: ReadOptions) -> Result<Profile, ReadError
     })
 }
 
-/// Reads one part file.
+/// Reads one part file, which must be a regular file: anything else (a FIFO, a device, a
+/// directory named `*.bpp`) is refused before a byte is read.
 pub fn read_part(path: &Path, opts: ReadOptions) -> Result<ProcessProfile, ReadError> {
-    let data = std::fs::read(path).map_err(|source| ReadError::Io {
+    let io = |source| ReadError::Io {
         path: path.to_owned(),
         source,
-    })?;
+    };
+    // Opening a FIFO for reading waits for a writer: check the kind first (following links,
+    // as opening does), then again on the open file in case the name changed in between (a
+    // FIFO put there in between would still block: only whoever can write the directory).
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(ReadError::NotAFile(path.to_owned()));
+    }
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(ReadError::NotAFile(path.to_owned()));
+    }
+    let mut data = Vec::new();
+    file.read_to_end(&mut data).map_err(io)?;
     decode_part(path, &data, opts)
 }
 
@@ -312,10 +353,12 @@ pub fn decode_part(
             version,
             ..Default::default()
         },
-        last_stack: FxHashMap::default(),
+        last_stack: Vec::new(),
         time: (0, 0),
         counters: HashMap::new(),
-        known_tids: Default::default(),
+        module_index: HashMap::new(),
+        thread_index: HashMap::new(),
+        thread_listed: false,
         skip_samples: opts.skip_samples,
     };
     let mut pos = FILE_HEADER_LEN;
@@ -388,13 +431,16 @@ pub fn decode_part(
 
 struct Builder {
     profile: ProcessProfile,
-    /// Previous sample's path per thread within the current chunk.
-    last_stack: FxHashMap<u32, Vec<Frame>>,
+    /// The previous sample's path within the current chunk (a chunk has one writer thread).
+    last_stack: Vec<Frame>,
     /// The current chunk's time and span ([`RecordTag::Time`]).
     time: (u64, u64),
     counters: HashMap<String, u64>,
-    /// Threads already listed in `profile.threads`.
-    known_tids: FxHashSet<u32>,
+    /// Where each module id and thread id is in `profile.modules` and `profile.threads`.
+    module_index: HashMap<u32, usize>,
+    thread_index: HashMap<u32, usize>,
+    /// Whether the current chunk's thread is in `profile.threads` (found once a chunk).
+    thread_listed: bool,
     /// [`ReadOptions::skip_samples`].
     skip_samples: bool,
 }
@@ -419,6 +465,9 @@ impl<'a> Cursor<'a> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.u8()?;
+            if shift == 63 && b > 1 {
+                return Err("varint out of range"); // bits past the 64th
+            }
             v |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
                 return Ok(v);
@@ -459,6 +508,7 @@ impl Builder {
     fn chunk(&mut self, tid: u32, body: &[u8]) -> Decode<()> {
         self.last_stack.clear();
         self.time = (0, 0);
+        self.thread_listed = false;
         let mut c = Cursor { data: body, pos: 0 };
         while c.pos < body.len() {
             let tag = RecordTag::from_u8(c.u8()?).ok_or("unknown record type")?;
@@ -502,8 +552,14 @@ impl Builder {
                     path: c.string()?,
                     build_id: c.bytes()?.to_vec(),
                 };
-                p.modules.retain(|old| old.id != m.id);
-                p.modules.push(m);
+                // A later load of the same id (never written by the runtime) replaces it.
+                match self.module_index.get(&m.id) {
+                    Some(&i) => p.modules[i] = m,
+                    None => {
+                        self.module_index.insert(m.id, p.modules.len());
+                        p.modules.push(m);
+                    }
+                }
             }
             RecordTag::ModuleUnload => {
                 // Modules stay known after unload: samples taken while they were loaded refer
@@ -516,7 +572,7 @@ impl Builder {
                 let name = c.string()?;
                 let flags = c.u8()?;
                 let start = (p.version >= 2).then(|| c.varint()).transpose()?;
-                let t = thread_entry(&mut p.threads, tid);
+                let t = thread_entry(&mut p.threads, &mut self.thread_index, tid);
                 t.start_routine = (routine != Frame::default()).then_some(routine);
                 if !name.is_empty() {
                     t.name = name;
@@ -529,7 +585,7 @@ impl Builder {
                 let name = c.string()?;
                 let cpu = c.varint()?;
                 let end = (p.version >= 2).then(|| c.varint()).transpose()?;
-                let t = thread_entry(&mut p.threads, tid);
+                let t = thread_entry(&mut p.threads, &mut self.thread_index, tid);
                 if !name.is_empty() {
                     t.name = name;
                 }
@@ -553,19 +609,25 @@ impl Builder {
                 if depth > MAX_STACK_DEPTH + 1 || shared > depth {
                     return Err("impossible stack depth");
                 }
-                let prev = self.last_stack.entry(tid).or_default();
+                let prev = &mut self.last_stack;
                 if shared > prev.len() {
                     return Err("sample shares more frames than its predecessor has");
                 }
+                // `depth` is at most MAX_STACK_DEPTH + 1: a bounded allocation.
                 let mut path = Vec::with_capacity(depth);
                 for _ in 0..depth - shared {
                     path.push(c.frame()?);
                 }
                 path.extend_from_slice(&prev[prev.len() - shared..]);
-                if self.known_tids.insert(tid) {
-                    thread_entry(&mut p.threads, tid);
+                if !self.thread_listed {
+                    thread_entry(&mut p.threads, &mut self.thread_index, tid);
+                    self.thread_listed = true;
                 }
                 if !self.skip_samples {
+                    // Stack ids and frame positions are u32s.
+                    if p.stacks.frames.len() + path.len() > u32::MAX as usize {
+                        return Err("more call-path frames than a profile can hold");
+                    }
                     let stack = p.stacks.intern(&path);
                     p.samples.push(Sample {
                         tid,
@@ -636,12 +698,13 @@ impl Builder {
     }
 }
 
-fn thread_index(threads: &[ThreadInfo], tid: u32) -> Option<usize> {
-    threads.iter().position(|t| t.tid == tid)
-}
-
-fn thread_entry(threads: &mut Vec<ThreadInfo>, tid: u32) -> &mut ThreadInfo {
-    let i = thread_index(threads, tid).unwrap_or_else(|| {
+/// The entry of thread `tid`, added if new; `index` maps tids to positions in `threads`.
+fn thread_entry<'t>(
+    threads: &'t mut Vec<ThreadInfo>,
+    index: &mut HashMap<u32, usize>,
+    tid: u32,
+) -> &'t mut ThreadInfo {
+    let i = *index.entry(tid).or_insert_with(|| {
         threads.push(ThreadInfo {
             tid,
             ..Default::default()
@@ -649,4 +712,132 @@ fn thread_entry(threads: &mut Vec<ThreadInfo>, tid: u32) -> &mut ThreadInfo {
         threads.len() - 1
     });
     &mut threads[i]
+}
+
+/// The hashing of call paths read from a file, with a key drawn at random once per process,
+/// so that a crafted file cannot make its paths collide: with an unkeyed hash (the Fx hash
+/// this replaced) a part of 40,000 one-frame paths chosen to share a bucket took seconds to
+/// read, and the time grew with the square of their number.
+///
+/// The hash is NH, the first layer of UMAC (Black, Halevi, Krawczyk, Krovetz, Rogaway:
+/// "UMAC: Fast and Secure Message Authentication", CRYPTO 1999): words taken in pairs, each
+/// word plus a key word of its position (mod 2^64), the two sums multiplied into 128 bits,
+/// and the products summed (mod 2^128). Two distinct paths of the same length collide with
+/// a chance of at most 2^-64 over the key; the length is hashed too. The sum's halves are
+/// folded into 64 bits and mixed (SplitMix64's finalizer, a bijection: paths whose sums
+/// differ only in a few bits still get unrelated buckets), and the table uses the result as
+/// it is ([`Prehashed`]). One multiplication per frame: as fast as the Fx hash was.
+///
+/// Keys cover the longest path the reader builds (`MAX_STACK_DEPTH + 1` frames); a longer
+/// path (interned by other code) reuses them from the start, so only such paths lose the
+/// guarantee.
+mod keyed {
+    use super::MAX_STACK_DEPTH;
+    use crate::Frame;
+    use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
+    use std::sync::OnceLock;
+
+    /// Key words: a pair for the length, then a pair per frame.
+    const KEY_PAIRS: usize = MAX_STACK_DEPTH + 2;
+
+    /// The process's key: the standard library's randomly keyed SipHash of each position.
+    fn key() -> &'static [(u64, u64); KEY_PAIRS] {
+        static KEY: OnceLock<Box<[(u64, u64); KEY_PAIRS]>> = OnceLock::new();
+        KEY.get_or_init(|| {
+            let random = RandomState::new();
+            let mut key = Box::new([(0, 0); KEY_PAIRS]);
+            for (i, pair) in key.iter_mut().enumerate() {
+                *pair = (random.hash_one((i, 0)), random.hash_one((i, 1)));
+            }
+            key
+        })
+    }
+
+    fn nh((a, b): (u64, u64), (ka, kb): (u64, u64)) -> u128 {
+        u128::from(a.wrapping_add(ka)) * u128::from(b.wrapping_add(kb))
+    }
+
+    /// The keyed hash of a call path.
+    pub fn path_hash(path: &[Frame]) -> u64 {
+        let key = key();
+        let mut sum = nh((path.len() as u64, 0), key[0]);
+        for (frame, &k) in path.iter().zip(key[1..].iter().cycle()) {
+            sum = sum.wrapping_add(nh((frame.offset, u64::from(frame.module)), k));
+        }
+        let mut h = (sum >> 64) as u64 ^ sum as u64;
+        h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        h ^ (h >> 31)
+    }
+
+    /// Hashes a `u64` that is already a keyed hash to itself.
+    pub type Prehashed = BuildHasherDefault<Identity>;
+
+    #[derive(Default)]
+    pub struct Identity(u64);
+
+    impl Hasher for Identity {
+        fn write(&mut self, _: &[u8]) {
+            unreachable!("only u64 keys, which are hashes already, are hashed to themselves");
+        }
+
+        fn write_u64(&mut self, hash: u64) {
+            self.0 = hash;
+        }
+
+        fn finish(&self) -> u64 {
+            self.0
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use std::collections::HashSet;
+
+        /// Paths built to collide under the Fx hash the reader used before, and paths that
+        /// differ only in their high bits (whose products agree in their low bits), land in
+        /// as many buckets of a 2^16-bucket table, and take as many control bytes (the top 7
+        /// bits), as random values would.
+        #[test]
+        fn crafted_paths_spread_over_the_buckets() {
+            const FX: u64 = 0xf135_7aea_2e62_a9c5;
+            let mut inverse = FX; // Newton's iteration for FX^-1 mod 2^64
+            for _ in 0..6 {
+                inverse = inverse.wrapping_mul(2u64.wrapping_sub(FX.wrapping_mul(inverse)));
+            }
+            // The Fx state of a one-frame path of module 0, before its offset: ((1 K) + 0) K.
+            let before = FX.wrapping_mul(FX);
+            let fx_flood = (0..20_000u64).map(|i| {
+                // States alike in their bits 31..63: one bucket and one control byte.
+                let state = (0x12345 << 38) | (0x55 << 31) | i;
+                state.wrapping_mul(inverse).wrapping_sub(before)
+            });
+            let high_bits = (0..20_000u64).map(|i| i << 40);
+            for (name, offsets) in [
+                ("fx-colliding", fx_flood.collect::<Vec<_>>()),
+                ("high-bit", high_bits.collect()),
+            ] {
+                let hashes: Vec<u64> = offsets
+                    .iter()
+                    .map(|&offset| path_hash(&[Frame { module: 0, offset }]))
+                    .collect();
+                let buckets: HashSet<u64> = hashes.iter().map(|h| h & 0xFFFF).collect();
+                // 20,000 random values fill about 17,100 of 65,536 buckets.
+                assert!(buckets.len() > 16_000, "{name}: {} buckets", buckets.len());
+                let controls: HashSet<u64> = hashes.iter().map(|h| h >> 57).collect();
+                assert_eq!(controls.len(), 128, "{name}: control bytes");
+            }
+        }
+
+        #[test]
+        fn equal_paths_hash_alike_and_lengths_count() {
+            let f = |offset| Frame { module: 1, offset };
+            assert_eq!(path_hash(&[f(1), f(2)]), path_hash(&[f(1), f(2)]));
+            assert_ne!(path_hash(&[f(1), f(2)]), path_hash(&[f(2), f(1)]));
+            assert_ne!(path_hash(&[]), path_hash(&[Frame::default()]));
+            let long: Vec<Frame> = (0..2000).map(f).collect();
+            assert_ne!(path_hash(&long[..1500]), path_hash(&long[..1501]));
+        }
+    }
 }
