@@ -155,3 +155,57 @@ fn cxx_names_are_demangled_and_paths_cross_std_thread() {
         describe_paths(&top, "geom::Accumulator<double>::add_all(int)", 5)
     );
 }
+
+/// `--max-size` bounds each process's part: past it, samples are dropped and counted, never
+/// cut mid-chunk. `split` writes about 6000 samples at 1 kHz; with 64 KiB some are dropped,
+/// the part stays within its limit (with the records' sixteenth and the last chunk), ends
+/// cleanly, the report reads it, and the summary says what was dropped and how to raise the
+/// limit.
+#[test]
+fn the_part_keeps_to_its_size_limit_and_says_what_it_dropped() {
+    let prog = split_c();
+    let out = scratch_dir("max-size").join("prof");
+    let mut cmd = std::process::Command::new(blameprof());
+    cmd.args(["run", "-F", "1000", "--max-size", "64K", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&prog)
+        .args(["4", "1.5"]);
+    let run = run_with_timeout(&mut cmd, RUN_TIMEOUT);
+    assert_eq!(run.code(), 0, "{}", run.describe());
+    assert!(
+        run.stderr.contains("the profile reached its size limit")
+            && run.stderr.contains("--max-size"),
+        "{}",
+        run.describe()
+    );
+    let parts: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "bpp"))
+        .collect();
+    assert_eq!(parts.len(), 1);
+    let size = std::fs::metadata(&parts[0]).unwrap().len();
+    // Samples up to the limit, records a sixteenth more, and the last chunk: 4 threads'
+    // ends, a few locks and the counters, a few KiB.
+    assert!(
+        size <= (64 << 10) * 17 / 16 + (16 << 10),
+        "part of {size} bytes"
+    );
+    let flat = report_json(&out, &["--view", "flat"]);
+    assert!(samples(&flat) > 100, "{}", run.describe());
+    let lost: u64 = run
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("blameprof: samples: "))
+        .and_then(|l| l.split("lost: ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("a samples line");
+    assert!(lost > 0, "{}", run.describe());
+    assert!(
+        !run.stderr.contains("without finishing"),
+        "the end record must fit\n{}",
+        run.describe()
+    );
+}

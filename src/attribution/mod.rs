@@ -161,6 +161,9 @@ pub struct ProcessSummary {
     /// source actually delivered.
     pub timer_samples: u64,
     pub timer_ns: u64,
+    /// Whether the image wrote its end record (it exited or exec'd); false when it was
+    /// killed or crashed (its samples not yet written then are missing) or still runs.
+    pub ended_cleanly: bool,
 }
 
 /// A thread and its cost per merged metric.
@@ -334,6 +337,7 @@ fn summarize_process(proc: &ProcessProfile) -> ProcessSummary {
         sample_source: h.sample_source.clone(),
         requested_hz: h.requested_hz,
         period_ns: h.period_ns,
+        ended_cleanly: proc.ended_cleanly,
     }
 }
 

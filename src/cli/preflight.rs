@@ -3,9 +3,17 @@
 //! Job: find the program the way `execvp` would, and refuse, with a message saying why and
 //! what to do, anything `LD_PRELOAD` cannot work on: a missing or non-executable file, a
 //! statically linked program, a setuid/setgid one (the loader ignores `LD_PRELOAD` for them).
-//! Scripts are checked through their `#!` interpreter. Not used by the runtime.
+//! Scripts are checked through their `#!` interpreter. Also checks the output path given with
+//! `-o` ([`check_output`]). Not used by the runtime.
+//!
+//! Invariant of the output check: only a missing path or a directory of this user's holding
+//! nothing but part files (regular files named as the runtime names them) is accepted, and a
+//! symbolic link at the path is never followed, so replacing an old profile can only ever
+//! remove that user's own part files.
 
-use std::os::unix::fs::PermissionsExt;
+use blameprof::format::protocol::PART_SUFFIX;
+use std::ffi::OsStr;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Why a program cannot be profiled. Each message is one line naming the problem and fix.
@@ -33,6 +41,96 @@ impl LaunchError {
             LaunchError::NotFound(_) => 127,
             _ => 126,
         }
+    }
+}
+
+/// Why the path given with `-o` cannot hold the profile. One line each, naming the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("output '{path}' is a symbolic link (to '{target}'): blameprof does not write through links; pass the path it points to, or a new path, with -o")]
+    Symlink { path: PathBuf, target: PathBuf },
+    #[error("output '{0}' exists and is not a directory: choose another path with -o")]
+    NotADirectory(PathBuf),
+    #[error(
+        "output '{path}' belongs to another user (uid {owner}): choose a path of your own with -o"
+    )]
+    NotOwned { path: PathBuf, owner: u32 },
+    #[error("output '{path}' exists and is not a blameprof profile (it holds '{entry}'): choose another path with -o, or move it away first")]
+    NotAProfile { path: PathBuf, entry: String },
+    #[error("cannot inspect output '{path}': {source}: choose another path with -o")]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What the path given with `-o` holds, once found fit for a profile.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Nothing yet.
+    New,
+    /// An old profile of this user's: a directory holding these part files and nothing else
+    /// (none: an empty directory).
+    OldProfile(Vec<PathBuf>),
+}
+
+/// Checks the output path of `blameprof run -o PATH`, without following a symbolic link at
+/// `path` itself (links among its parent directories are followed as usual). Refuses a link,
+/// anything but a directory, a directory of another user's, and a directory holding anything
+/// but part files: a subdirectory or a link, even named like a part, is not one.
+pub fn check_output(path: &Path) -> Result<Output, OutputError> {
+    let unreadable = |source| OutputError::Unreadable {
+        path: path.to_owned(),
+        source,
+    };
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Output::New),
+        Err(e) => return Err(unreadable(e)),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(OutputError::Symlink {
+            path: path.to_owned(),
+            target: std::fs::read_link(path).map_err(unreadable)?,
+        });
+    }
+    if !meta.is_dir() {
+        return Err(OutputError::NotADirectory(path.to_owned()));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(OutputError::NotOwned {
+            path: path.to_owned(),
+            owner: meta.uid(),
+        });
+    }
+    let mut parts = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(unreadable)? {
+        let entry = entry.map_err(unreadable)?;
+        // The entry's own type: a link is not followed.
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if !regular || !is_part_name(&entry.file_name()) {
+            return Err(OutputError::NotAProfile {
+                path: path.to_owned(),
+                entry: entry.file_name().to_string_lossy().into_owned(),
+            });
+        }
+        parts.push(entry.path());
+    }
+    parts.sort();
+    Ok(Output::OldProfile(parts))
+}
+
+/// Whether `name` is one the runtime gives parts: `<pid>.bpp` or `<pid>.<n>.bpp`.
+fn is_part_name(name: &OsStr) -> bool {
+    let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(PART_SUFFIX)) else {
+        return false;
+    };
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match stem.split_once('.') {
+        Some((pid, generation)) => number(pid) && number(generation),
+        None => number(stem),
     }
 }
 
@@ -130,6 +228,24 @@ fn is_static_elf(data: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn part_names_are_the_runtimes() {
+        for name in ["123.bpp", "123.1.bpp", "7.42.bpp"] {
+            assert!(is_part_name(OsStr::new(name)), "{name}");
+        }
+        for name in [
+            ".bpp",
+            "x.bpp",
+            "1.bpp.txt",
+            "1..bpp",
+            "1.2.3.bpp",
+            "-1.bpp",
+            "1.x.bpp",
+        ] {
+            assert!(!is_part_name(OsStr::new(name)), "{name}");
+        }
+    }
 
     #[test]
     fn finds_programs_on_path_and_accepts_dynamic_ones() {

@@ -3,19 +3,31 @@
 //! Job: check the program can be profiled, prepare a fresh profile directory, start the
 //! program with `LD_PRELOAD` and the runtime's configuration in its environment (everything
 //! else passed through untouched), forward termination requests to it, exit with its status
-//! (128 + signal if it was killed) and print a short summary on stderr. The CLI process
-//! itself never loads the runtime.
+//! (128 + signal if it was killed) and print a short summary on stderr, headed by how the
+//! program ended. The CLI process itself never loads the runtime.
+//!
+//! The end of a run is the end of the program it started: `run` waits for that process alone,
+//! not for processes it left running (a daemon that forked away, a background job), which
+//! may run for ever. Those are found by the profile directory in their environment and named
+//! in a warning (their parts are incomplete until they end, and `blameprof report` then reads
+//! all of them), and the default output directory keeps its temporary name, which they write
+//! into. Processes whose part has no end record (killed or crashed) are named in a warning:
+//! each may lack up to its last second of samples, not yet written when it died. If `run`
+//! itself is killed, the program runs on and its profile is still written.
 
 use super::preflight::{self, LaunchError};
 use anyhow::{bail, Context};
 use blameprof::format::protocol::{
-    CONTENDED_MEASURED_PER_MS, ENV_CONTENDED_PER_MS, ENV_FREQUENCY, ENV_OUTPUT,
-    RUNTIME_LIBRARY as RUNTIME_NAME,
+    CONTENDED_MEASURED_PER_MS, DEFAULT_MAX_PART_BYTES, ENV_CONTENDED_PER_MS, ENV_FREQUENCY,
+    ENV_MAX_PART_BYTES, ENV_OUTPUT, RUNTIME_LIBRARY as RUNTIME_NAME,
 };
 use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Overrides where the runtime library is looked for.
@@ -41,6 +53,11 @@ pub struct RunArgs {
     /// whatever cost to a heavily contended program)
     #[arg(long = "contended-per-ms", value_name = "N", default_value_t = CONTENDED_MEASURED_PER_MS)]
     pub contended_per_ms: u64,
+    /// The most each process writes to the profile, in bytes or with a K, M or G suffix
+    /// (powers of 1024); past it, samples are dropped and counted (a service profiled for
+    /// days keeps to it)
+    #[arg(long = "max-size", value_name = "SIZE", default_value_t = DEFAULT_MAX_PART_BYTES, value_parser = parse_size)]
+    pub max_size: u64,
     /// The program to profile and its arguments (put them after --)
     #[arg(
         trailing_var_arg = true,
@@ -94,7 +111,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         .env("LD_PRELOAD", preload)
         .env(ENV_OUTPUT, &dir)
         .env(ENV_FREQUENCY, args.frequency.to_string())
-        .env(ENV_CONTENDED_PER_MS, args.contended_per_ms.to_string());
+        .env(ENV_CONTENDED_PER_MS, args.contended_per_ms.to_string())
+        .env(ENV_MAX_PART_BYTES, args.max_size.to_string());
     let mut child = command
         .spawn()
         .with_context(|| format!("cannot start '{program_str}'"))?;
@@ -121,12 +139,19 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         _ => 1,
     };
 
-    let dir = if args.output.is_none() {
+    let running = still_running(&dir);
+    // Processes still running write into the directory by the name they were given.
+    let dir = if args.output.is_none() && running.is_empty() {
         rename_default(&dir, &cmd_name, child.id())
     } else {
         dir
     };
     let mut err = std::io::stderr().lock();
+    let _ = write_end(
+        &mut err,
+        &Ending::of(status, child.id(), running, &dir),
+        args.quiet,
+    );
     let told = match args.quiet {
         true => blameprof::viewer::commands::warn_losses(&dir, &mut err),
         false => blameprof::viewer::commands::summary(&dir, args.top, &mut err),
@@ -185,38 +210,47 @@ fn find_runtime() -> anyhow::Result<PathBuf> {
     Ok(real)
 }
 
-/// `-o PATH`: a new directory, or an existing profile directory that is replaced.
+/// `-o PATH`: a new directory, or an old profile of this user's that is replaced: its part
+/// files (the ones [`preflight::check_output`] found, nothing else) and the directory are
+/// removed and the directory made anew. A symbolic link at PATH is refused, never followed.
 fn prepare_named(path: &Path) -> anyhow::Result<PathBuf> {
-    if path.exists() {
-        let is_profile = path.is_dir()
-            && std::fs::read_dir(path)?.all(|e| {
-                e.is_ok_and(|e| {
-                    e.file_name()
-                        .to_string_lossy()
-                        .ends_with(blameprof::format::protocol::PART_SUFFIX)
-                })
-            });
-        if !is_profile {
-            bail!(
-                "output '{}' exists and is not a blameprof profile: choose another path with -o",
+    // Without a trailing slash, which would make the checks see what a link there points to.
+    let path: PathBuf = path.components().collect();
+    if let preflight::Output::OldProfile(parts) = preflight::check_output(&path)? {
+        let cannot = |e: std::io::Error| {
+            anyhow::anyhow!(
+                "cannot replace the old profile '{}': {e}: remove it (is a program still \
+                 writing to it?), or choose another path with -o",
                 path.display()
-            );
+            )
+        };
+        for part in parts {
+            match std::fs::remove_file(&part) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(cannot(e)),
+                _ => {}
+            }
         }
-        std::fs::remove_dir_all(path)
-            .with_context(|| format!("cannot replace the old profile '{}'", path.display()))?;
+        // Fails if anything appeared since the check: it is left alone.
+        std::fs::remove_dir(&path).map_err(cannot)?;
     }
-    create_dir(path)?;
-    Ok(path.to_owned())
+    create_dir(&path)?;
+    Ok(path)
 }
 
+/// Creates a profile directory that only this user can enter (0700; the runtime creates the
+/// parts 0600). Fails if anything, a link included, is at `path`.
 fn create_dir(path: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir(path).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot create profile directory '{}': {}: choose a writable location with -o",
-            path.display(),
-            std::io::Error::from(e.kind())
-        )
-    })
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create profile directory '{}': {}: choose a writable location with -o",
+                path.display(),
+                std::io::Error::from(e.kind())
+            )
+        })
 }
 
 /// The default output: a temporary name until the program's pid is known.
@@ -244,4 +278,297 @@ fn rename_default(tmp: &Path, cmd: &str, pid: u32) -> PathBuf {
         }
     }
     tmp.to_owned()
+}
+
+/// How a run ended: the program's status, and the other processes of the run that are still
+/// running or died without finishing their part of the profile.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Ending {
+    /// Exit status, or the signal that killed the program (and whether it dumped core).
+    exited: Option<i32>,
+    signal: Option<(i32, bool)>,
+    /// Whether the program's own part has its end record (a signal may come after it).
+    finished: bool,
+    /// Processes of the run alive after the program ended.
+    running: Vec<u32>,
+    /// Processes (other than the program when a signal killed it) whose last image has no end
+    /// record and that are gone.
+    unfinished: Vec<u32>,
+    /// The profile directory, for the warning about processes still running.
+    dir: PathBuf,
+}
+
+impl Ending {
+    /// The ending of the program `pid` with `status`, given the processes still `running`
+    /// and the parts in `dir`.
+    fn of(status: ExitStatus, pid: u32, running: Vec<u32>, dir: &Path) -> Ending {
+        let signal = status.signal().map(|s| (s, status.core_dumped()));
+        let opts = blameprof::format::read::ReadOptions {
+            salvage: true,
+            skip_samples: true,
+        };
+        let mut unfinished = Vec::new();
+        let mut finished = false;
+        if let Ok(profile) = blameprof::format::read::read_profile(dir, opts) {
+            // The last image of each pid (exec'd images end their predecessors cleanly).
+            let mut last: Vec<(u32, u32, bool)> = Vec::new();
+            for p in &profile.processes {
+                let (of, generation) = (p.header.pid, p.header.exec_generation);
+                match last.iter_mut().find(|(q, _, _)| *q == of) {
+                    Some(e) if e.1 <= generation => *e = (of, generation, p.ended_cleanly),
+                    Some(_) => {}
+                    None => last.push((of, generation, p.ended_cleanly)),
+                }
+            }
+            finished = last.iter().any(|&(p, _, ended)| p == pid && ended);
+            unfinished = last
+                .into_iter()
+                .filter(|&(p, _, ended)| {
+                    !(ended || running.contains(&p) || (p == pid && signal.is_some()))
+                })
+                .map(|(p, _, _)| p)
+                .collect();
+            unfinished.sort_unstable();
+        }
+        Ending {
+            exited: status.code(),
+            signal,
+            finished,
+            running,
+            unfinished,
+            dir: dir.to_owned(),
+        }
+    }
+}
+
+/// Writes how the run ended: the program's exit status or the signal that killed it (with
+/// `quiet`, only a death by signal: its last samples are lost), the processes still running
+/// and those that died without finishing their profile. Every line starts with `blameprof: `.
+fn write_end(out: &mut dyn Write, end: &Ending, quiet: bool) -> std::io::Result<()> {
+    match (end.exited, end.signal) {
+        (_, Some((signal, core))) => writeln!(
+            out,
+            "blameprof: warning: the program was killed by signal {signal} ({}){}{}",
+            signal_name(signal),
+            if core { ", core dumped" } else { "" },
+            if end.finished {
+                ", after its profile was complete"
+            } else {
+                ": the samples not yet written when it died are lost (at most the last second \
+                 of each thread)"
+            }
+        )?,
+        (Some(code), None) if !quiet => {
+            writeln!(out, "blameprof: the program exited with status {code}")?
+        }
+        _ => {}
+    }
+    if !end.running.is_empty() {
+        let (is, it, its, they) = match end.running.len() {
+            1 => ("is", "it", "its part", "it ends"),
+            _ => ("are", "them", "their parts", "they end"),
+        };
+        writeln!(
+            out,
+            "blameprof: warning: {} of this run {is} still running (the run ended with the \
+             program, without waiting for {it}): {its} of the profile in {} {is} incomplete \
+             until {they}; then 'blameprof report {}' reads all of it",
+            processes(&end.running),
+            end.dir.display(),
+            end.dir.display()
+        )?;
+    }
+    if !end.unfinished.is_empty() {
+        let its = match end.unfinished.len() {
+            1 => "its part",
+            _ => "their parts",
+        };
+        writeln!(
+            out,
+            "blameprof: warning: {} ended without finishing {its} of the profile (killed or \
+             crashed): the samples not yet written are lost (at most the last second of each \
+             thread)",
+            processes(&end.unfinished),
+        )?;
+    }
+    Ok(())
+}
+
+/// "1 process (pid 12)", "3 processes (pids 12, 14, 15)": at most 10 pids.
+fn processes(pids: &[u32]) -> String {
+    let mut listed: Vec<String> = pids.iter().take(10).map(u32::to_string).collect();
+    if pids.len() > 10 {
+        listed.push("...".into());
+    }
+    match pids.len() {
+        1 => format!("1 process (pid {})", pids[0]),
+        n => format!("{n} processes (pids {})", listed.join(", ")),
+    }
+}
+
+/// The usual name of a signal ("SIGSEGV"), or "signal N".
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGVTALRM => "SIGVTALRM",
+        libc::SIGPROF => "SIGPROF",
+        libc::SIGSYS => "SIGSYS",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_owned()
+}
+
+/// The processes of this user alive now whose environment names `dir` as the profile's
+/// output: the processes of this run (those that exec'd with an environment of their own are
+/// not profiled either). A zombie shows an empty environment, and is not counted.
+fn still_running(dir: &Path) -> Vec<u32> {
+    let mut want = format!("{ENV_OUTPUT}=").into_bytes();
+    want.extend_from_slice(dir.as_os_str().as_bytes());
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            (e.metadata().ok()?.uid() == uid).then_some((pid, e.path()))
+        })
+        .filter(|(_, path)| {
+            std::fs::read(path.join("environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == want.as_slice()))
+        })
+        .map(|(pid, _)| pid)
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// `--max-size`: a byte count, or one with a K, M or G suffix (powers of 1024), at least 64K.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, ""),
+    };
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => {
+            return Err(format!(
+                "'{text}' is not a size: use bytes, or K, M or G (1G)"
+            ))
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size: use bytes, or K, M or G (1G)"))?;
+    let bytes = n
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("'{text}' is too large"))?;
+    if bytes < 64 << 10 {
+        return Err(format!("'{text}' is too small: at least 64K"));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(end: &Ending, quiet: bool) -> String {
+        let mut out = Vec::new();
+        write_end(&mut out, end, quiet).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn an_exit_status_is_stated_unless_quiet() {
+        let end = Ending {
+            exited: Some(3),
+            ..Ending::default()
+        };
+        assert_eq!(
+            written(&end, false),
+            "blameprof: the program exited with status 3\n"
+        );
+        assert_eq!(written(&end, true), "");
+    }
+
+    #[test]
+    fn a_death_by_signal_is_a_warning_even_when_quiet() {
+        let end = Ending {
+            signal: Some((6, true)),
+            ..Ending::default()
+        };
+        for quiet in [false, true] {
+            let text = written(&end, quiet);
+            assert!(
+                text.starts_with(
+                    "blameprof: warning: the program was killed by signal 6 (SIGABRT), core \
+                     dumped: "
+                ),
+                "{text}"
+            );
+        }
+        assert_eq!(signal_name(64), "signal 64");
+    }
+
+    #[test]
+    fn processes_left_running_and_unfinished_ones_are_named() {
+        let end = Ending {
+            exited: Some(0),
+            running: vec![41, 42],
+            unfinished: vec![7],
+            dir: PathBuf::from("/p"),
+            ..Ending::default()
+        };
+        let text = written(&end, false);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[1].starts_with(
+            "blameprof: warning: 2 processes (pids 41, 42) of this run are still running (the run \
+             ended with the program, without waiting for them): their parts of the profile in \
+             /p are incomplete until they end"
+        ));
+        assert!(lines[1].ends_with("'blameprof report /p' reads all of it"));
+        assert!(lines[2].starts_with(
+            "blameprof: warning: 1 process (pid 7) ended without finishing its part of the \
+             profile"
+        ));
+    }
+
+    #[test]
+    fn this_process_is_not_one_of_a_run_it_is_not_in() {
+        assert!(still_running(Path::new("/nonexistent/profile")).is_empty());
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes_and_refuse_nonsense() {
+        assert_eq!(super::parse_size("1G"), Ok(1 << 30));
+        assert_eq!(super::parse_size("512m"), Ok(512 << 20));
+        assert_eq!(super::parse_size("65536"), Ok(65536));
+        assert_eq!(super::parse_size("64KiB"), Ok(64 << 10));
+        for bad in ["", "G", "1T", "-1", "1.5G", "1K", "99999999999G"] {
+            assert!(super::parse_size(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -323,11 +323,22 @@ pub mod counters {
     pub const TIMER_FALLBACKS: &str = "timer_fallbacks";
     /// Bytes of sample data that could not be written to the profile.
     pub const WRITE_ERRORS: &str = "write_errors";
+    /// Samples not written because their process's part reached its size limit
+    /// (`blameprof run --max-size`).
+    pub const DROPPED_SIZE_LIMIT: &str = "samples_dropped_size_limit";
+    /// Bytes of records (threads, modules, locks) not written because the part reached its
+    /// size limit and the records' headroom past it (a sixteenth).
+    pub const RECORDS_DROPPED_SIZE_LIMIT: &str = "record_bytes_dropped_size_limit";
     /// The error number of the last write that failed (28: ENOSPC, the disk is full).
     pub const WRITE_LAST_ERRNO: &str = "write_last_errno";
     /// Times the part's descriptor was found closed or replaced by the program behind the
     /// runtime's back (a raw system call) and the part was reopened by its path.
     pub const PART_REOPENED: &str = "part_reopened";
+    /// CPU time (ns) of threads the runtime never saw start (made by raw `clone`, not
+    /// `pthread_create`), which have no timer and are not in the profile: the process's CPU
+    /// clock less its known threads' (each ended thread's small remainder after its end
+    /// record is allowed for).
+    pub const UNSEEN_THREADS_CPU: &str = "unseen_threads_cpu_ns";
     /// Times the program `dup2`ed onto a descriptor of the runtime's, which was moved first.
     pub const DESCRIPTORS_MOVED: &str = "runtime_descriptors_moved";
     /// Descriptors of the runtime's whose number was too high to be protected from the
@@ -422,5 +433,6 @@ pub mod counters {
         DROPPED_FLUSH_FAILED,
         DROPPED_NO_THREAD_STATE,
         DROPPED_NO_UNWIND_CACHE,
+        DROPPED_SIZE_LIMIT,
     ];
 }

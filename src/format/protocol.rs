@@ -33,6 +33,12 @@ pub const CONTENDED_MEASURED_PER_MS: u64 = 4;
 /// every contended acquisition, whatever it costs).
 pub const ENV_CONTENDED_PER_MS: &str = "BLAMEPROF_CONTENDED_PER_MS";
 
+/// The most bytes of samples one process image writes to its part, by default (1 GiB): a
+/// service profiled for days keeps to it, and drops (and counts) the samples past it.
+pub const DEFAULT_MAX_PART_BYTES: u64 = 1 << 30;
+/// Overrides [`DEFAULT_MAX_PART_BYTES`] (`blameprof run --max-size SIZE`).
+pub const ENV_MAX_PART_BYTES: &str = "BLAMEPROF_MAX_PART_BYTES";
+
 /// File name suffix of part files inside a profile directory.
 pub const PART_SUFFIX: &str = ".bpp";
 /// File name of the runtime library. Frames in a module whose path ends with it are the

@@ -24,7 +24,7 @@ use crate::sampler::timer::Timer;
 use crate::sys::{self, gettid};
 use crate::unwind::module_set::ModuleChanges;
 use crate::unwind::walk::StackBounds;
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 static NEXT_MODULE_ID: SpinLock<u32> = SpinLock::new(1);
@@ -32,6 +32,38 @@ static SOURCE: AtomicU8 = AtomicU8::new(0);
 /// The pid the runtime set up for; differs in a `vfork` child, which must not touch our state.
 static PID: AtomicI32 = AtomicI32::new(0);
 static KEY: OnceLock<libc::pthread_key_t> = OnceLock::new();
+/// The CPU time of this image's threads that ended (each one's clock at its end), and how
+/// many ended: with the live threads' clocks at the end, the CPU time of the threads the
+/// runtime knows, to find that of the threads it never saw (`UnseenThreadsCpu`).
+static ENDED_CPU_NS: AtomicU64 = AtomicU64::new(0);
+static ENDED_THREADS: AtomicU64 = AtomicU64::new(0);
+/// The process's CPU time not the calling thread's when the image started: an image after
+/// `exec` inherits the CPU time of the old image's threads in the process clock.
+static CPU_BASE_NS: AtomicU64 = AtomicU64::new(0);
+/// CPU time a thread may still use after its end record (the rest of its teardown), allowed
+/// for each ended thread before the difference counts as unseen threads', and the least
+/// difference that does.
+const TEARDOWN_CPU_NS: u64 = 100_000;
+const UNSEEN_MIN_NS: u64 = 1_000_000;
+
+/// The process's CPU time (all its threads, ended ones included), in nanoseconds.
+fn process_cpu_ns() -> u64 {
+    // SAFETY: a zeroed timespec is valid; clock_gettime writes it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is writable.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Starts counting this image's threads' CPU time (at start-up, and in a fork child).
+fn start_cpu_accounting() {
+    ENDED_CPU_NS.store(0, Ordering::Relaxed);
+    ENDED_THREADS.store(0, Ordering::Relaxed);
+    CPU_BASE_NS.store(
+        process_cpu_ns().saturating_sub(thread_cpu_ns()),
+        Ordering::Relaxed,
+    );
+}
 
 fn source() -> Source {
     if SOURCE.load(Ordering::Relaxed) == 1 {
@@ -65,7 +97,7 @@ fn try_init(cfg: Config) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     let _ = KEY.set(key);
-    let generation = output::open_part(&cfg.output_dir).map_err(|e| {
+    let generation = output::open_part(&cfg.output_dir, cfg.max_part_bytes).map_err(|e| {
         std::io::Error::new(
             e.kind(),
             format!(
@@ -75,6 +107,7 @@ fn try_init(cfg: Config) -> std::io::Result<()> {
         )
     })?;
     PID.store(sys::getpid(), Ordering::Relaxed);
+    start_cpu_accounting();
     let cfg = process::set_config(cfg);
     let changes = refresh_modules();
     let main = thread_state::attach(gettid()).ok_or_else(|| std::io::Error::other("tid table"))?;
@@ -261,6 +294,8 @@ extern "C" fn thread_exit(value: *mut libc::c_void) {
     crate::locks::policy::fold_hold_sampling();
     let name = records::thread_name(tid);
     let cpu = thread_cpu_ns();
+    ENDED_CPU_NS.fetch_add(cpu, Ordering::Relaxed);
+    ENDED_THREADS.fetch_add(1, Ordering::Relaxed);
     records::write(tid, |w| {
         records::thread_end(w, tid, &name, cpu)?;
         counters::encode(w)
@@ -357,6 +392,8 @@ fn finish(reason: u8) -> bool {
     // (at most a millisecond's) are in their own thread-local state, out of reach.
     crate::locks::policy::fold_hold_sampling();
     let me = gettid();
+    // Before the threads' clocks: the live ones run on while they are read.
+    let process_cpu = process_cpu_ns();
     let mut ends = Vec::new();
     thread_state::for_each_live(|state| {
         // Another thread's lock wait whose record waits for its hold to end is lost: its
@@ -384,13 +421,22 @@ fn finish(reason: u8) -> bool {
         u64::from(crate::locks::lock_table::peak()),
     );
     counters::set(Counter::LockEventsStray, crate::locks::lock_table::strays());
+    let known = ENDED_CPU_NS.load(Ordering::Relaxed) + ends.iter().map(|e| e.2).sum::<u64>();
+    let unseen = process_cpu
+        .saturating_sub(CPU_BASE_NS.load(Ordering::Relaxed))
+        .saturating_sub(known);
+    let allowed = UNSEEN_MIN_NS + TEARDOWN_CPU_NS * ENDED_THREADS.load(Ordering::Relaxed);
+    counters::set(
+        Counter::UnseenThreadsCpu,
+        if unseen > allowed { unseen } else { 0 },
+    );
     counters::set(
         Counter::AcquisitionsUncounted,
         u64::from(!crate::locks::acquisition_sampling::counting()),
     );
     let mut locks = Vec::new();
     crate::locks::lock_table::drain(|l| locks.push(l));
-    records::write(me, |w| {
+    records::write_end(me, |w| {
         for l in &locks {
             records::lock_stats(w, l)?;
         }
@@ -524,10 +570,11 @@ extern "C" fn fork_child() {
     thread_state::forget_all_but(None);
     counters::reset();
     output::close();
-    let Ok(generation) = output::open_part(&cfg.output_dir) else {
+    let Ok(generation) = output::open_part(&cfg.output_dir, cfg.max_part_bytes) else {
         return;
     };
     PID.store(sys::getpid(), Ordering::Relaxed);
+    start_cpu_accounting();
     let Some(state) = thread_state::attach(gettid()) else {
         return;
     };

@@ -11,7 +11,7 @@
 
 use super::clock::monotonic_ns;
 use super::counters::{self, Counter};
-use super::output;
+use super::output::{self, Chunk, Unwritten};
 use super::records;
 use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
 use crate::format::{Frame, LockStats, RecordTag};
@@ -169,8 +169,13 @@ impl BufferPart {
     /// Writes the buffered chunk (if any) and starts a new one. Samples that could not be
     /// written are counted as lost. Async-signal-safe.
     pub fn flush(&mut self, tid: u32) {
-        if self.samples > 0 && !output::write_chunk(&mut self.bytes[..self.len], tid) {
-            counters::add(Counter::DroppedFlushFailed, self.samples);
+        if self.samples > 0 {
+            let written = output::write_chunk(&mut self.bytes[..self.len], tid, Chunk::Samples);
+            match written {
+                Ok(()) => {}
+                Err(Unwritten::OverLimit) => counters::add(Counter::DroppedSizeLimit, self.samples),
+                Err(Unwritten::Failed) => counters::add(Counter::DroppedFlushFailed, self.samples),
+            }
         }
         self.reset();
         self.flushed_at_ns = monotonic_ns();

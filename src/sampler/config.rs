@@ -6,8 +6,9 @@
 //! `docs/profile-format.md`.
 
 use crate::format::protocol::{
-    CONTENDED_MEASURED_PER_MS, DEFAULT_FREQUENCY, ENV_CONTENDED_PER_MS, ENV_FREQUENCY, ENV_OUTPUT,
-    ENV_SIGNAL, ENV_SOURCE, SOURCE_CPU_TIMER, SOURCE_PERF_TASK_CLOCK, TICK_LIMITED_HZ,
+    CONTENDED_MEASURED_PER_MS, DEFAULT_FREQUENCY, DEFAULT_MAX_PART_BYTES, ENV_CONTENDED_PER_MS,
+    ENV_FREQUENCY, ENV_MAX_PART_BYTES, ENV_OUTPUT, ENV_SIGNAL, ENV_SOURCE, SOURCE_CPU_TIMER,
+    SOURCE_PERF_TASK_CLOCK, TICK_LIMITED_HZ,
 };
 use std::path::PathBuf;
 
@@ -41,6 +42,8 @@ pub struct Config {
     /// Contended acquisitions a millisecond per thread measured before sampling starts
     /// (0: all).
     pub contended_per_ms: u64,
+    /// The most bytes of samples this image writes to its part.
+    pub max_part_bytes: u64,
 }
 
 impl Config {
@@ -59,12 +62,15 @@ impl Config {
         };
         let contended_per_ms =
             env_number::<u64>(ENV_CONTENDED_PER_MS).unwrap_or(CONTENDED_MEASURED_PER_MS);
+        let max_part_bytes =
+            env_number::<u64>(ENV_MAX_PART_BYTES).unwrap_or(DEFAULT_MAX_PART_BYTES);
         Some(Config {
             output_dir,
             frequency,
             signal,
             forced_source,
             contended_per_ms,
+            max_part_bytes,
         })
     }
 

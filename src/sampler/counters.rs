@@ -51,9 +51,12 @@ pub enum Counter {
     PartReopened,
     DescriptorsMoved,
     DescriptorsUntracked,
+    DroppedSizeLimit,
+    RecordsDroppedSizeLimit,
+    UnseenThreadsCpu,
 }
 
-const ALL: [(Counter, &str); 40] = [
+const ALL: [(Counter, &str); 43] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -121,6 +124,12 @@ const ALL: [(Counter, &str); 40] = [
     (Counter::PartReopened, names::PART_REOPENED),
     (Counter::DescriptorsMoved, names::DESCRIPTORS_MOVED),
     (Counter::DescriptorsUntracked, names::DESCRIPTORS_UNTRACKED),
+    (Counter::DroppedSizeLimit, names::DROPPED_SIZE_LIMIT),
+    (
+        Counter::RecordsDroppedSizeLimit,
+        names::RECORDS_DROPPED_SIZE_LIMIT,
+    ),
+    (Counter::UnseenThreadsCpu, names::UNSEEN_THREADS_CPU),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

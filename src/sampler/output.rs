@@ -17,7 +17,11 @@
 //!   in-flight counts, by the parity of the epoch they read, and read the state again to
 //!   confirm it; a move starts a new epoch and waits for the old one's count to drain;
 //! - bytes that cannot be written are counted (`write_errors`, with the last error number),
-//!   and so are the samples they held (by the buffer): never silently.
+//!   and so are the samples they held (by the buffer): never silently;
+//! - the part holds at most its limit of sample chunks (`blameprof run --max-size`), records
+//!   (threads, modules) a sixteenth more, and the image's last chunk (its locks, counters and
+//!   end marker; bounded by the runtime's tables) whatever is left: past them, chunks are
+//!   dropped whole and counted, the file is never cut inside a chunk.
 //!
 //! [`write_chunk`] is async-signal-safe, reopening included (`open`, `fstat`, `fcntl`);
 //! [`open_part`], [`close`] and [`step_aside`] are not.
@@ -42,6 +46,9 @@ static IN_FLIGHT: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
 /// The part file's identity, to tell it from whatever else a descriptor number may be now.
 static DEV: AtomicU64 = AtomicU64::new(0);
 static INO: AtomicU64 = AtomicU64::new(0);
+/// Bytes appended to the part, and the most [`Chunk::Samples`] may make it.
+static WRITTEN: AtomicU64 = AtomicU64::new(0);
+static LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
 /// Serializes [`step_aside`] calls (never taken by a signal handler).
 static MOVING: SpinLock<()> = SpinLock::new(());
 
@@ -68,11 +75,35 @@ fn in_flight(state: u64) -> &'static AtomicU32 {
     &IN_FLIGHT[((state >> 32) & 1) as usize]
 }
 
+/// What a chunk holds, for the part's size limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chunk {
+    /// Samples: dropped once the part reaches its limit.
+    Samples,
+    /// Records: dropped once it reaches its limit and a sixteenth more.
+    Records,
+    /// The image's last chunk: always written (once; its size is bounded by the tables it
+    /// holds).
+    End,
+}
+
+/// Why a chunk was not written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unwritten {
+    /// The part reached its size limit (counted by the caller, who knows what it held).
+    OverLimit,
+    /// The write failed (counted here, in bytes, with the error number).
+    Failed,
+}
+
 /// Creates this image's part file in `dir` and writes its file header. Returns the exec
-/// generation (0 for the first image of this pid). Any previous part is closed. Call only
-/// when no other thread can write (start-up, a fork child, a new image).
-pub fn open_part(dir: &Path) -> std::io::Result<u32> {
+/// generation (0 for the first image of this pid). Any previous part is closed; the new one
+/// holds at most `max_bytes` of samples. Call only when no other thread can write (start-up,
+/// a fork child, a new image).
+pub fn open_part(dir: &Path, max_bytes: u64) -> std::io::Result<u32> {
     close();
+    WRITTEN.store(0, Ordering::Relaxed);
+    LIMIT.store(max_bytes, Ordering::Relaxed);
     for count in &IN_FLIGHT {
         count.store(0, Ordering::Relaxed); // a fork child's counts may hold the parent's writes
     }
@@ -118,7 +149,9 @@ pub fn open_part(dir: &Path) -> std::io::Result<u32> {
         INO.store(ino, Ordering::Relaxed);
         let state = CURRENT.load(Ordering::Relaxed);
         CURRENT.store(next_state(state, fd), Ordering::Release);
-        write_all(fd, &file_header()).map_err(std::io::Error::from_raw_os_error)?;
+        let header = file_header();
+        write_all(fd, &header).map_err(std::io::Error::from_raw_os_error)?;
+        WRITTEN.store(header.len() as u64, Ordering::Relaxed);
         return Ok(generation);
     }
     Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists))
@@ -200,23 +233,37 @@ fn write_all(fd: libc::c_int, mut data: &[u8]) -> Result<(), i32> {
     }
 }
 
-/// Appends one chunk. `buf[..CHUNK_HEADER_LEN]` is reserved for the header, which this
-/// fills; `buf[CHUNK_HEADER_LEN..]` is the payload. Returns whether the chunk was written;
-/// failures are counted. Async-signal-safe; preserves nothing (the caller saves `errno`).
-pub fn write_chunk(buf: &mut [u8], tid: u32) -> bool {
+/// Appends one chunk holding `what`. `buf[..CHUNK_HEADER_LEN]` is reserved for the header,
+/// which this fills; `buf[CHUNK_HEADER_LEN..]` is the payload. Failed writes are counted
+/// here; a chunk over the limit is the caller's to count. Async-signal-safe; preserves
+/// nothing (the caller saves `errno`).
+pub fn write_chunk(buf: &mut [u8], tid: u32, what: Chunk) -> Result<(), Unwritten> {
     if buf.len() <= CHUNK_HEADER_LEN {
-        return true;
+        return Ok(());
+    }
+    let len = buf.len() as u64;
+    let limit = LIMIT.load(Ordering::Relaxed);
+    let limit = match what {
+        Chunk::Samples => limit,
+        Chunk::Records => limit.saturating_add(limit / 16),
+        Chunk::End => u64::MAX,
+    };
+    if WRITTEN
+        .fetch_add(len, Ordering::Relaxed)
+        .saturating_add(len)
+        > limit
+    {
+        WRITTEN.fetch_sub(len, Ordering::Relaxed);
+        return Err(Unwritten::OverLimit);
     }
     let header = chunk_header(&buf[CHUNK_HEADER_LEN..], tid);
     buf[..CHUNK_HEADER_LEN].copy_from_slice(&header);
-    match append(buf) {
-        Ok(()) => true,
-        Err(e) => {
-            counters::add(Counter::WriteErrors, buf.len() as u64);
-            counters::set(Counter::WriteLastErrno, e as u64);
-            false
-        }
-    }
+    append(buf).map_err(|e| {
+        WRITTEN.fetch_sub(len, Ordering::Relaxed);
+        counters::add(Counter::WriteErrors, len);
+        counters::set(Counter::WriteLastErrno, e as u64);
+        Unwritten::Failed
+    })
 }
 
 /// Appends `data` to the part, reopening it once or twice if its descriptor was lost.

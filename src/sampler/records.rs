@@ -6,8 +6,8 @@
 //! start/end, `dlopen`, fork, exec and exit.
 
 use super::config::{Config, Source};
-use super::counters;
-use super::output;
+use super::counters::{self, Counter};
+use super::output::{self, Chunk, Unwritten};
 use crate::format::protocol::METRICS;
 use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
 use crate::format::{Frame, LockStats, RecordTag};
@@ -15,6 +15,15 @@ use crate::unwind::modules::LoadedModule;
 
 /// Builds one chunk with `encode` and appends it to the part file.
 pub fn write(tid: u32, encode: impl Fn(&mut RecordWriter) -> Result<(), Full>) {
+    write_as(tid, Chunk::Records, encode);
+}
+
+/// [`write`] for the image's last chunk, which the part's size limit never drops.
+pub fn write_end(tid: u32, encode: impl Fn(&mut RecordWriter) -> Result<(), Full>) {
+    write_as(tid, Chunk::End, encode);
+}
+
+fn write_as(tid: u32, what: Chunk, encode: impl Fn(&mut RecordWriter) -> Result<(), Full>) {
     let mut size = 4096;
     loop {
         let mut buf = vec![0u8; size];
@@ -22,7 +31,9 @@ pub fn write(tid: u32, encode: impl Fn(&mut RecordWriter) -> Result<(), Full>) {
         match encode(&mut w) {
             Ok(()) => {
                 let len = w.committed();
-                output::write_chunk(&mut buf[..len], tid);
+                if output::write_chunk(&mut buf[..len], tid, what) == Err(Unwritten::OverLimit) {
+                    counters::add(Counter::RecordsDroppedSizeLimit, len as u64);
+                }
                 return;
             }
             Err(Full) if size < (64 << 20) => size *= 4,

@@ -17,7 +17,7 @@ use std::io::{self, Write};
 /// Schema name written in every document.
 pub const SCHEMA: &str = "blameprof-report";
 /// Schema version written in every document.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The JSON renderer.
 pub struct Json;
@@ -53,6 +53,7 @@ impl Renderer for Json {
                     sample_source: &p.sample_source,
                     requested_hz: p.requested_hz,
                     period_ns: p.period_ns,
+                    ended_cleanly: p.ended_cleanly,
                 })
                 .collect(),
             threads: a
@@ -107,6 +108,7 @@ struct Process<'a> {
     sample_source: &'a str,
     requested_hz: u64,
     period_ns: u64,
+    ended_cleanly: bool,
 }
 
 #[derive(Serialize)]

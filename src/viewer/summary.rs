@@ -29,7 +29,8 @@ use crate::attribution::metrics::{derived_name, Part, BLAME, IDLENESS, WORK};
 use crate::attribution::Analysis;
 use crate::format::counters::{
     CONTENDED_ACQUISITIONS, CONTENDED_HOLDS, CONTENDED_HOLDS_NOTED, CONTENDED_HOLD_PERIOD_PEAK,
-    CONTENDED_MEASURED, CONTENDED_PERIOD_PEAK, LOST_SAMPLE_COUNTERS,
+    CONTENDED_MEASURED, CONTENDED_PERIOD_PEAK, DROPPED_SIZE_LIMIT, LOST_SAMPLE_COUNTERS,
+    RECORDS_DROPPED_SIZE_LIMIT, WRITE_ERRORS, WRITE_LAST_ERRNO,
 };
 use crate::format::read::Profile;
 use crate::format::WaitKind;
@@ -55,6 +56,20 @@ pub(super) fn write_losses(profile: &Profile, out: &mut dyn Write) -> io::Result
         profile.processes.iter().filter_map(|p| p.damage.as_ref()),
         out,
     )?;
+    let counter = |name| profile.processes.iter().map(|p| p.counter(name)).sum();
+    let last_errno = profile
+        .processes
+        .iter()
+        .map(|p| p.counter(WRITE_LAST_ERRNO))
+        .find(|&e| e != 0)
+        .unwrap_or(0);
+    write_unwritten(
+        counter(WRITE_ERRORS),
+        last_errno,
+        counter(DROPPED_SIZE_LIMIT),
+        counter(RECORDS_DROPPED_SIZE_LIMIT),
+        out,
+    )?;
     let lost: Vec<(&str, u64)> = LOST_SAMPLE_COUNTERS
         .iter()
         .map(|&name| {
@@ -71,6 +86,43 @@ pub(super) fn write_losses(profile: &Profile, out: &mut dyn Write) -> io::Result
             "{PREFIX}warning: {total} samples lost ({}); the profile is in {}",
             lost_reasons(lost),
             profile.path.display()
+        )?;
+    }
+    Ok(())
+}
+
+/// Warnings for what the runtime could not write: `failed` bytes, the last failure's error
+/// number (a full disk says so), and what the parts' size limit dropped.
+fn write_unwritten(
+    failed: u64,
+    errno: u64,
+    samples_over: u64,
+    records_over: u64,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if failed > 0 {
+        let why = i32::try_from(errno)
+            .ok()
+            .filter(|&e| e > 0)
+            .map_or("unknown error".to_owned(), |e| {
+                io::Error::from_raw_os_error(e).to_string()
+            });
+        let fix = if errno == libc::ENOSPC as u64 || errno == libc::EDQUOT as u64 {
+            ": free some space, or profile to another disk with -o"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "{PREFIX}warning: {failed} bytes of the profile could not be written ({why}); \
+             their samples are counted lost{fix}"
+        )?;
+    }
+    if samples_over > 0 || records_over > 0 {
+        writeln!(
+            out,
+            "{PREFIX}warning: the profile reached its size limit: {samples_over} samples and \
+             {records_over} bytes of records were dropped (raise it with --max-size)"
         )?;
     }
     Ok(())
@@ -113,12 +165,27 @@ pub(super) fn write(
         a.samples,
         describe_lost(a)
     )?;
+    let counter = |name: &str| {
+        a.counters
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |&(_, v)| v)
+    };
+    write_unwritten(
+        counter(WRITE_ERRORS),
+        counter(WRITE_LAST_ERRNO),
+        counter(DROPPED_SIZE_LIMIT),
+        counter(RECORDS_DROPPED_SIZE_LIMIT),
+        out,
+    )?;
     let notes: Vec<String> = a
         .counters
         .iter()
         .filter(|(name, _)| {
             !LOST_SAMPLE_COUNTERS.contains(&name.as_str())
                 && !CONTENTION_COUNTERS.contains(&name.as_str())
+                && ![WRITE_ERRORS, WRITE_LAST_ERRNO, RECORDS_DROPPED_SIZE_LIMIT]
+                    .contains(&name.as_str())
         })
         .map(|(name, v)| format!("{name} {v}"))
         .collect();
@@ -135,8 +202,8 @@ pub(super) fn write(
     if a.samples == 0 || a.metrics.is_empty() {
         writeln!(
             out,
-            "{PREFIX}no samples: the program ran for less than one sampling period, or its \
-             threads were not sampled"
+            "{PREFIX}no samples: the program ran for less than one sampling period, its \
+             threads were not sampled, or it died before it wrote any"
         )?;
         return Ok(());
     }
@@ -416,4 +483,33 @@ fn free_lock_line(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
 /// Nanoseconds for reading (idleness, blame and work are in ns).
 fn ns(value: u64) -> String {
     format_value(value, "ns")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_unwritten;
+
+    fn warnings(failed: u64, errno: u64, samples: u64, records: u64) -> String {
+        let mut out = Vec::new();
+        write_unwritten(failed, errno, samples, records, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_full_disk_and_the_size_limit_are_named_with_their_fix() {
+        assert_eq!(warnings(0, 0, 0, 0), "");
+        let full = warnings(4096, libc::ENOSPC as u64, 0, 0);
+        assert!(
+            full.contains("4096 bytes of the profile could not be written")
+                && full.contains("No space left on device")
+                && full.contains("profile to another disk with -o"),
+            "{full}"
+        );
+        let limit = warnings(0, 0, 120, 300);
+        assert!(
+            limit.contains("120 samples and 300 bytes of records were dropped")
+                && limit.contains("--max-size"),
+            "{limit}"
+        );
+    }
 }

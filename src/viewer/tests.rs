@@ -107,7 +107,7 @@ fn json_document_has_the_schema_shape() {
         ]
     );
     assert_eq!(doc["schema"], "blameprof-report");
-    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["version"], 2);
     assert_eq!(doc["view"], "top-down");
     assert_eq!(doc["metric"], "work");
     assert_eq!(doc["metrics"][1]["name"], "idleness");
@@ -121,6 +121,7 @@ fn json_document_has_the_schema_shape() {
         keys(proc),
         [
             "argv",
+            "ended_cleanly",
             "exec_generation",
             "period_ns",
             "pid",

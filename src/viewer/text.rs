@@ -47,9 +47,14 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "processes:  {}", ps.len())?;
             for p in ps.iter().take(10) {
                 let cmd = p.argv.join(" ");
+                let end = if p.ended_cleanly {
+                    ""
+                } else {
+                    " [no end record]"
+                };
                 writeln!(
                     out,
-                    "            pid {} (exec {}): {cmd}",
+                    "            pid {} (exec {}): {cmd}{end}",
                     p.pid, p.exec_generation
                 )?;
             }
@@ -57,6 +62,20 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
                 writeln!(out, "            ... and {} more", ps.len() - 10)?;
             }
         }
+    }
+    let unended: Vec<String> = a
+        .processes
+        .iter()
+        .filter(|p| !p.ended_cleanly)
+        .map(|p| p.pid.to_string())
+        .collect();
+    if !unended.is_empty() {
+        writeln!(
+            out,
+            "ended:      no end record in pid {}: killed, crashed or still running (samples not \
+             yet written are missing: at most the last second of each thread)",
+            unended.join(", ")
+        )?;
     }
     let filter = a.filter;
     if filter.pid.is_some() || filter.tid.is_some() {

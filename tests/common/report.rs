@@ -37,7 +37,7 @@ pub fn report_json_metric(profile: &Path, metric: &str, extra: &[&str]) -> Value
         .map(|v: Value| v)
         .unwrap_or_else(|e| panic!("report output is not JSON ({e})\n{}", run.describe()));
     assert_eq!(v["schema"], "blameprof-report", "schema field");
-    assert_eq!(v["version"], 1, "version field");
+    assert_eq!(v["version"], 2, "version field");
     assert_eq!(v["metric"], metric, "metric field");
     assert!(
         v["roots"].is_array() && v["threads"].is_array(),

@@ -1,5 +1,5 @@
-//! Reading `blameprof report --format json --view flat` (schema `blameprof-report`, version 1,
-//! docs/report-json.md): each function once, with its inclusive value of every metric.
+//! Reading `blameprof report --format json --view flat` (schema `blameprof-report`, version 1
+//! or 2, docs/report-json.md): each function once, with its inclusive value of every metric.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +10,7 @@ use serde_json::Value;
 pub enum ReportError {
     #[error("report is not JSON: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("not a blameprof-report version 1 document (schema {schema}, version {version})")]
+    #[error("not a blameprof-report version 1 or 2 document (schema {schema}, version {version})")]
     Schema { schema: String, version: String },
     #[error("report has no `{0}` field of the expected type")]
     Field(&'static str),
@@ -92,7 +92,7 @@ impl FlatReport {
         let doc: Value = serde_json::from_str(json)?;
         let schema = doc.get("schema").and_then(Value::as_str).unwrap_or("?");
         let version = doc.get("version").and_then(Value::as_u64);
-        if schema != "blameprof-report" || version != Some(1) {
+        if schema != "blameprof-report" || !matches!(version, Some(1 | 2)) {
             return Err(ReportError::Schema {
                 schema: schema.to_string(),
                 version: version.map_or("?".to_string(), |v| v.to_string()),

@@ -1,0 +1,291 @@
+//! Processes and threads started every way a program starts them. Proves, for each, that the
+//! program's stdout, stderr and exit status are those of an unprofiled run, and that the
+//! profile holds the CPU time each function measured of itself (within 15%):
+//! (1) vfork + exec, posix_spawn, system() (through /bin/sh) and a child that calls setsid():
+//! every process image has its part and its work;
+//! (2) a double-forking daemon: `blameprof run` ends with the program (exit status 0), not
+//! with the daemon, and its summary names the processes still running and the profile to
+//! report once they end; the daemon's part, complete once it ends, holds its work;
+//! (3) 400 threads that each live for 3 ms of CPU time, sampled at 5000 Hz: every thread is in
+//! the report and their work is there;
+//! (4) a thread started by raw clone(2), which pthread_create never saw: it is not sampled
+//! (documented), and the program neither crashes nor hangs;
+//! (5) threads renamed with pthread_setname_np after they started are shown by their new
+//! names in the threads view.
+
+mod common;
+
+use common::*;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Every `truth k=v ...` line the program's processes printed, merged.
+fn truths(stdout: &str) -> HashMap<String, u64> {
+    let mut all = HashMap::new();
+    for line in stdout.lines().filter(|l| l.starts_with("truth ")) {
+        all.extend(truth(line));
+    }
+    all
+}
+
+/// `text` with every run of digits replaced by `N`: runs differ in pids and times only.
+fn normalized(text: &str) -> String {
+    let mut out = String::new();
+    let mut in_number = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if !in_number {
+                out.push('N');
+            }
+            in_number = true;
+        } else {
+            out.push(c);
+            in_number = false;
+        }
+    }
+    out
+}
+
+/// The program run without the profiler.
+fn unprofiled(prog: &Path, args: &[&str]) -> Run {
+    run_with_timeout(Command::new(prog).args(args), RUN_TIMEOUT)
+}
+
+/// Asserts the profiled run behaved as the unprofiled one: the same exit status (blameprof's
+/// is the program's), and the same stdout and stderr but for numbers (and blameprof's lines).
+fn assert_unchanged(what: &str, plain: &Run, profiled: &Run) {
+    assert_eq!(
+        profiled.code(),
+        plain.code(),
+        "{what}: exit status differs\n--- unprofiled ---\n{}\n--- profiled ---\n{}",
+        plain.describe(),
+        profiled.describe()
+    );
+    assert_eq!(
+        normalized(&profiled.stdout),
+        normalized(&plain.stdout),
+        "{what}: stdout differs\n--- unprofiled ---\n{}\n--- profiled ---\n{}",
+        plain.describe(),
+        profiled.describe()
+    );
+    assert_eq!(
+        normalized(&profiled.stderr_without_blameprof()),
+        normalized(&plain.stderr),
+        "{what}: stderr differs (blameprof: lines ignored)\n{}",
+        profiled.describe()
+    );
+}
+
+/// Asserts `function`'s exclusive work in the flat report is within `tolerance` of the time
+/// the program measured, `truth[<function>_ns]`.
+fn assert_work(flat: &serde_json::Value, truth: &HashMap<String, u64>, function: &str, tol: f64) {
+    let want = truth[&format!("{function}_ns")];
+    let (_, got) = flat_values(flat, function);
+    let err = (got as f64 - want as f64).abs() / want as f64;
+    assert!(
+        err < tol,
+        "{function}: profiled {got} ns, measured {want} ns ({:.1}% off, more than {:.0}%)",
+        err * 100.0,
+        tol * 100.0
+    );
+}
+
+fn procs() -> PathBuf {
+    compile_c("procs.c", "procs", &["-O2", "-g"])
+}
+
+fn thread_life() -> PathBuf {
+    compile_c("thread_life.c", "thread_life", &["-O2", "-g", "-pthread"])
+}
+
+/// CPU seconds of each function in the unprofiled runs, which only show what the program
+/// prints (numbers aside) and how it ends.
+const BRIEF: &str = "0.1";
+
+/// Runs `procs MODE 0.4` profiled at 1000 Hz and briefly unprofiled; checks they agree and
+/// that `functions` hold their measured work; returns the profiled run and the profile.
+fn procs_case(mode: &str, functions: &[&str]) -> (Run, PathBuf) {
+    let prog = procs();
+    let args = [mode, "0.4"];
+    let plain = unprofiled(&prog, &[mode, BRIEF]);
+    assert!(plain.status.success(), "procs {mode}\n{}", plain.describe());
+    let out = scratch_dir(&format!("procs-{mode}")).join("prof");
+    let run = profile_run(&out, 1000, &prog, &args, &[]);
+    assert_unchanged(&format!("procs {mode}"), &plain, &run);
+    assert!(
+        run.stderr
+            .contains("blameprof: the program exited with status 0"),
+        "procs {mode}: the summary does not say how the program ended\n{}",
+        run.describe()
+    );
+    let t = truths(&run.stdout);
+    let flat = report_json(&out, &["--view", "flat"]);
+    for f in functions {
+        assert_work(&flat, &t, f, 0.15);
+    }
+    (run, out)
+}
+
+#[test]
+fn vfork_and_exec_child_is_profiled() {
+    let (_, out) = procs_case("vfork", &["parent_work", "child_work"]);
+    assert_eq!(
+        part_files(&out).len(),
+        2,
+        "a part for the parent and the child"
+    );
+}
+
+#[test]
+fn posix_spawn_child_is_profiled() {
+    let (_, out) = procs_case("spawn", &["parent_work", "child_work"]);
+    assert_eq!(
+        part_files(&out).len(),
+        2,
+        "a part for the parent and the child"
+    );
+}
+
+#[test]
+fn system_command_is_profiled_through_the_shell() {
+    let (_, out) = procs_case("system", &["parent_work", "child_work"]);
+    // The parent, /bin/sh and the command: sh may exec the command in its own process.
+    assert!(part_files(&out).len() >= 2, "{:?}", part_files(&out));
+}
+
+#[test]
+fn child_in_a_new_session_is_profiled() {
+    procs_case("setsid", &["parent_work", "session_work"]);
+}
+
+/// A daemon (fork, setsid, fork; the parent exits as soon as the grandchild is in its own
+/// session, and the grandchild works for 1 s):
+/// `blameprof run` does not wait for it (a daemon may run for ever). It exits with the
+/// program's status as soon as the program ends and says which processes of the run are
+/// still running, with the profile to report once they end. Once the daemon has ended (the
+/// test's stdout pipe reaches its end then), the report holds its work in full.
+#[test]
+fn daemon_left_running_is_named_and_its_profile_completes_when_it_ends() {
+    let prog = procs();
+    let args = ["daemon", "0.4"];
+    let plain = unprofiled(&prog, &["daemon", BRIEF]);
+    let out = scratch_dir("procs-daemon").join("prof");
+    // Returns once stdout is closed: when the daemon has ended, after blameprof.
+    let run = profile_run(&out, 1000, &prog, &args, &[]);
+    assert_unchanged("procs daemon", &plain, &run);
+    let note = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("blameprof: warning: ") && l.contains(" still running "))
+        .unwrap_or_else(|| {
+            panic!(
+                "the summary does not name the daemon still running\n{}",
+                run.describe()
+            )
+        });
+    let expected = format!(
+        "'blameprof report {}'",
+        out.canonicalize().unwrap().display()
+    );
+    assert!(note.contains(&expected), "{note}");
+    let t = truths(&run.stdout);
+    let flat = report_json(&out, &["--view", "flat"]);
+    assert_work(&flat, &t, "parent_work", 0.15);
+    assert_work(&flat, &t, "daemon_work", 0.15);
+    // The program, the intermediate child and the daemon.
+    assert_eq!(part_files(&out).len(), 3, "{:?}", part_files(&out));
+}
+
+#[test]
+fn many_short_threads_at_5000_hz() {
+    let prog = thread_life();
+    let args = ["short", "400", "3000"];
+    let plain = unprofiled(&prog, &["short", "400", "100"]);
+    let out = scratch_dir("short-threads").join("prof");
+    let run = profile_run(&out, 5000, &prog, &args, &[]);
+    assert_unchanged("thread_life short", &plain, &run);
+    let t = truths(&run.stdout);
+    let flat = report_json(&out, &["--view", "flat"]);
+    let threads = flat["threads"].as_array().unwrap().len() as u64;
+    assert_eq!(threads, t["threads"] + 1, "every thread and the main one");
+    if run.stderr.contains("sample source: perf-task-clock") {
+        // Each thread's CPU time since its last sample (at most a 200 us period of its 3 ms)
+        // is not recorded when it ends.
+        assert_work(&flat, &t, "short_work", 0.15);
+    } else {
+        // The CPU-time timer expires on scheduler ticks: 3 ms threads get a sample or none.
+        eprintln!("note: perf is not available here; short_work checked only for presence");
+        assert!(flat_values(&flat, "short_work").1 > 0, "no short_work");
+    }
+}
+
+/// A thread made by raw clone(2) has no timer (the runtime gives one to threads started by
+/// pthread_create): its work is not in the profile, but its CPU time is counted as
+/// `unseen_threads_cpu_ns`. The main thread's work is in the profile, and the program runs
+/// as without the profiler.
+#[test]
+fn raw_clone_thread_is_not_sampled_and_does_no_harm() {
+    let prog = thread_life();
+    let args = ["clone", "0.4"];
+    let plain = unprofiled(&prog, &["clone", BRIEF]);
+    let out = scratch_dir("raw-clone").join("prof");
+    let run = profile_run(&out, 1000, &prog, &args, &[]);
+    assert_unchanged("thread_life clone", &plain, &run);
+    let t = truths(&run.stdout);
+    let flat = report_json(&out, &["--view", "flat"]);
+    assert_work(&flat, &t, "main_work", 0.15);
+    assert_eq!(
+        flat_values(&flat, "clone_work"),
+        (0, 0),
+        "the raw clone thread was sampled: update the documented behaviour"
+    );
+    assert_eq!(flat["threads"].as_array().unwrap().len(), 1);
+    let unseen = run
+        .counters_note()
+        .and_then(|note| {
+            note.split([':', ','])
+                .find_map(|c| c.trim().strip_prefix("unseen_threads_cpu_ns "))
+        })
+        .map_or(0, |v| v.parse::<u64>().unwrap());
+    let want = t["clone_work_ns"];
+    assert!(
+        unseen as f64 > 0.9 * want as f64 && (unseen as f64) < 1.1 * want as f64 + 5e6,
+        "unseen_threads_cpu_ns {unseen}, the raw clone thread measured {want} ns\n{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn threads_renamed_after_start_show_their_new_names() {
+    let prog = thread_life();
+    let args = ["rename", "0.4"];
+    let plain = unprofiled(&prog, &["rename", BRIEF]);
+    let out = scratch_dir("rename").join("prof");
+    let run = profile_run(&out, 1000, &prog, &args, &[]);
+    assert_unchanged("thread_life rename", &plain, &run);
+    let t = truths(&run.stdout);
+    let threads = report_json(&out, &["--view", "threads"]);
+    let mut names: Vec<(&str, u64)> = threads["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap(), work(t, "totals")))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        ["renamed-main", "renamed-worker"],
+        "{threads}"
+    );
+    for (name, truth) in [
+        ("renamed-main", t["main_work_ns"]),
+        ("renamed-worker", t["renamed_work_ns"]),
+    ] {
+        let (_, got) = names.iter().find(|(n, _)| *n == name).copied().unwrap();
+        assert!(
+            got as f64 > 0.85 * truth as f64 && (got as f64) < 1.15 * truth as f64 + 20e6,
+            "{name}: {got} ns of work, measured {truth} ns"
+        );
+    }
+}
