@@ -9,9 +9,12 @@
 //! (3) 400 threads that each live for 3 ms of CPU time, sampled at 5000 Hz: every thread is in
 //! the report and their work is there;
 //! (4) a thread started by raw clone(2), which pthread_create never saw: it is not sampled
-//! (documented), and the program neither crashes nor hangs;
+//! (documented; its CPU time is counted), and the program neither crashes nor hangs;
 //! (5) threads renamed with pthread_setname_np after they started are shown by their new
-//! names in the threads view.
+//! names in the threads view;
+//! (6) a program that blocks every signal is still sampled, and still sees them blocked;
+//! (7) a program of threads too short to be sampled is named in a warning, never an empty
+//! profile without a word.
 
 mod common;
 
@@ -288,4 +291,55 @@ fn threads_renamed_after_start_show_their_new_names() {
             "{name}: {got} ns of work, measured {truth} ns"
         );
     }
+}
+
+/// A program that blocks every signal (for `signalfd` or `sigwait`), with `pthread_sigmask`
+/// in the main thread before its workers start and `sigprocmask` in each worker: it is
+/// still sampled (the runtime never lets the sampling signal be blocked, and counts the
+/// requests), and the signals it cares about read back blocked, as unprofiled.
+#[test]
+fn a_program_that_blocks_every_signal_is_still_sampled() {
+    let prog = compile_c(
+        "signal_blocker.c",
+        "signal_blocker",
+        &["-O1", "-g", "-pthread"],
+    );
+    let plain = unprofiled(&prog, &["2", "400"]);
+    let out = scratch_dir("signal-blocker").join("prof");
+    let run = profile_run(&out, 200, &prog, &["2", "400"], &[]);
+    assert_unchanged("signal_blocker", &plain, &run);
+    assert!(
+        run.stdout.contains("mask: all blocked"),
+        "{}",
+        run.describe()
+    );
+    let t = truth(&run.stdout);
+    let flat = report_json(&out, &["--view", "flat"]);
+    assert_work(&flat, &t, "crunch", 0.15);
+    assert!(
+        run.counters_note()
+            .is_some_and(|n| n.contains("sampling_signal_kept_unblocked 3")),
+        "{}",
+        run.describe()
+    );
+}
+
+/// Threads shorter than one sampling period are never reached by their CPU-time timers: a
+/// program made of them writes no CPU sample, and the summary says so, why, and what to do,
+/// instead of showing an empty profile without a word.
+#[test]
+fn a_process_of_threads_too_short_to_sample_is_named_in_a_warning() {
+    let prog = thread_life();
+    let out = scratch_dir("short-unsampled").join("prof");
+    let run = profile_run(&out, 200, &prog, &["short", "100", "2000"], &[]);
+    assert_eq!(run.code(), 0, "{}", run.describe());
+    let warning = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("of CPU time, with no CPU sample"))
+        .unwrap_or_else(|| panic!("no warning\n{}", run.describe()));
+    assert!(
+        warning.contains("less than one sampling period") && warning.contains("raise -F"),
+        "{warning}"
+    );
 }

@@ -9,7 +9,8 @@
 //! and the joins (blame for the joiner's wait); `dlopen`/`dlclose` (module set),
 //! `execve`/`execv`/`execvp`/`execvpe`/`fexecve` and, in [`exec_variadic`], `execl`/`execlp`/
 //! `execle` (flush before the image is replaced),
-//! `_exit`/`_Exit` (flush), `sigaction`/`signal` (the sampling signal stays ours), in
+//! `_exit`/`_Exit` (flush), `sigaction`/`signal` (the sampling signal stays ours),
+//! `pthread_sigmask`/`sigprocmask` (it is never blocked), in
 //! [`descriptors`] `close`/`close_range`/`closefrom`/`dup2`/`dup3` (the runtime's own
 //! descriptors survive a program that closes them all), in
 //! [`waits`] the waits that any signal would break with `EINTR`; and for blame shifting,
@@ -195,6 +196,61 @@ pub unsafe extern "C" fn signal(signum: c_int, handler: libc::sighandler_t) -> l
     }
     // SAFETY: forwarding the caller's arguments unchanged.
     unsafe { real::signal()(signum, handler) }
+}
+
+/// The set the program asks to block (`how` SIG_BLOCK or SIG_SETMASK), without the sampling
+/// signal: a program that blocks every signal (to take them with `signalfd` or `sigwait`)
+/// must still be sampled. `None`: pass the program's own set.
+fn without_sampling_signal(how: c_int, set: *const libc::sigset_t) -> Option<libc::sigset_t> {
+    let signal = blameprof_measure::sampler::process::sampling_signal()?;
+    if set.is_null() || (how != libc::SIG_BLOCK && how != libc::SIG_SETMASK) {
+        return None;
+    }
+    // SAFETY: `set` is the caller's valid sigset (checked non-null); copied, never written.
+    let mut copy = unsafe { *set };
+    // SAFETY: `copy` is a valid sigset.
+    if unsafe { libc::sigismember(&copy, signal) } != 1 {
+        return None;
+    }
+    // SAFETY: as above.
+    unsafe { libc::sigdelset(&mut copy, signal) };
+    blameprof_measure::sampler::counters::add(
+        blameprof_measure::sampler::counters::Counter::SignalUnblocked,
+        1,
+    );
+    Some(copy)
+}
+
+/// Blocks what the program asks but the sampling signal (see `without_sampling_signal`).
+///
+/// # Safety
+/// Same contract as `pthread_sigmask(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_sigmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    let copy = without_sampling_signal(how, set);
+    let set = copy.as_ref().map_or(set, |c| c as *const libc::sigset_t);
+    // SAFETY: forwarding the caller's arguments, the set maybe replaced by a valid copy.
+    unsafe { real::pthread_sigmask()(how, set, old) }
+}
+
+/// As `pthread_sigmask`.
+///
+/// # Safety
+/// Same contract as `sigprocmask(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn sigprocmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    let copy = without_sampling_signal(how, set);
+    let set = copy.as_ref().map_or(set, |c| c as *const libc::sigset_t);
+    // SAFETY: forwarding the caller's arguments, the set maybe replaced by a valid copy.
+    unsafe { real::sigprocmask()(how, set, old) }
 }
 
 /// Whether the calling thread is inside the sampling signal handler. Exported for the

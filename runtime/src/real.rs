@@ -85,6 +85,10 @@ real_fns! {
     sigaction = b"sigaction\0":
         unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
     signal = b"signal\0": unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+    pthread_sigmask = b"pthread_sigmask\0":
+        unsafe extern "C" fn(c_int, *const sigset_t, *mut sigset_t) -> c_int;
+    sigprocmask = b"sigprocmask\0":
+        unsafe extern "C" fn(c_int, *const sigset_t, *mut sigset_t) -> c_int;
     nanosleep = b"nanosleep\0": unsafe extern "C" fn(*const timespec, *mut timespec) -> c_int;
     clock_nanosleep = b"clock_nanosleep\0":
         unsafe extern "C" fn(libc::clockid_t, c_int, *const timespec, *mut timespec) -> c_int;

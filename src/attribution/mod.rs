@@ -164,6 +164,10 @@ pub struct ProcessSummary {
     /// Whether the image wrote its end record (it exited or exec'd); false when it was
     /// killed or crashed (its samples not yet written then are missing) or still runs.
     pub ended_cleanly: bool,
+    /// CPU time of its threads that ended cleanly (their end records), and of those among
+    /// them that ran less than one sampling period (which a CPU-time timer cannot sample).
+    pub ended_threads_cpu_ns: u64,
+    pub short_threads_cpu_ns: u64,
 }
 
 /// A thread and its cost per merged metric.
@@ -327,7 +331,17 @@ fn summarize_process(proc: &ProcessProfile) -> ProcessSummary {
         .iter()
         .filter(|s| Some(usize::from(s.metric)) == work)
         .fold((0, 0), |(n, ns), s| (n + 1, ns + s.value));
+    let period = 1_000_000_000 / h.requested_hz.max(1);
+    let cpu = |short: bool| -> u64 {
+        proc.threads
+            .iter()
+            .filter_map(|t| t.cpu_ns)
+            .filter(|&ns| !short || ns < period)
+            .sum()
+    };
     ProcessSummary {
+        ended_threads_cpu_ns: cpu(false),
+        short_threads_cpu_ns: cpu(true),
         timer_samples,
         timer_ns,
         pid: h.pid,

@@ -329,6 +329,10 @@ pub mod counters {
     /// Bytes of records (threads, modules, locks) not written because the part reached its
     /// size limit and the records' headroom past it (a sixteenth).
     pub const RECORDS_DROPPED_SIZE_LIMIT: &str = "record_bytes_dropped_size_limit";
+    /// Times the program asked to block the sampling signal (`pthread_sigmask`,
+    /// `sigprocmask`, often with every signal, for `signalfd` or `sigwait`): it was left
+    /// unblocked, or the thread would never be sampled.
+    pub const SIGNAL_UNBLOCKED: &str = "sampling_signal_kept_unblocked";
     /// The error number of the last write that failed (28: ENOSPC, the disk is full).
     pub const WRITE_LAST_ERRNO: &str = "write_last_errno";
     /// Times the part's descriptor was found closed or replaced by the program behind the

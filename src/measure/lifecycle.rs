@@ -504,7 +504,7 @@ fn drain_pending(signal: i32) {
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, signal);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        sys::sigmask(libc::SIG_BLOCK, &set, &mut old);
         let zero = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -515,7 +515,7 @@ fn drain_pending(signal: i32) {
                 break;
             }
         }
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        sys::sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
     }
 }
 

@@ -53,6 +53,30 @@ pub fn close(fd: libc::c_int) -> bool {
     syscall3(libc::SYS_close, fd as u64, 0, 0) == 0
 }
 
+/// `rt_sigprocmask(2)` without libc: the runtime exports `pthread_sigmask` and
+/// `sigprocmask` (which never block the sampling signal), so its own blocking of that signal
+/// must not reach them. 0, or the negative error number.
+pub fn sigmask(how: libc::c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> i64 {
+    let ret: i64;
+    // SAFETY: the rt_sigprocmask system call with the x86-64 Linux convention (a fourth
+    // argument in r10: the kernel's sigset size, 8 bytes); it reads `*set` and writes `*old`
+    // when they are not null, and the caller passes valid sigsets.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_rt_sigprocmask => ret,
+            in("rdi") how as u64,
+            in("rsi") set as u64,
+            in("rdx") old as u64,
+            in("r10") 8u64,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
 /// `close_range(2)` without libc (glibc before 2.34 has no wrapper); 0, or the negative
 /// error number (`-ENOSYS` before Linux 5.9).
 pub fn close_range(first: u32, last: u32, flags: u32) -> i64 {

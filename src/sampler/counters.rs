@@ -54,9 +54,10 @@ pub enum Counter {
     DroppedSizeLimit,
     RecordsDroppedSizeLimit,
     UnseenThreadsCpu,
+    SignalUnblocked,
 }
 
-const ALL: [(Counter, &str); 43] = [
+const ALL: [(Counter, &str); 44] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -130,6 +131,7 @@ const ALL: [(Counter, &str); 43] = [
         names::RECORDS_DROPPED_SIZE_LIMIT,
     ),
     (Counter::UnseenThreadsCpu, names::UNSEEN_THREADS_CPU),
+    (Counter::SignalUnblocked, names::SIGNAL_UNBLOCKED),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

@@ -48,7 +48,7 @@ impl Quiet {
         // thread's mask.
         let was_blocked = unsafe {
             let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            crate::sys::sigmask(libc::SIG_BLOCK, &set, &mut old);
             libc::sigismember(&old, signal) == 1
         };
         *errno() = saved;
@@ -69,8 +69,8 @@ impl Drop for Quiet {
         if let Some(signal) = self.unblock {
             let saved = *errno();
             let set = single(signal);
-            // SAFETY: as in `new`; this restores the thread's previous mask for this signal.
-            unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+            // Restores the thread's previous mask for this signal.
+            crate::sys::sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
             *errno() = saved;
         }
     }

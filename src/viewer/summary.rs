@@ -26,11 +26,11 @@ use super::{
 use crate::attribution::lock_sites::lock_sites;
 use crate::attribution::locks::LockTable;
 use crate::attribution::metrics::{derived_name, Part, BLAME, IDLENESS, WORK};
-use crate::attribution::Analysis;
+use crate::attribution::{Analysis, ProcessSummary};
 use crate::format::counters::{
     CONTENDED_ACQUISITIONS, CONTENDED_HOLDS, CONTENDED_HOLDS_NOTED, CONTENDED_HOLD_PERIOD_PEAK,
     CONTENDED_MEASURED, CONTENDED_PERIOD_PEAK, DROPPED_SIZE_LIMIT, LOST_SAMPLE_COUNTERS,
-    RECORDS_DROPPED_SIZE_LIMIT, WRITE_ERRORS, WRITE_LAST_ERRNO,
+    RECORDS_DROPPED_SIZE_LIMIT, TIMER_FAILURES, WRITE_ERRORS, WRITE_LAST_ERRNO,
 };
 use crate::format::read::Profile;
 use crate::format::WaitKind;
@@ -128,6 +128,45 @@ fn write_unwritten(
     Ok(())
 }
 
+/// A warning for a process that ran a few sampling periods of CPU time or more and wrote no
+/// samples, or most of whose CPU time was in threads too short to be sampled: never an
+/// empty profile without a word. `timer_failures`: the profile's count of threads left
+/// without a timer.
+fn write_unsampled(p: &ProcessSummary, timer_failures: u64, out: &mut dyn Write) -> io::Result<()> {
+    let period = 1_000_000_000 / p.requested_hz.max(1);
+    let cpu = p.ended_threads_cpu_ns;
+    let short = p.short_threads_cpu_ns;
+    let unsampled = p.timer_samples == 0 && cpu >= 3 * period;
+    if !unsampled && !(cpu >= 3 * period && short * 2 > cpu) {
+        return Ok(());
+    }
+    let why = if short * 2 > cpu {
+        format!(
+            "{} of it in threads that each ran less than one sampling period ({} of CPU \
+             time at {} Hz), which a CPU-time timer never reaches: raise -F",
+            ns(short),
+            ns(period),
+            p.requested_hz
+        )
+    } else if timer_failures > 0 {
+        format!("{timer_failures} threads got no timer (timer_failures)")
+    } else {
+        "its threads' timers did not fire (a seccomp filter, or a signal the program took \
+         over)"
+            .to_owned()
+    };
+    let what = match p.timer_samples {
+        0 => "no CPU sample".to_owned(),
+        n => format!("{n} CPU samples ({} of work)", ns(p.timer_ns)),
+    };
+    writeln!(
+        out,
+        "{PREFIX}warning: process {} used {} of CPU time, with {what}: {why}",
+        p.pid,
+        ns(cpu)
+    )
+}
+
 /// One warning per damaged part (the salvage mode read what precedes the damage).
 fn write_damage<S: std::fmt::Display>(
     damage: impl IntoIterator<Item = S>,
@@ -178,6 +217,9 @@ pub(super) fn write(
         counter(RECORDS_DROPPED_SIZE_LIMIT),
         out,
     )?;
+    for p in &a.processes {
+        write_unsampled(p, counter(TIMER_FAILURES), out)?;
+    }
     let notes: Vec<String> = a
         .counters
         .iter()
