@@ -5,10 +5,12 @@
 //! path into a root-first path of [`Loc`]s, expanding inlined frames, and merge recorded
 //! paths that read the same at source level.
 //!
-//! A function that ends by *jumping* to a lock function (a tail call: `return
-//! pthread_mutex_unlock(&m);` at -O2) is missing from the recorded path; when the call
-//! before the caller's return address shows which function it was, that function is put
-//! back just root-ward of the runtime frames ([`super::tailcall`]).
+//! A function that ends by *jumping* to another (a tail call: `return worker(x);` or
+//! `return pthread_mutex_unlock(&m);` at -O2) is missing from the recorded path. Wherever the
+//! call before a program frame's return address names a function that the next frame
+//! (nearer the leaf) does not lie in, that function is put back between the two
+//! ([`super::tailcall`]); before a run of runtime frames, that puts back the function that
+//! jumped to the lock function.
 //!
 //! Frames inside the runtime library ([`super::lock_sites::is_runtime_module`]) are
 //! collapsed: every run of consecutive runtime frames becomes its outermost frame, shown as
@@ -24,7 +26,8 @@
 //! metric and in the derived metrics its flags select ([`super::metrics::merge`]), at its
 //! process's calibration if it is a sampled estimate ([`super::calibration`]); a sample
 //! whose metric index is not declared by its process header is ignored (neither counted nor
-//! charged); no path holds two consecutive runtime locations.
+//! charged); no path holds two consecutive runtime locations; a location is put back only
+//! where a return address proves it ([`super::tailcall::tail_called_through`]).
 //!
 //! Not async-signal-safe (allocates); single-threaded.
 
@@ -32,9 +35,9 @@ use super::calibration::Calibration;
 use super::lock_sites::is_runtime_module;
 use super::metrics::SampleMap;
 use super::symbolize::{CodeAddress, SourceFrame, Symbolizer};
-use super::tailcall::CallSites;
+use super::tailcall::{tail_called_through, CallSites, Callee, Definition, Physical, Reach, Site};
 use super::{Loc, Names, SourceLine, WeightedPath};
-use crate::format::read::{ProcessProfile, Profile, StackId};
+use crate::format::read::{ModuleInfo, ProcessProfile, Profile, StackId};
 use crate::format::Frame;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -172,9 +175,15 @@ struct Expander<'a> {
     cache: HashMap<(usize, Frame, bool), Expanded>,
     arena: Vec<Loc>,
     call_sites: CallSites,
-    /// (process index, return-address frame) -> the location of the function that frame's
-    /// call reached and that tail-called into the runtime, if any.
-    tail_cache: HashMap<(usize, Frame), Option<Range<usize>>>,
+    /// (process index, return-address frame) -> the functions its call may have reached (a
+    /// range of `called` and `called_locs`), and how.
+    callees: HashMap<(usize, Frame), (Range<usize>, Reach)>,
+    called: Vec<Physical>,
+    /// Their locations (no source line: where the jump was is not known).
+    called_locs: Vec<Loc>,
+    /// (process index, frame, is return address) -> the function it lies in (`None`: in a
+    /// stub, or the truncation marker).
+    physical: HashMap<(usize, Frame, bool), Option<Physical>>,
 }
 
 impl<'a> Expander<'a> {
@@ -185,12 +194,16 @@ impl<'a> Expander<'a> {
             cache: HashMap::new(),
             arena: Vec::new(),
             call_sites: CallSites::default(),
-            tail_cache: HashMap::new(),
+            callees: HashMap::new(),
+            called: Vec::new(),
+            called_locs: Vec::new(),
+            physical: HashMap::new(),
         }
     }
 
     /// Writes the root-first source path of `frames` (leaf first) into `out`, collapsing
-    /// each run of runtime frames into its outermost frame.
+    /// each run of runtime frames into its outermost frame and putting back the functions
+    /// tail-called through.
     fn expand(
         &mut self,
         p: usize,
@@ -209,6 +222,7 @@ impl<'a> Expander<'a> {
         let mut in_runtime = false;
         // A run of runtime frames whose outermost one is internal, not an entry point.
         let mut internal_run: Option<Range<usize>> = None;
+        // The previous (root-ward) frame, when it is a return address in the program.
         let mut caller: Option<Frame> = None;
         for (i, &frame) in frames.iter().enumerate().rev() {
             let is_return = i > 0 || first_is_return;
@@ -220,12 +234,9 @@ impl<'a> Expander<'a> {
                     expanded
                 }
             };
-            if expanded.runtime && !in_runtime {
-                // Entering the runtime: if the caller's function was left by a tail call
-                // into the lock function, put that function back (see `tailcall`).
-                if let Some(range) = caller.and_then(|c| self.tail_called(p, proc, c)) {
-                    out.extend_from_slice(&self.arena[range]);
-                }
+            if let Some(caller) = caller {
+                let here = (frame, is_return);
+                out.extend(self.tail_called(p, proc, caller, here, &expanded));
             }
             if !(expanded.runtime && in_runtime) {
                 if expanded.runtime && self.is_runtime_internal(&expanded) {
@@ -254,33 +265,121 @@ impl<'a> Expander<'a> {
             .is_some_and(|loc| self.names.function(loc.function).name.contains("::"))
     }
 
-    /// The location of the function that the call before return address `frame` reached
-    /// directly, when the recorded path lacks it because it tail-called onwards.
+    /// The location of the function that the call before return address `caller` reached,
+    /// when the next frame, `here` (frame, is return address) with locations `expanded`, does
+    /// not lie in it: it was left by a tail call ([`tail_called_through`]).
     fn tail_called(
         &mut self,
         p: usize,
         proc: &ProcessProfile,
-        frame: Frame,
-    ) -> Option<Range<usize>> {
-        if let Some(hit) = self.tail_cache.get(&(p, frame)) {
+        caller: Frame,
+        (frame, is_return): (Frame, bool),
+        expanded: &Expanded,
+    ) -> Option<Loc> {
+        let (range, reach) = self.callees(p, proc, caller);
+        if range.is_empty() {
+            return None;
+        }
+        let inner = self.physical(p, proc, frame, is_return, expanded)?;
+        let i = tail_called_through(&self.called[range.clone()], reach, &inner)?;
+        Some(self.called_locs[range.start + i])
+    }
+
+    /// The functions the call before return address `caller` may have reached (a range of
+    /// `called`): the one it names, or each definition of the name it imports; empty when
+    /// its bytes prove nothing, or an import's definition cannot be told.
+    fn callees(&mut self, p: usize, proc: &ProcessProfile, caller: Frame) -> (Range<usize>, Reach) {
+        if let Some(hit) = self.callees.get(&(p, caller)) {
             return hit.clone();
         }
-        let found = proc.module(frame.module).and_then(|module| {
-            let target = self.call_sites.tail_called(&module.path, frame.offset)?;
-            let chain = self
-                .symbolizer
-                .symbolize(Some(module), CodeAddress::InstructionPointer(target));
-            let function = chain.last()?;
-            let start = self.arena.len();
-            let mut loc = self.loc(function, &module.path);
-            loc.inlined = false;
-            // Where in it the tail call was is not recorded: no line.
-            loc.line = SourceLine::default();
-            self.arena.push(loc);
-            Some(start..self.arena.len())
-        });
-        self.tail_cache.insert((p, frame), found.clone());
+        let start = self.called.len();
+        let mut reach = Reach::Direct;
+        if let Some(module) = known_module(proc, caller) {
+            match self.call_sites.callee(&module.path, caller.offset) {
+                Some(Callee::Local(target)) => self.push_called(module, target),
+                Some(Callee::Import(name)) => {
+                    reach = Reach::Import;
+                    self.push_definitions(proc, &name);
+                }
+                None => {}
+            }
+        }
+        let found = (start..self.called.len(), reach);
+        self.callees.insert((p, caller), found.clone());
         found
+    }
+
+    /// Pushes each function called `name` that the process's modules export, unless one of
+    /// them cannot be told (then none).
+    fn push_definitions(&mut self, proc: &ProcessProfile, name: &str) {
+        let mut found: Vec<(&ModuleInfo, u64)> = Vec::new();
+        for module in &proc.modules {
+            match self.call_sites.definition(&module.path, name) {
+                Definition::Absent => {}
+                Definition::Unknown => return,
+                // A module loaded again (dlopen after dlclose) defines it once.
+                Definition::At(start) => {
+                    if !found
+                        .iter()
+                        .any(|&(m, s)| m.path == module.path && s == start)
+                    {
+                        found.push((module, start));
+                    }
+                }
+            }
+        }
+        for (module, start) in found {
+            self.push_called(module, start);
+        }
+    }
+
+    /// Pushes the function starting at `start` of `module` to `called`.
+    fn push_called(&mut self, module: &ModuleInfo, start: u64) {
+        let chain = self
+            .symbolizer
+            .symbolize(Some(module), CodeAddress::InstructionPointer(start));
+        let outermost = chain.last().expect("a symbolization has a frame");
+        let mut loc = self.loc(outermost, &module.path);
+        loc.inlined = false;
+        loc.line = SourceLine::default();
+        self.called.push(Physical {
+            module: module.id,
+            start: Some(start),
+            function: loc.function,
+        });
+        self.called_locs.push(loc);
+    }
+
+    /// The out-of-line function `frame` lies in (its outermost location in `expanded`);
+    /// `None` for a stub and for the truncation marker.
+    fn physical(
+        &mut self,
+        p: usize,
+        proc: &ProcessProfile,
+        frame: Frame,
+        is_return: bool,
+        expanded: &Expanded,
+    ) -> Option<Physical> {
+        if let Some(&hit) = self.physical.get(&(p, frame, is_return)) {
+            return hit;
+        }
+        let site = match known_module(proc, frame) {
+            Some(module) => {
+                let address = CodeAddress::of(frame.offset, is_return);
+                self.call_sites.site(&module.path, address)
+            }
+            None => Site::Function(None),
+        };
+        let physical = match (site, frame == Frame::TRUNCATED) {
+            (Site::Function(start), false) => Some(Physical {
+                module: frame.module,
+                start,
+                function: self.arena[expanded.locs.start].function,
+            }),
+            _ => None,
+        };
+        self.physical.insert((p, frame, is_return), physical);
+        physical
     }
 
     /// Symbolizes one frame into the arena (root first). A runtime frame gets only its
@@ -295,15 +394,10 @@ impl<'a> Expander<'a> {
                 runtime: false,
             };
         }
-        let module = (frame.module != 0)
-            .then(|| proc.module(frame.module))
-            .flatten();
-        let address = if is_return {
-            CodeAddress::ReturnAddress(frame.offset)
-        } else {
-            CodeAddress::InstructionPointer(frame.offset)
-        };
-        let chain = self.symbolizer.symbolize(module, address);
+        let module = known_module(proc, frame);
+        let chain = self
+            .symbolizer
+            .symbolize(module, CodeAddress::of(frame.offset, is_return));
         let module_path = module.map_or("", |m| m.path.as_str());
         let runtime = is_runtime_module(module_path);
         // The chain is innermost first and its last frame is the out-of-line function.
@@ -332,6 +426,13 @@ impl<'a> Expander<'a> {
             inlined: source.inlined,
         }
     }
+}
+
+/// The module of `frame`, when it lies in one the process recorded.
+fn known_module(proc: &ProcessProfile, frame: Frame) -> Option<&ModuleInfo> {
+    (frame.module != 0)
+        .then(|| proc.module(frame.module))
+        .flatten()
 }
 
 fn pseudo(function: u32) -> Loc {

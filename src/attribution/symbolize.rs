@@ -32,6 +32,14 @@ pub enum CodeAddress {
 }
 
 impl CodeAddress {
+    /// A recorded frame's address: a return address, or an interrupted instruction pointer.
+    pub fn of(address: u64, is_return: bool) -> CodeAddress {
+        match is_return {
+            true => CodeAddress::ReturnAddress(address),
+            false => CodeAddress::InstructionPointer(address),
+        }
+    }
+
     /// The address as the unwinder recorded it.
     pub fn recorded(self) -> u64 {
         match self {

@@ -46,7 +46,9 @@ pub fn frame_array() -> Box<[Frame; FRAMES_CAPACITY]> {
 pub struct Walk {
     /// Frames written to the output, including the truncation marker.
     pub depth: usize,
-    /// The path was cut at [`MAX_STACK_DEPTH`].
+    /// The path was cut: at [`MAX_STACK_DEPTH`], at code outside every module (JIT code in
+    /// an anonymous mapping, whose callers cannot be found without guessing), or where the
+    /// unwinder failed; its last frame is [`Frame::TRUNCATED`].
     pub truncated: bool,
     /// The unwinder stopped with an error before reaching a root frame.
     pub error: bool,
@@ -112,6 +114,11 @@ pub fn walk(
         if stack.is_root(unwind_regs.sp()) {
             return walk;
         }
+        if out[walk.depth - 1].module == 0 {
+            // No unwind information, and a frame pointer there may be any register: stop
+            // rather than make up callers.
+            return cut(walk, out);
+        }
         let next = modules
             .unwinder
             .unwind_frame(address, &mut unwind_regs, cache, &mut read);
@@ -120,10 +127,19 @@ pub fn walk(
             Ok(None) => return walk,
             Ok(Some(None)) | Err(_) => {
                 walk.error = true;
-                return walk;
+                return cut(walk, out);
             }
         }
     }
+}
+
+/// Ends a path that stops short of its root with the truncation marker. There is room:
+/// `FRAMES_CAPACITY` is `MAX_STACK_DEPTH + 1` and a walk stops at `MAX_STACK_DEPTH`.
+fn cut(mut walk: Walk, out: &mut [Frame; FRAMES_CAPACITY]) -> Walk {
+    out[walk.depth] = Frame::TRUNCATED;
+    walk.depth += 1;
+    walk.truncated = true;
+    walk
 }
 
 #[cfg(test)]
