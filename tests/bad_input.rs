@@ -260,6 +260,9 @@ fn report_on_undamaged_copy_works() {
     assert!(samples(&flat) > 50, "control copy has too few samples");
 }
 
+/// A part that ends inside a chunk, before its end record, is what a process killed during
+/// a write, out of disk, or still writing leaves: the report reads what precedes the cut and
+/// says where the part was cut.
 #[test]
 fn report_on_truncated_profile() {
     let dir = damaged_copy("truncated", |b| {
@@ -276,7 +279,28 @@ fn report_on_truncated_profile() {
             start = end;
         }
     });
-    assert_clean_error(&report_on(&dir), "report on a truncated profile");
+    let run = report_on(&dir);
+    assert!(run.status.success(), "{}", run.describe());
+    assert!(
+        run.stdout.contains("damaged:") && run.stdout.contains("ends inside a chunk at byte"),
+        "{}",
+        run.describe()
+    );
+    assert!(samples(&report_json(&dir, &["--view", "flat"])) > 0);
+}
+
+/// A part cut inside a chunk after its end record was damaged after it was written: a clean
+/// error, or with --salvage what precedes the cut.
+#[test]
+fn report_on_a_profile_cut_after_its_end() {
+    let dir = damaged_copy("cut-after-end", |b| {
+        // A chunk header claiming more bytes than follow, after the whole part.
+        b.extend_from_slice(b"BCK1");
+        b.extend_from_slice(&1000u32.to_le_bytes());
+        b.extend_from_slice(&[0; 8]);
+        b.extend_from_slice(&[1, 2, 3]);
+    });
+    assert_clean_error(&report_on(&dir), "report on a part cut after its end");
 }
 
 #[test]

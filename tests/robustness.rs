@@ -209,3 +209,42 @@ fn the_part_keeps_to_its_size_limit_and_says_what_it_dropped() {
         run.describe()
     );
 }
+
+/// A part that cannot be written to its end (here a file size limit the program sets,
+/// `ulimit -f`, which fails writes with EFBIG as a full disk fails them with ENOSPC): the
+/// program runs and exits as unprofiled, what was written before the limit is readable, and
+/// the summary says the process did not finish its part rather than showing a short profile
+/// without a word.
+#[test]
+fn a_part_cut_short_by_failing_writes_is_readable_and_named() {
+    let prog = compile_c("file_limit.c", "file_limit", &["-O1", "-g"]);
+    let out = scratch_dir("file-limit").join("prof");
+    let run = profile_run(&out, 1000, &prog, &["32", "3000"], &[]);
+    assert_eq!(run.code(), 0, "{}", run.describe());
+    assert!(
+        run.stdout.contains("truth crunch_ns="),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stderr
+            .contains("ended without finishing its part of the profile")
+            && run.stderr.contains("could not be written to its end"),
+        "{}",
+        run.describe()
+    );
+    let parts: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "bpp"))
+        .collect();
+    assert_eq!(parts.len(), 1);
+    assert!(std::fs::metadata(&parts[0]).unwrap().len() <= 32 << 10);
+    let flat = report_json(&out, &["--view", "flat"]);
+    let (crunch, _) = flat_values(&flat, "crunch");
+    assert!(
+        crunch > 0,
+        "nothing before the limit was read\n{}",
+        run.describe()
+    );
+}

@@ -296,6 +296,8 @@ struct Ending {
     unfinished: Vec<u32>,
     /// The profile directory, for the warning about processes still running.
     dir: PathBuf,
+    /// Bytes free for the user on the profile's file system, when it could be asked.
+    disk_free: Option<u64>,
 }
 
 impl Ending {
@@ -337,9 +339,23 @@ impl Ending {
             running,
             unfinished,
             dir: dir.to_owned(),
+            disk_free: disk_free(dir),
         }
     }
 }
+
+/// Bytes free for an unprivileged user on the file system holding `dir`.
+fn disk_free(dir: &Path) -> Option<u64> {
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a zeroed statvfs is a valid output buffer.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is NUL-terminated and `st` writable for the call.
+    (unsafe { libc::statvfs(path.as_ptr(), &mut st) } == 0)
+        .then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// Below this, the profile's disk counts as full.
+const DISK_FULL_BYTES: u64 = 1 << 20;
 
 /// Writes how the run ended: the program's exit status or the signal that killed it (with
 /// `quiet`, only a death by signal: its last samples are lost), the processes still running
@@ -383,11 +399,18 @@ fn write_end(out: &mut dyn Write, end: &Ending, quiet: bool) -> std::io::Result<
             1 => "its part",
             _ => "their parts",
         };
+        let full = match end.disk_free {
+            Some(free) if free < DISK_FULL_BYTES => format!(
+                "; the disk holding the profile is full ({free} bytes free): free some space, \
+                 or profile to another disk with -o"
+            ),
+            _ => String::new(),
+        };
         writeln!(
             out,
-            "blameprof: warning: {} ended without finishing {its} of the profile (killed or \
-             crashed): the samples not yet written are lost (at most the last second of each \
-             thread)",
+            "blameprof: warning: {} ended without finishing {its} of the profile (killed, \
+             crashed, or the part could not be written to its end): the samples not yet \
+             written are lost (at most the last second of each thread){full}",
             processes(&end.unfinished),
         )?;
     }
@@ -554,6 +577,16 @@ mod tests {
             "blameprof: warning: 1 process (pid 7) ended without finishing its part of the \
              profile"
         ));
+        assert!(!lines[2].contains("full"), "{text}");
+        let full = Ending {
+            disk_free: Some(4096),
+            ..end
+        };
+        let text = written(&full, false);
+        assert!(
+            text.contains("the disk holding the profile is full (4096 bytes free)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -371,12 +371,7 @@ pub fn decode_part(
             }
         };
         if data.len() - pos < CHUNK_HEADER_LEN {
-            let err = ReadError::Truncated {
-                path: path.to_owned(),
-                offset: pos as u64,
-            };
-            builder.profile.damage = Some(err.to_string());
-            damage(err)?;
+            builder.cut_short(path, pos, opts)?;
             break;
         }
         let header = &data[pos..pos + CHUNK_HEADER_LEN];
@@ -394,13 +389,18 @@ pub fn decode_part(
         let crc = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
         let tid = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
         let body_start = pos + CHUNK_HEADER_LEN;
-        if data.len() - body_start < len {
-            let err = ReadError::Truncated {
+        if len > super::wire::MAX_CHUNK_LEN {
+            let err = ReadError::Corrupted {
                 path: path.to_owned(),
                 offset: pos as u64,
+                what: "chunk longer than any writer makes",
             };
             builder.profile.damage = Some(err.to_string());
             damage(err)?;
+            break;
+        }
+        if data.len() - body_start < len {
+            builder.cut_short(path, pos, opts)?;
             break;
         }
         let body = &data[body_start..body_start + len];
@@ -427,6 +427,34 @@ pub fn decode_part(
         pos = body_start + len;
     }
     Ok(builder.finish())
+}
+
+impl Builder {
+    /// The part ends inside the chunk at `offset`. Before its end record that is a part
+    /// whose process was killed while its writes were partly done, ran out of disk or file
+    /// size, or is still writing: what precedes is read, and the cut noted as its damage.
+    /// After it, the file was damaged: an error unless salvaging.
+    fn cut_short(
+        &mut self,
+        path: &Path,
+        offset: usize,
+        opts: ReadOptions,
+    ) -> Result<(), ReadError> {
+        let err = ReadError::Truncated {
+            path: path.to_owned(),
+            offset: offset as u64,
+        };
+        if self.profile.ended_cleanly {
+            self.profile.damage = Some(err.to_string());
+            return if opts.salvage { Ok(()) } else { Err(err) };
+        }
+        self.profile.damage = Some(format!(
+            "profile '{}' ends inside a chunk at byte {offset}: its process was killed, could \
+             not write it to its end (a full disk?), or is still writing it",
+            path.display()
+        ));
+        Ok(())
+    }
 }
 
 struct Builder {

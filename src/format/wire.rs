@@ -95,6 +95,9 @@ impl<'a> RecordWriter<'a> {
 pub const FILE_HEADER_LEN: usize = 16;
 /// Size of the header in front of every chunk.
 pub const CHUNK_HEADER_LEN: usize = 16;
+/// The longest chunk payload a writer makes (the runtime's record buffers grow up to it); a
+/// reader takes a longer length as damage, never as a part cut short.
+pub const MAX_CHUNK_LEN: usize = 64 << 20;
 
 /// Writes the 16-byte file header: magic, version, reserved.
 pub fn file_header() -> [u8; FILE_HEADER_LEN] {

@@ -9,7 +9,7 @@ use super::config::{Config, Source};
 use super::counters::{self, Counter};
 use super::output::{self, Chunk, Unwritten};
 use crate::format::protocol::METRICS;
-use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
+use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN, MAX_CHUNK_LEN};
 use crate::format::{Frame, LockStats, RecordTag};
 use crate::unwind::modules::LoadedModule;
 
@@ -36,7 +36,7 @@ fn write_as(tid: u32, what: Chunk, encode: impl Fn(&mut RecordWriter) -> Result<
                 }
                 return;
             }
-            Err(Full) if size < (64 << 20) => size *= 4,
+            Err(Full) if size < MAX_CHUNK_LEN => size *= 4,
             Err(Full) => return,
         }
     }

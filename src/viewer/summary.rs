@@ -136,11 +136,11 @@ fn write_unsampled(p: &ProcessSummary, timer_failures: u64, out: &mut dyn Write)
     let period = 1_000_000_000 / p.requested_hz.max(1);
     let cpu = p.ended_threads_cpu_ns;
     let short = p.short_threads_cpu_ns;
-    let unsampled = p.timer_samples == 0 && cpu >= 3 * period;
-    if !unsampled && !(cpu >= 3 * period && short * 2 > cpu) {
+    let mostly_short = short * 2 > cpu;
+    if cpu < 3 * period || (p.timer_samples > 0 && !mostly_short) {
         return Ok(());
     }
-    let why = if short * 2 > cpu {
+    let why = if mostly_short {
         format!(
             "{} of it in threads that each ran less than one sampling period ({} of CPU \
              time at {} Hz), which a CPU-time timer never reaches: raise -F",
