@@ -31,6 +31,8 @@ pub mod hold_sampling;
 pub mod hold_starts;
 pub mod init_sites;
 pub mod lock_table;
+#[cfg(test)]
+mod model_check;
 pub mod policy;
 pub mod slab;
 pub mod spin;
