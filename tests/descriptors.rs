@@ -118,12 +118,14 @@ fn profile_survives_close_range() {
 
 #[test]
 fn profile_survives_closefrom() {
-    survives("closefrom");
+    let run = survives("closefrom");
+    assert_eq!(noted(&run, "part_reopened"), 0, "{}", run.describe());
 }
 
 #[test]
 fn profile_survives_a_close_loop() {
-    survives("close_loop");
+    let run = survives("close_loop");
+    assert_eq!(noted(&run, "part_reopened"), 0, "{}", run.describe());
 }
 
 #[test]
@@ -134,6 +136,8 @@ fn profile_survives_dup2_over_every_descriptor() {
         "{}",
         run.describe()
     );
+    // Moved, never lost: the part was not reopened.
+    assert_eq!(noted(&run, "part_reopened"), 0, "{}", run.describe());
 }
 
 #[test]

@@ -49,20 +49,19 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     unsafe { real::close()(fd) }
 }
 
-/// Closes `first..=last` with one system call, or one per descriptor before Linux 5.9;
-/// 0 or the negative error number.
+/// Closes `first..=last` with one system call; 0 or the negative error number.
 fn close_span(first: c_uint, last: c_uint, flags: c_uint) -> i64 {
-    match sys::close_range(first, last, flags) {
-        rc if rc == -i64::from(libc::ENOSYS) && flags == 0 => {
-            // Only ever below a runtime descriptor's number: a bounded loop.
-            for fd in first..=last {
-                sys::close(fd as c_int);
-            }
-            0
-        }
-        rc => rc,
-    }
+    sys::close_range(first, last, flags)
 }
+
+/// Whether the kernel has `close_range` (Linux 5.9; a seccomp filter may refuse it too):
+/// closing a number that cannot be open answers 0 there, `ENOSYS` elsewhere.
+fn kernel_closes_ranges() -> bool {
+    sys::close_range(c_uint::MAX, c_uint::MAX, 0) != -i64::from(libc::ENOSYS)
+}
+
+/// The flags `close_range` knows; others are the kernel's to refuse (`EINVAL`).
+const KNOWN_FLAGS: c_int = (libc::CLOSE_RANGE_UNSHARE | libc::CLOSE_RANGE_CLOEXEC) as c_int;
 
 /// Closes every descriptor of `first..=last` below the last of the runtime's in it, but
 /// the runtime's; returns the first number after that one (the rest is the caller's to
@@ -91,7 +90,10 @@ fn close_around(first: c_uint, last: c_uint, mut flags: c_uint) -> Result<u64, i
 #[no_mangle]
 pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
     let cloexec = flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0;
-    if cloexec || first > last || !guarded_in(first, last) {
+    let plain = flags & !KNOWN_FLAGS == 0 && first <= last;
+    if cloexec || !plain || !guarded_in(first, last) || !kernel_closes_ranges() {
+        // As the kernel answers: EINVAL, ENOSYS (the program's own fallback then goes
+        // through the interposed `close`), or the whole range marked close-on-exec.
         return sys_result(sys::close_range(first, last, flags as c_uint));
     }
     match close_around(first, last, flags as c_uint) {
@@ -117,13 +119,22 @@ fn sys_result(rc: i64) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn closefrom(lowfd: c_int) {
     let first = lowfd.max(0) as c_uint;
-    let from = if guarded_in(first, c_uint::MAX) {
+    if !guarded_in(first, c_uint::MAX) {
+        // SAFETY: glibc's closefrom, which the program linked against.
+        return match real_closefrom() {
+            Some(real) => unsafe { real(lowfd) },
+            None => close_listed(first),
+        };
+    }
+    if !kernel_closes_ranges() {
+        // glibc would close what /proc/self/fd lists, past the interposed `close`.
+        return close_listed(first);
+    }
+    let from = {
         match close_around(first, c_uint::MAX, 0) {
             Ok(from) if from <= u64::from(c_int::MAX as c_uint) => from as c_int,
             _ => return,
         }
-    } else {
-        lowfd
     };
     match real_closefrom() {
         // SAFETY: glibc's closefrom, which the program linked against, on the numbers above
@@ -131,6 +142,23 @@ pub unsafe extern "C" fn closefrom(lowfd: c_int) {
         Some(real) => unsafe { real(from) },
         None => {
             close_span(from as c_uint, c_uint::MAX, 0);
+        }
+    }
+}
+
+/// `closefrom(first)` where the kernel has no `close_range`: closes each descriptor
+/// `/proc/self/fd` lists from `first` on, but the runtime's (glibc does the same, without
+/// the exception).
+fn close_listed(first: c_uint) {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let listed: Vec<c_int> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in listed {
+        if fd >= first as c_int && !is_owned(fd) {
+            sys::close(fd);
         }
     }
 }

@@ -118,6 +118,7 @@ mod tests {
         let profile = Profile {
             path: "blameprof-test".into(),
             processes: vec![p],
+            skipped: Vec::new(),
         };
         let mut a = analyze_renamed(&profile);
         set_line(&mut a, "lookup", "table.c", 42);
@@ -163,6 +164,7 @@ mod tests {
         let profile = Profile {
             path: "blameprof-test".into(),
             processes: vec![p],
+            skipped: Vec::new(),
         };
         let a = analyze_renamed(&profile);
         let sites = lock_sites(&a, a.metrics.id("idleness").unwrap());

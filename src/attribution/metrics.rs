@@ -339,6 +339,7 @@ mod tests {
         Profile {
             path: "blameprof-kinds".into(),
             processes,
+            skipped: Vec::new(),
         }
     }
 

@@ -233,8 +233,10 @@ pub fn analyze(
         let proc = &profile.processes[p];
         for (name, value) in &proc.counters {
             let total = counters.entry(name).or_default();
-            // Gauges (the most of something at once) are not added up across processes.
-            *total = match name.contains("_peak") {
+            // Gauges (the most of something at once) and error numbers are not added up
+            // across processes.
+            let gauge = name.contains("_peak") || name == crate::format::counters::WRITE_LAST_ERRNO;
+            *total = match gauge {
                 true => (*total).max(*value),
                 false => *total + value,
             };
@@ -285,6 +287,7 @@ pub fn analyze(
         damage: selected
             .iter()
             .filter_map(|&p| profile.processes[p].damage.clone())
+            .chain(profile.skipped.iter().cloned())
             .collect(),
         processes,
         threads,

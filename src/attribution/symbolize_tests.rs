@@ -235,6 +235,7 @@ fn analysis_expands_inlined_frames_into_the_tree() {
     let profile = Profile {
         path: dir.to_owned(),
         processes: vec![p],
+        skipped: Vec::new(),
     };
     let a = analyze(&profile, Filter::default(), &mut sym).unwrap();
     let t = top_down(&a);
@@ -285,6 +286,7 @@ fn a_runtime_frame_keeps_only_its_out_of_line_function_without_a_line() {
     let profile = Profile {
         path: tmp.0.clone(),
         processes: vec![p],
+        skipped: Vec::new(),
     };
     let a = analyze_renamed(&profile);
     let path = &a.paths[0].locs;

@@ -258,6 +258,7 @@ pub(crate) fn lock_profile() -> Profile {
     Profile {
         path: "blameprof-locks".into(),
         processes: vec![lock_process()],
+        skipped: Vec::new(),
     }
 }
 
@@ -293,6 +294,7 @@ pub(crate) fn profile_of(stacks: &[(&[u64], u64)]) -> Profile {
     Profile {
         path: "blameprof-test".into(),
         processes: vec![p],
+        skipped: Vec::new(),
     }
 }
 
@@ -539,6 +541,7 @@ pub(crate) fn lock_table_of(p: ProcessProfile) -> super::locks::LockTable {
     let profile = Profile {
         path: "test".into(),
         processes: vec![p],
+        skipped: Vec::new(),
     };
     let mut t = super::locks::lock_table(&profile, Filter::default(), &mut Symbolizer::new())
         .expect("lock table");

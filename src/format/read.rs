@@ -247,6 +247,9 @@ impl ProcessProfile {
 pub struct Profile {
     pub path: PathBuf,
     pub processes: Vec<ProcessProfile>,
+    /// Parts of a directory skipped because they hold nothing, not even their file header
+    /// (a process that died, or ran out of disk, as it created its part), each with why.
+    pub skipped: Vec<String>,
 }
 
 /// Reads a profile directory, or a single part file.
@@ -259,6 +262,7 @@ pub fn read_profile(path: &Path, opts: ReadOptions) -> Result<Profile, ReadError
         },
     })?;
     let mut processes = Vec::new();
+    let mut skipped = Vec::new();
     if meta.is_dir() {
         let entries = std::fs::read_dir(path).map_err(|source| ReadError::Io {
             path: path.to_owned(),
@@ -272,8 +276,25 @@ pub fn read_profile(path: &Path, opts: ReadOptions) -> Result<Profile, ReadError
         if parts.is_empty() {
             return Err(ReadError::NoParts(path.to_owned()));
         }
+        let mut first_skipped = None;
         for part in parts {
-            processes.push(read_part(&part, opts)?);
+            match read_part(&part, opts) {
+                Ok(p) => processes.push(p),
+                Err(e @ ReadError::Empty(_)) => {
+                    skipped.push(e.to_string());
+                    first_skipped.get_or_insert(e);
+                }
+                Err(e @ ReadError::Truncated { offset, .. })
+                    if offset < super::wire::FILE_HEADER_LEN as u64 =>
+                {
+                    skipped.push(e.to_string());
+                    first_skipped.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if let (true, Some(e)) = (processes.is_empty(), first_skipped) {
+            return Err(e);
         }
     } else {
         processes.push(read_part(path, opts)?);
@@ -288,6 +309,7 @@ pub fn read_profile(path: &Path, opts: ReadOptions) -> Result<Profile, ReadError
     Ok(Profile {
         path: path.to_owned(),
         processes,
+        skipped,
     })
 }
 

@@ -24,7 +24,7 @@ use crate::sampler::timer::Timer;
 use crate::sys::{self, gettid};
 use crate::unwind::module_set::ModuleChanges;
 use crate::unwind::walk::StackBounds;
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 static NEXT_MODULE_ID: SpinLock<u32> = SpinLock::new(1);
@@ -59,10 +59,25 @@ fn process_cpu_ns() -> u64 {
 fn start_cpu_accounting() {
     ENDED_CPU_NS.store(0, Ordering::Relaxed);
     ENDED_THREADS.store(0, Ordering::Relaxed);
-    CPU_BASE_NS.store(
-        process_cpu_ns().saturating_sub(thread_cpu_ns()),
-        Ordering::Relaxed,
-    );
+    let own = thread_cpu_ns();
+    CPU_BASE_NS.store(process_cpu_ns().saturating_sub(own), Ordering::Relaxed);
+    FIRST_THREAD.store(gettid(), Ordering::Relaxed);
+    FIRST_THREAD_START_CPU_NS.store(own, Ordering::Relaxed);
+}
+
+/// The image's first thread, and its CPU clock when the image started: an image after
+/// `exec` (or a fork child) inherits the clock of the thread that made it.
+static FIRST_THREAD: AtomicU32 = AtomicU32::new(0);
+static FIRST_THREAD_START_CPU_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The CPU time thread `tid` used in this image, from its CPU clock `cpu` (what its end
+/// record says: the first thread's clock started before the image did).
+fn image_cpu(tid: u32, cpu: u64) -> u64 {
+    if tid == FIRST_THREAD.load(Ordering::Relaxed) {
+        cpu.saturating_sub(FIRST_THREAD_START_CPU_NS.load(Ordering::Relaxed))
+    } else {
+        cpu
+    }
 }
 
 fn source() -> Source {
@@ -91,6 +106,7 @@ fn try_init(cfg: Config) -> std::io::Result<()> {
     thread_state::init_table()?;
     crate::locks::contention_sampling::set_budget(cfg.contended_per_ms);
     install_handler(cfg.signal)?;
+    unblock_sampling(cfg.signal);
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: `key` is writable; `thread_exit` matches the destructor signature.
     if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } != 0 {
@@ -121,6 +137,17 @@ fn try_init(cfg: Config) -> std::io::Result<()> {
     crate::locks::acquisition_sampling::init();
     process::enable();
     Ok(())
+}
+
+/// Unblocks the sampling signal in the calling thread: an image started with it blocked
+/// (`posix_spawnattr_setsigmask`, a parent's `sigsetmask`), or a thread whose creator had
+/// it blocked by a way the interposed mask functions do not see, would never be sampled.
+fn unblock_sampling(signal: i32) {
+    // SAFETY: a zeroed sigset_t is valid; sigaddset fills it.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid sigset.
+    unsafe { libc::sigaddset(&mut set, signal) };
+    sys::sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
 }
 
 fn install_handler(signal: i32) -> std::io::Result<()> {
@@ -176,6 +203,9 @@ fn start_thread_bookkeeping(
     root: u64,
     is_main: bool,
 ) {
+    if let Some(cfg) = process::config() {
+        unblock_sampling(cfg.signal);
+    }
     let tid = gettid();
     state.in_runtime.store(true, Ordering::Relaxed);
     // SAFETY: `in_runtime` is raised on the owner thread.
@@ -297,7 +327,7 @@ extern "C" fn thread_exit(value: *mut libc::c_void) {
     ENDED_CPU_NS.fetch_add(cpu, Ordering::Relaxed);
     ENDED_THREADS.fetch_add(1, Ordering::Relaxed);
     records::write(tid, |w| {
-        records::thread_end(w, tid, &name, cpu)?;
+        records::thread_end(w, tid, &name, image_cpu(tid, cpu))?;
         counters::encode(w)
     });
     thread_state::detach(state);
@@ -441,7 +471,7 @@ fn finish(reason: u8) -> bool {
             records::lock_stats(w, l)?;
         }
         for (tid, name, cpu) in &ends {
-            records::thread_end(w, *tid, name, *cpu)?;
+            records::thread_end(w, *tid, name, image_cpu(*tid, *cpu))?;
         }
         records::process_end(w, reason)
     });
@@ -472,7 +502,14 @@ pub fn descriptor_wanted(fd: libc::c_int) {
     thread_state::for_each_live(|s| {
         if s.perf_fd.load(Ordering::Relaxed) == fd {
             let moved = descriptors::step_aside(fd).unwrap_or(-1);
-            s.perf_fd.store(moved, Ordering::Relaxed);
+            let swapped =
+                s.perf_fd
+                    .compare_exchange(fd, moved, Ordering::Relaxed, Ordering::Relaxed);
+            match (swapped, moved) {
+                (Err(_), m) if m >= 0 => descriptors::close_owned(m), // its timer stopped
+                (Ok(_), -1) => counters::add(Counter::TimerFailures, 1),
+                _ => {}
+            }
         }
     });
 }

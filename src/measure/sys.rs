@@ -53,28 +53,61 @@ pub fn close(fd: libc::c_int) -> bool {
     syscall3(libc::SYS_close, fd as u64, 0, 0) == 0
 }
 
-/// `rt_sigprocmask(2)` without libc: the runtime exports `pthread_sigmask` and
-/// `sigprocmask` (which never block the sampling signal), so its own blocking of that signal
-/// must not reach them. 0, or the negative error number.
-pub fn sigmask(how: libc::c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> i64 {
+/// `syscall` with four arguments (the fourth in r10); the raw return value.
+fn syscall4(number: i64, a: u64, b: u64, c: u64, d: u64) -> i64 {
     let ret: i64;
-    // SAFETY: the rt_sigprocmask system call with the x86-64 Linux convention (a fourth
-    // argument in r10: the kernel's sigset size, 8 bytes); it reads `*set` and writes `*old`
-    // when they are not null, and the caller passes valid sigsets.
+    // SAFETY: the system call instruction with the x86-64 Linux convention (number in rax,
+    // arguments in rdi, rsi, rdx, r10; result in rax; rcx and r11 clobbered). The calls made
+    // through here only read or write memory their callers pass and own.
     unsafe {
         std::arch::asm!(
             "syscall",
-            inlateout("rax") libc::SYS_rt_sigprocmask => ret,
-            in("rdi") how as u64,
-            in("rsi") set as u64,
-            in("rdx") old as u64,
-            in("r10") 8u64,
+            inlateout("rax") number => ret,
+            in("rdi") a,
+            in("rsi") b,
+            in("rdx") c,
+            in("r10") d,
             lateout("rcx") _,
             lateout("r11") _,
             options(nostack),
         );
     }
     ret
+}
+
+/// `rt_sigprocmask(2)` without libc: the runtime exports `pthread_sigmask` and
+/// `sigprocmask` (which never block the sampling signal), so its own blocking of that signal
+/// must not reach them. 0, or the negative error number.
+pub fn sigmask(how: libc::c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> i64 {
+    // The kernel's sigset is 8 bytes on x86-64.
+    syscall4(
+        libc::SYS_rt_sigprocmask,
+        how as u64,
+        set as u64,
+        old as u64,
+        8,
+    )
+}
+
+/// The calling process's file size limit (`RLIMIT_FSIZE`, soft), in bytes; `u64::MAX`
+/// when unlimited or unknown.
+pub fn file_size_limit() -> u64 {
+    let mut limit = libc::rlimit64 {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let rc = syscall4(
+        libc::SYS_prlimit64,
+        0,
+        libc::RLIMIT_FSIZE as u64,
+        0,
+        &mut limit as *mut libc::rlimit64 as u64,
+    );
+    if rc == 0 {
+        limit.rlim_cur
+    } else {
+        u64::MAX
+    }
 }
 
 /// `close_range(2)` without libc (glibc before 2.34 has no wrapper); 0, or the negative

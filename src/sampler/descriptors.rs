@@ -103,11 +103,11 @@ fn own_or_count(fd: libc::c_int) {
 pub fn step_aside(fd: libc::c_int) -> Option<libc::c_int> {
     // SAFETY: `fd` is an open descriptor of the runtime's; the new one is a copy.
     let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, MIN_FD) };
+    disown(fd); // the program's from now on, whatever happens to the copy
     if new < 0 {
         return None;
     }
     own_or_count(new);
-    disown(fd);
     counters::add(Counter::DescriptorsMoved, 1);
     Some(new)
 }

@@ -35,12 +35,18 @@ use std::cell::UnsafeCell;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// The part's descriptor and the epoch it belongs to: `epoch << 32 | fd as u32` (no part:
-/// fd -1). The epoch changes whenever the descriptor does.
+/// fd [`CLOSED`]; a part whose descriptor could not be kept: fd [`LOST`], reopened by the
+/// next write). The epoch changes whenever the descriptor does.
 static CURRENT: AtomicU64 = AtomicU64::new(NO_PART);
 const NO_PART: u64 = u32::MAX as u64;
+const CLOSED: libc::c_int = -1;
+const LOST: libc::c_int = -2;
+/// A write of the part was cut short (a full disk, a file size limit): the part now ends
+/// inside a chunk, which must stay its end, so nothing more is written to it.
+static CUT: AtomicBool = AtomicBool::new(false);
 /// Writes in flight, by the parity of the epoch they read.
 static IN_FLIGHT: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
 /// The part file's identity, to tell it from whatever else a descriptor number may be now.
@@ -104,6 +110,8 @@ pub fn open_part(dir: &Path, max_bytes: u64) -> std::io::Result<u32> {
     close();
     WRITTEN.store(0, Ordering::Relaxed);
     LIMIT.store(max_bytes, Ordering::Relaxed);
+    CUT.store(false, Ordering::Relaxed);
+    MOVING.raw_unlock(); // a fork child's may be held by a thread of the parent's
     for count in &IN_FLIGHT {
         count.store(0, Ordering::Relaxed); // a fork child's counts may hold the parent's writes
     }
@@ -147,11 +155,18 @@ pub fn open_part(dir: &Path, max_bytes: u64) -> std::io::Result<u32> {
         };
         DEV.store(dev, Ordering::Relaxed);
         INO.store(ino, Ordering::Relaxed);
+        let header = file_header();
+        if let Err(e) = write_all(fd, &header) {
+            // A part without even its header would stop every reader of the directory.
+            descriptors::close_owned(fd);
+            // SAFETY: `path` is a NUL-terminated string; the file is the one just created.
+            unsafe { libc::unlink(path.as_ptr()) };
+            CUT.store(false, Ordering::Relaxed);
+            return Err(std::io::Error::from_raw_os_error(e));
+        }
+        WRITTEN.store(header.len() as u64, Ordering::Relaxed);
         let state = CURRENT.load(Ordering::Relaxed);
         CURRENT.store(next_state(state, fd), Ordering::Release);
-        let header = file_header();
-        write_all(fd, &header).map_err(std::io::Error::from_raw_os_error)?;
-        WRITTEN.store(header.len() as u64, Ordering::Relaxed);
         return Ok(generation);
     }
     Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists))
@@ -161,7 +176,7 @@ pub fn open_part(dir: &Path, max_bytes: u64) -> std::io::Result<u32> {
 /// Call only when no other thread can write.
 pub fn close() {
     let state = CURRENT.load(Ordering::Acquire);
-    CURRENT.store(next_state(state, -1), Ordering::Release);
+    CURRENT.store(next_state(state, CLOSED), Ordering::Release);
     let fd = fd_of(state);
     if fd < 0 {
         return;
@@ -182,22 +197,40 @@ pub fn step_aside(fd: libc::c_int) {
     if fd_of(state) != fd {
         return;
     }
-    // No descriptor free: the part is given up (later writes count their bytes as lost).
-    let new = descriptors::step_aside(fd).unwrap_or(-1);
-    CURRENT.store(next_state(state, new), Ordering::SeqCst);
+    // No descriptor free: the next write reopens the part by its path.
+    let new = descriptors::step_aside(fd).unwrap_or(LOST);
+    if CURRENT
+        .compare_exchange(
+            state,
+            next_state(state, new),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        )
+        .is_err()
+    {
+        // A write reopened the part meanwhile: `fd` is no longer its descriptor.
+        if new >= 0 {
+            descriptors::close_owned(new);
+        }
+        return;
+    }
     // A write of the old epoch ends within one `write` call; none runs on this thread (a
     // handler runs to its end before the thread goes on).
     let old = in_flight(state);
-    while old.load(Ordering::Acquire) != 0 {
+    while old.load(Ordering::SeqCst) != 0 {
         std::thread::yield_now();
     }
 }
 
 fn identity(fd: libc::c_int) -> Option<(u64, u64)> {
+    stat(fd).map(|st| (st.st_dev, st.st_ino))
+}
+
+fn stat(fd: libc::c_int) -> Option<libc::stat> {
     // SAFETY: zeroed stat is valid; fstat writes it and is async-signal-safe.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is writable for the call.
-    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st)
 }
 
 /// Whether `fd` is (still) the part file.
@@ -205,17 +238,24 @@ fn is_part(fd: libc::c_int) -> bool {
     identity(fd) == Some((DEV.load(Ordering::Relaxed), INO.load(Ordering::Relaxed)))
 }
 
+/// The part's size when `fd` is (still) the part file.
+fn part_size(fd: libc::c_int) -> Option<u64> {
+    let st = stat(fd)?;
+    let ours = (st.st_dev, st.st_ino) == (DEV.load(Ordering::Relaxed), INO.load(Ordering::Relaxed));
+    ours.then_some(st.st_size as u64)
+}
+
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// Writes all of `data`, or says the error number.
-fn write_all(fd: libc::c_int, mut data: &[u8]) -> Result<(), i32> {
-    // Bounded: a regular file accepts the whole write at once except on errors like ENOSPC.
+/// Writes `data` with one `write`, or says the error number. A write cut short (a full disk
+/// or a file size limit: a regular file takes a whole write otherwise) leaves the part
+/// ending inside a chunk: it is marked [`CUT`], and nothing more is written to it, so that
+/// the cut stays at its end, where readers take it as such.
+fn write_all(fd: libc::c_int, data: &[u8]) -> Result<(), i32> {
+    // Bounded: only an interruption before anything was written is retried.
     for _ in 0..8 {
-        if data.is_empty() {
-            return Ok(());
-        }
         // SAFETY: `data` is a valid readable slice; write is async-signal-safe.
         let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
         if n < 0 {
@@ -224,13 +264,13 @@ fn write_all(fd: libc::c_int, mut data: &[u8]) -> Result<(), i32> {
                 e => return Err(e),
             }
         }
-        data = &data[n as usize..];
+        if n as usize == data.len() {
+            return Ok(());
+        }
+        CUT.store(true, Ordering::Relaxed);
+        return Err(libc::ENOSPC);
     }
-    if data.is_empty() {
-        Ok(())
-    } else {
-        Err(libc::EIO)
-    }
+    Err(libc::EINTR)
 }
 
 /// Appends one chunk holding `what`. `buf[..CHUNK_HEADER_LEN]` is reserved for the header,
@@ -267,7 +307,12 @@ pub fn write_chunk(buf: &mut [u8], tid: u32, what: Chunk) -> Result<(), Unwritte
 }
 
 /// Appends `data` to the part, reopening it once or twice if its descriptor was lost.
+/// Refused without writing: after a cut, and past the process's file size limit (whose
+/// signal, SIGXFSZ, would kill the program).
 fn append(data: &[u8]) -> Result<(), i32> {
+    if CUT.load(Ordering::Relaxed) {
+        return Err(libc::ENOSPC);
+    }
     for _ in 0..3 {
         let state = CURRENT.load(Ordering::SeqCst);
         let count = in_flight(state);
@@ -277,11 +322,18 @@ fn append(data: &[u8]) -> Result<(), i32> {
             continue; // moved meanwhile: read the new state
         }
         let fd = fd_of(state);
-        let written = (fd >= 0 && is_part(fd)).then(|| write_all(fd, data));
+        let written = (fd >= 0).then(|| part_size(fd)).flatten().map(|size| {
+            let end = size.saturating_add(data.len() as u64);
+            if end > crate::sys::file_size_limit() {
+                Err(libc::EFBIG)
+            } else {
+                write_all(fd, data)
+            }
+        });
         count.fetch_sub(1, Ordering::Release);
         match written {
             Some(result) => return result,
-            None if fd < 0 => return Err(libc::EBADF),
+            None if fd == CLOSED => return Err(libc::EBADF),
             None => reopen(state)?,
         }
     }
@@ -289,12 +341,11 @@ fn append(data: &[u8]) -> Result<(), i32> {
 }
 
 /// The part's descriptor `fd_of(seen)` is no longer the part (closed or replaced behind the
-/// runtime's back): open the part again by its path, and publish it unless another thread
-/// did first. Fails when the file is gone or replaced.
+/// runtime's back, or given up: [`LOST`]): open the part again by its path, and publish it
+/// unless another thread did first. Fails when the file is gone or replaced.
 fn reopen(seen: u64) -> Result<(), i32> {
-    descriptors::disown(fd_of(seen)); // the number may be the program's now
-                                      // SAFETY: PATH was written before `seen` was published (see `PartPath`) and is
-                                      // NUL-terminated; an empty path (too long to keep) fails to open.
+    // SAFETY: PATH was written before `seen` was published (see `PartPath`) and is
+    // NUL-terminated; an empty path (too long to keep) fails to open.
     let path = unsafe { (*PATH.0.get()).as_ptr() };
     let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW;
     // SAFETY: `path` is NUL-terminated; open is async-signal-safe.
@@ -309,7 +360,11 @@ fn reopen(seen: u64) -> Result<(), i32> {
     let fd = descriptors::raise(fd);
     let next = next_state(seen, fd);
     match CURRENT.compare_exchange(seen, next, Ordering::SeqCst, Ordering::SeqCst) {
-        Ok(_) => counters::add(Counter::PartReopened, 1),
+        Ok(_) => {
+            // The old number may be the program's now.
+            descriptors::disown(fd_of(seen));
+            counters::add(Counter::PartReopened, 1);
+        }
         Err(_) => descriptors::close_owned(fd), // another thread reopened it, or it moved
     }
     Ok(())

@@ -19,6 +19,7 @@ fn analysis_of(p: ProcessProfile) -> Analysis {
     let mut a = analyze_renamed(&Profile {
         path: "blameprof-kinds".into(),
         processes: vec![p],
+        skipped: Vec::new(),
     });
     set_line(&mut a, "lookup", "/src/table.c", 42);
     set_line(&mut a, "insert", "/src/table.c", 57);

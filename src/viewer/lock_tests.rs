@@ -261,6 +261,7 @@ fn summary_without_lock_waiting_has_no_lock_lines() {
     let profile = crate::format::read::Profile {
         path: "blameprof-quiet".into(),
         processes: vec![p],
+        skipped: Vec::new(),
     };
     let a = analyze_renamed(&profile);
     let mut out = Vec::new();

@@ -53,7 +53,11 @@ const CONTENTION_COUNTERS: [&str; 6] = [
 /// have been read); nothing for a sound profile.
 pub(super) fn write_losses(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
     write_damage(
-        profile.processes.iter().filter_map(|p| p.damage.as_ref()),
+        profile
+            .processes
+            .iter()
+            .filter_map(|p| p.damage.as_ref())
+            .chain(&profile.skipped),
         out,
     )?;
     let counter = |name| profile.processes.iter().map(|p| p.counter(name)).sum();

@@ -36,6 +36,7 @@ fn profile() -> Profile {
     Profile {
         path: "blameprof-test".into(),
         processes: vec![two_metric_process()],
+        skipped: Vec::new(),
     }
 }
 
@@ -403,6 +404,7 @@ fn one_million_samples() {
     let profile = Profile {
         path: "blameprof-1m".into(),
         processes: vec![p],
+        skipped: Vec::new(),
     };
     let start = std::time::Instant::now();
     let a = analyze_renamed(&profile);

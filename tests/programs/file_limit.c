@@ -1,6 +1,7 @@
 /* file_limit: a program that limits the size of the files it may write (RLIMIT_FSIZE, as a
- * shell's `ulimit -f` does) and ignores SIGXFSZ, so that writes past the limit fail with
- * EFBIG, then computes: the profile's part stops growing at the limit, as on a full disk.
+ * shell's `ulimit -f` does), then computes: the profile's part stops growing at the limit,
+ * as on a full disk. It keeps SIGXFSZ's default action (death): a write past the limit by
+ * the runtime would kill it.
  *
  * Usage: file_limit [limit_kib=48] [cpu_ms=1500]
  * Prints "truth crunch_ns=N" (its CPU time in crunch()).
@@ -28,7 +29,6 @@ __attribute__((noinline)) uint64_t crunch(uint64_t budget_ns) {
 int main(int argc, char **argv) {
     rlim_t limit = (rlim_t)(argc > 1 ? atoi(argv[1]) : 48) << 10;
     uint64_t budget = (uint64_t)(argc > 2 ? atoi(argv[2]) : 1500) * 1000000ull;
-    signal(SIGXFSZ, SIG_IGN);
     struct rlimit r = {limit, limit};
     if (setrlimit(RLIMIT_FSIZE, &r) != 0) {
         perror("setrlimit");
