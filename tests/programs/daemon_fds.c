@@ -14,6 +14,7 @@
  *   raw_close    syscall(SYS_close_range, 3, ~0U, 0): past any interposition
  *   raw_dup2     syscall(SYS_dup2, /dev/null, fd) for every fd from 3 to 1023, and closes them
  *                after the workload
+ * MODE_late (close_range_late, dup2_late): the same, done while the threads run.
  * Then THREADS threads take `table_lock` ROUNDS times each and compute in update_table()
  * inside it (HOLD_NS of CPU), and in prepare_entry() outside it (the same).
  *
@@ -155,11 +156,23 @@ int main(int argc, char **argv) {
     if (argc > 2)
         rounds = atoi(argv[2]);
     snprintf(rounds_arg, sizeof rounds_arg, "%d", rounds);
-    unsettle(argv[1], argv[0], rounds_arg);
+    /* MODE_late: the same once the workers run (their perf timers' descriptors exist). */
+    char mode[32];
+    snprintf(mode, sizeof mode, "%s", argv[1]);
+    char *late = strstr(mode, "_late");
+    if (late)
+        *late = 0;
+    else
+        unsettle(mode, argv[0], rounds_arg);
     pthread_t t[THREADS];
     struct counts c[THREADS] = {0};
     for (int i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, worker, &c[i]);
+    if (late) {
+        struct timespec pause = {0, 20 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        unsettle(mode, argv[0], rounds_arg);
+    }
     struct counts sum = {0};
     for (int i = 0; i < THREADS; i++) {
         pthread_join(t[i], NULL);
