@@ -162,7 +162,8 @@ fn demand_monitored(lock: &AtomicU32, address: usize) -> Option<&'static MonSpin
 pub fn lock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     let address = lock as *const AtomicU32 as usize;
     loop {
-        let current = lock.load(Ordering::Relaxed);
+        // Acquire: a monitored word's record was initialised before the word was published.
+        let current = lock.load(Ordering::Acquire);
         if let Some(m) = monitored(current) {
             lock_monitored(m, hooks);
             return 0;
@@ -255,7 +256,8 @@ fn acquired(m: &MonSpin, hooks: &impl SpinHooks) {
 /// `pthread_spin_trylock`: 0, or EBUSY.
 pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     loop {
-        let current = lock.load(Ordering::Relaxed);
+        // Acquire: a monitored word's record was initialised before the word was published.
+        let current = lock.load(Ordering::Acquire);
         if let Some(m) = monitored(current) {
             return if m.word.swap(1, Ordering::Acquire) == 0 {
                 acquired(m, hooks);
@@ -283,7 +285,8 @@ pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
 /// `pthread_spin_unlock`: releases, then takes any blame accumulated during the hold.
 pub fn unlock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     loop {
-        let current = lock.load(Ordering::Relaxed);
+        // Acquire: a monitored word's record was initialised before the word was published.
+        let current = lock.load(Ordering::Acquire);
         if let Some(m) = monitored(current) {
             // Take the waiting of this hold before releasing: after it, the next holder's
             // hold begins.
