@@ -196,11 +196,11 @@ pub(super) fn write(
         1 => "1 process".to_owned(),
         n => format!("{n} processes"),
     };
-    writeln!(
-        out,
-        "{PREFIX}profile: {path} ({processes}, {} threads)",
-        a.threads.len()
-    )?;
+    let threads = match a.threads.len() {
+        1 => "1 thread".to_owned(),
+        n => format!("{n} threads"),
+    };
+    writeln!(out, "{PREFIX}profile: {path} ({processes}, {threads})")?;
     write_damage(&a.damage, out)?;
     writeln!(
         out,
