@@ -16,19 +16,6 @@ use std::time::Duration;
 
 const ROUNDS: &str = "120";
 
-/// A counter from the run summary's `note:` line (0 when absent: only non-zero ones are
-/// listed).
-fn noted(run: &Run, name: &str) -> u64 {
-    run.counters_note()
-        .and_then(|line| {
-            line.split([':', ',']).find_map(|item| {
-                let (key, value) = item.trim().rsplit_once(' ')?;
-                (key == name).then(|| value.parse().ok())?
-            })
-        })
-        .unwrap_or(0)
-}
-
 fn within(profiled: u64, truth: u64, tolerance: f64) -> bool {
     (profiled as f64 - truth as f64).abs() <= tolerance * truth as f64
 }
@@ -57,7 +44,7 @@ fn survives_at(mode: &str, freq: u32) -> (Run, PathBuf) {
         "samples were lost\n{}",
         run.describe()
     );
-    assert_eq!(noted(&run, "write_errors"), 0, "{}", run.describe());
+    assert_eq!(run.noted("write_errors"), 0, "{}", run.describe());
 
     let t = truth(&run.stdout);
     let flat = report_json(&out, &["--view", "flat"]);
@@ -113,31 +100,31 @@ fn survives(mode: &str) -> Run {
 #[test]
 fn profile_survives_close_range() {
     let run = survives("close_range");
-    assert_eq!(noted(&run, "part_reopened"), 0, "{}", run.describe());
+    assert_eq!(run.noted("part_reopened"), 0, "{}", run.describe());
 }
 
 #[test]
 fn profile_survives_closefrom() {
     let run = survives("closefrom");
-    assert_eq!(noted(&run, "part_reopened"), 0, "{}", run.describe());
+    assert_eq!(run.noted("part_reopened"), 0, "{}", run.describe());
 }
 
 #[test]
 fn profile_survives_a_close_loop() {
     let run = survives("close_loop");
-    assert_eq!(noted(&run, "part_reopened"), 0, "{}", run.describe());
+    assert_eq!(run.noted("part_reopened"), 0, "{}", run.describe());
 }
 
 #[test]
 fn profile_survives_dup2_over_every_descriptor() {
     let run = survives("dup2");
     assert!(
-        noted(&run, "runtime_descriptors_moved") > 0,
+        run.noted("runtime_descriptors_moved") > 0,
         "{}",
         run.describe()
     );
     // Moved, never lost: the part was not reopened.
-    assert_eq!(noted(&run, "part_reopened"), 0, "{}", run.describe());
+    assert_eq!(run.noted("part_reopened"), 0, "{}", run.describe());
 }
 
 #[test]
@@ -150,13 +137,13 @@ fn profile_survives_fcntl_games_and_exec() {
 #[test]
 fn profile_is_reopened_after_a_raw_close_range() {
     let run = survives("raw_close");
-    assert!(noted(&run, "part_reopened") >= 1, "{}", run.describe());
+    assert!(run.noted("part_reopened") >= 1, "{}", run.describe());
 }
 
 #[test]
 fn profile_is_reopened_after_a_raw_dup2_and_the_program_keeps_its_descriptors() {
     let run = survives("raw_dup2");
-    assert!(noted(&run, "part_reopened") >= 1, "{}", run.describe());
+    assert!(run.noted("part_reopened") >= 1, "{}", run.describe());
 }
 
 /// At 1000 Hz the timers are perf counters, one descriptor per thread, which the program's

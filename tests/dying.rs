@@ -18,7 +18,6 @@ mod common;
 
 use blameprof::format::read::{read_profile, Profile, ReadOptions};
 use common::*;
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -38,60 +37,8 @@ const BRIEF: &str = "0.1";
 /// second old (at the next sample), so at most about a second of each thread's CPU time.
 const UNWRITTEN_NS: u64 = 1_100_000_000;
 
-/// Every `truth k=v ...` line the program printed, merged.
-fn truths(stdout: &str) -> HashMap<String, u64> {
-    let mut all = HashMap::new();
-    for line in stdout.lines().filter(|l| l.starts_with("truth ")) {
-        all.extend(truth(line));
-    }
-    all
-}
-
-/// `text` with every run of digits replaced by `N`: runs differ in pids and times only.
-fn normalized(text: &str) -> String {
-    let mut out = String::new();
-    let mut in_number = false;
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            if !in_number {
-                out.push('N');
-            }
-            in_number = true;
-        } else {
-            out.push(c);
-            in_number = false;
-        }
-    }
-    out
-}
-
 fn dying() -> PathBuf {
     compile_c("dying.c", "dying", &["-O2", "-g", "-pthread"])
-}
-
-/// Asserts the profiled run behaved as the unprofiled one: the same exit status, the same
-/// stdout and stderr but for numbers (and blameprof's lines).
-fn assert_unchanged(what: &str, plain: &Run, profiled: &Run) {
-    assert_eq!(
-        profiled.code(),
-        plain.code(),
-        "{what}: exit status differs\n--- unprofiled ---\n{}\n--- profiled ---\n{}",
-        plain.describe(),
-        profiled.describe()
-    );
-    assert_eq!(
-        normalized(&profiled.stdout),
-        normalized(&plain.stdout),
-        "{what}: stdout differs\n--- unprofiled ---\n{}\n--- profiled ---\n{}",
-        plain.describe(),
-        profiled.describe()
-    );
-    assert_eq!(
-        normalized(&profiled.stderr_without_blameprof()),
-        normalized(&plain.stderr),
-        "{what}: stderr differs (blameprof: lines ignored)\n{}",
-        profiled.describe()
-    );
 }
 
 /// The profile's part files, read as `blameprof report` reads them (no salvage: a dead

@@ -20,65 +20,7 @@ mod common;
 
 use common::*;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// Every `truth k=v ...` line the program's processes printed, merged.
-fn truths(stdout: &str) -> HashMap<String, u64> {
-    let mut all = HashMap::new();
-    for line in stdout.lines().filter(|l| l.starts_with("truth ")) {
-        all.extend(truth(line));
-    }
-    all
-}
-
-/// `text` with every run of digits replaced by `N`: runs differ in pids and times only.
-fn normalized(text: &str) -> String {
-    let mut out = String::new();
-    let mut in_number = false;
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            if !in_number {
-                out.push('N');
-            }
-            in_number = true;
-        } else {
-            out.push(c);
-            in_number = false;
-        }
-    }
-    out
-}
-
-/// The program run without the profiler.
-fn unprofiled(prog: &Path, args: &[&str]) -> Run {
-    run_with_timeout(Command::new(prog).args(args), RUN_TIMEOUT)
-}
-
-/// Asserts the profiled run behaved as the unprofiled one: the same exit status (blameprof's
-/// is the program's), and the same stdout and stderr but for numbers (and blameprof's lines).
-fn assert_unchanged(what: &str, plain: &Run, profiled: &Run) {
-    assert_eq!(
-        profiled.code(),
-        plain.code(),
-        "{what}: exit status differs\n--- unprofiled ---\n{}\n--- profiled ---\n{}",
-        plain.describe(),
-        profiled.describe()
-    );
-    assert_eq!(
-        normalized(&profiled.stdout),
-        normalized(&plain.stdout),
-        "{what}: stdout differs\n--- unprofiled ---\n{}\n--- profiled ---\n{}",
-        plain.describe(),
-        profiled.describe()
-    );
-    assert_eq!(
-        normalized(&profiled.stderr_without_blameprof()),
-        normalized(&plain.stderr),
-        "{what}: stderr differs (blameprof: lines ignored)\n{}",
-        profiled.describe()
-    );
-}
+use std::path::PathBuf;
 
 /// Asserts `function`'s exclusive work in the flat report is within `tolerance` of the time
 /// the program measured, `truth[<function>_ns]`.
@@ -244,13 +186,7 @@ fn raw_clone_thread_is_not_sampled_and_does_no_harm() {
         "the raw clone thread was sampled: update the documented behaviour"
     );
     assert_eq!(flat["threads"].as_array().unwrap().len(), 1);
-    let unseen = run
-        .counters_note()
-        .and_then(|note| {
-            note.split([':', ','])
-                .find_map(|c| c.trim().strip_prefix("unseen_threads_cpu_ns "))
-        })
-        .map_or(0, |v| v.parse::<u64>().unwrap());
+    let unseen = run.noted("unseen_threads_cpu_ns");
     let want = t["clone_work_ns"];
     assert!(
         unseen as f64 > 0.9 * want as f64 && (unseen as f64) < 1.1 * want as f64 + 5e6,
@@ -317,11 +253,8 @@ fn a_program_that_blocks_every_signal_is_still_sampled() {
     let flat = report_json(&out, &["--view", "flat"]);
     assert_work(&flat, &t, "crunch", 0.15);
     // The main thread's pthread_sigmask and each worker's sigprocmask.
-    let kept = run.counters_note().and_then(|note| {
-        note.split([':', ','])
-            .find_map(|c| c.trim().strip_prefix("sampling_signal_kept_unblocked "))
-    });
-    assert_eq!(kept, Some("3"), "{}", run.describe());
+    let kept = run.noted("sampling_signal_kept_unblocked");
+    assert_eq!(kept, 3, "{}", run.describe());
 }
 
 /// Threads shorter than one sampling period are never reached by their CPU-time timers: a

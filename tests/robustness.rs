@@ -179,11 +179,7 @@ fn the_part_keeps_to_its_size_limit_and_says_what_it_dropped() {
         "{}",
         run.describe()
     );
-    let parts: Vec<_> = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "bpp"))
-        .collect();
+    let parts = part_files(&out);
     assert_eq!(parts.len(), 1);
     let size = std::fs::metadata(&parts[0]).unwrap().len();
     // Samples up to the limit, records a sixteenth more, and the last chunk: 4 threads'
@@ -235,11 +231,7 @@ fn a_part_cut_short_by_failing_writes_is_readable_and_named() {
         "{}",
         run.describe()
     );
-    let parts: Vec<_> = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "bpp"))
-        .collect();
+    let parts = part_files(&out);
     assert_eq!(parts.len(), 1);
     assert!(std::fs::metadata(&parts[0]).unwrap().len() <= 32 << 10);
     let flat = report_json(&out, &["--view", "flat"]);

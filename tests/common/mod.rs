@@ -13,6 +13,9 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 mod report;
 pub use report::*;
+mod unchanged;
+#[allow(unused_imports)] // only tests/processes.rs and tests/dying.rs use them
+pub use unchanged::*;
 mod waits;
 #[allow(unused_imports)] // only tests/waits.rs uses them
 pub use waits::*;
@@ -244,6 +247,19 @@ impl Run {
         self.stderr
             .lines()
             .find(|l| l.starts_with("blameprof: note:"))
+    }
+
+    /// The counter `name` from the summary's `note:` line (0 when absent: only non-zero
+    /// ones are listed).
+    pub fn noted(&self, name: &str) -> u64 {
+        self.counters_note()
+            .and_then(|line| {
+                line.split([':', ',']).find_map(|item| {
+                    let (key, value) = item.trim().rsplit_once(' ')?;
+                    (key == name).then(|| value.parse().ok())?
+                })
+            })
+            .unwrap_or(0)
     }
 
     /// stderr without blameprof's own `blameprof:` lines.
