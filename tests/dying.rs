@@ -53,17 +53,6 @@ fn profiled_work(out: &Path, function: &str) -> u64 {
     flat_values(&report_json(out, &["--view", "flat"]), function).1
 }
 
-/// Asserts `got` is within `tol` of `want`.
-fn assert_close(function: &str, got: u64, want: u64, tol: f64) {
-    let err = (got as f64 - want as f64).abs() / want as f64;
-    assert!(
-        err < tol,
-        "{function}: profiled {got} ns, measured {want} ns ({:.1}% off, more than {:.0}%)",
-        err * 100.0,
-        tol * 100.0
-    );
-}
-
 /// Asserts `got` is what a process that died kept of `want`: at least all but the
 /// unwritten samples (and something), at most the whole (within sampling error).
 fn assert_bounded_loss(function: &str, got: u64, want: u64) {

@@ -26,14 +26,7 @@ use std::path::PathBuf;
 /// the program measured, `truth[<function>_ns]`.
 fn assert_work(flat: &serde_json::Value, truth: &HashMap<String, u64>, function: &str, tol: f64) {
     let want = truth[&format!("{function}_ns")];
-    let (_, got) = flat_values(flat, function);
-    let err = (got as f64 - want as f64).abs() / want as f64;
-    assert!(
-        err < tol,
-        "{function}: profiled {got} ns, measured {want} ns ({:.1}% off, more than {:.0}%)",
-        err * 100.0,
-        tol * 100.0
-    );
+    assert_close(function, flat_values(flat, function).1, want, tol);
 }
 
 fn procs() -> PathBuf {

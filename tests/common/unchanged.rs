@@ -63,3 +63,14 @@ pub fn assert_unchanged(what: &str, plain: &Run, profiled: &Run) {
         profiled.describe()
     );
 }
+
+/// Asserts `function`'s profiled `got` ns is within `tol` of the `want` ns it measured.
+pub fn assert_close(function: &str, got: u64, want: u64, tol: f64) {
+    let err = (got as f64 - want as f64).abs() / want as f64;
+    assert!(
+        err < tol,
+        "{function}: profiled {got} ns, measured {want} ns ({:.1}% off, more than {:.0}%)",
+        err * 100.0,
+        tol * 100.0
+    );
+}
