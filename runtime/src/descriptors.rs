@@ -130,11 +130,9 @@ pub unsafe extern "C" fn closefrom(lowfd: c_int) {
         // glibc would close what /proc/self/fd lists, past the interposed `close`.
         return close_listed(first);
     }
-    let from = {
-        match close_around(first, c_uint::MAX, 0) {
-            Ok(from) if from <= u64::from(c_int::MAX as c_uint) => from as c_int,
-            _ => return,
-        }
+    let from = match close_around(first, c_uint::MAX, 0) {
+        Ok(from) if from <= u64::from(c_int::MAX as c_uint) => from as c_int,
+        _ => return,
     };
     match real_closefrom() {
         // SAFETY: glibc's closefrom, which the program linked against, on the numbers above

@@ -221,8 +221,26 @@ fn without_sampling_signal(how: c_int, set: *const libc::sigset_t) -> Option<lib
     Some(copy)
 }
 
-/// Blocks what the program asks but the sampling signal (see `without_sampling_signal`).
+/// The signature of `pthread_sigmask` and `sigprocmask`.
+type MaskFn = unsafe extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
+
+/// Calls glibc's `real` mask function with what the program asks, but the sampling signal
+/// (see `without_sampling_signal`).
 ///
+/// # Safety
+/// Same contract as `pthread_sigmask(3)`.
+unsafe fn set_mask(
+    real: MaskFn,
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    let copy = without_sampling_signal(how, set);
+    let set = copy.as_ref().map_or(set, |c| c as *const libc::sigset_t);
+    // SAFETY: forwarding the caller's arguments, the set maybe replaced by a valid copy.
+    unsafe { real(how, set, old) }
+}
+
 /// # Safety
 /// Same contract as `pthread_sigmask(3)`.
 #[no_mangle]
@@ -231,14 +249,10 @@ pub unsafe extern "C" fn pthread_sigmask(
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
 ) -> c_int {
-    let copy = without_sampling_signal(how, set);
-    let set = copy.as_ref().map_or(set, |c| c as *const libc::sigset_t);
-    // SAFETY: forwarding the caller's arguments, the set maybe replaced by a valid copy.
-    unsafe { real::pthread_sigmask()(how, set, old) }
+    // SAFETY: per this function's contract.
+    unsafe { set_mask(real::pthread_sigmask(), how, set, old) }
 }
 
-/// As `pthread_sigmask`.
-///
 /// # Safety
 /// Same contract as `sigprocmask(2)`.
 #[no_mangle]
@@ -247,10 +261,8 @@ pub unsafe extern "C" fn sigprocmask(
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
 ) -> c_int {
-    let copy = without_sampling_signal(how, set);
-    let set = copy.as_ref().map_or(set, |c| c as *const libc::sigset_t);
-    // SAFETY: forwarding the caller's arguments, the set maybe replaced by a valid copy.
-    unsafe { real::sigprocmask()(how, set, old) }
+    // SAFETY: per this function's contract.
+    unsafe { set_mask(real::sigprocmask(), how, set, old) }
 }
 
 /// Whether the calling thread is inside the sampling signal handler. Exported for the

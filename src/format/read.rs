@@ -59,6 +59,18 @@ pub enum ReadError {
     },
 }
 
+impl ReadError {
+    /// A part that holds nothing, not even its whole file header: a process that died, or
+    /// ran out of disk, as it created it. A directory's reader skips it with a note.
+    fn holds_nothing(&self) -> bool {
+        match self {
+            ReadError::Empty(_) => true,
+            ReadError::Truncated { offset, .. } => *offset < super::wire::FILE_HEADER_LEN as u64,
+            _ => false,
+        }
+    }
+}
+
 /// How to read.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadOptions {
@@ -280,13 +292,7 @@ pub fn read_profile(path: &Path, opts: ReadOptions) -> Result<Profile, ReadError
         for part in parts {
             match read_part(&part, opts) {
                 Ok(p) => processes.push(p),
-                Err(e @ ReadError::Empty(_)) => {
-                    skipped.push(e.to_string());
-                    first_skipped.get_or_insert(e);
-                }
-                Err(e @ ReadError::Truncated { offset, .. })
-                    if offset < super::wire::FILE_HEADER_LEN as u64 =>
-                {
+                Err(e) if e.holds_nothing() => {
                     skipped.push(e.to_string());
                     first_skipped.get_or_insert(e);
                 }

@@ -12,24 +12,9 @@
 //! (these cannot fail, or report failure in the return value).
 
 /// `syscall` with up to three arguments; the raw return value (negative errno on failure).
+#[inline(always)]
 fn syscall3(number: i64, a: u64, b: u64, c: u64) -> i64 {
-    let ret: i64;
-    // SAFETY: the system call instruction with the x86-64 Linux convention (number in rax,
-    // arguments in rdi, rsi, rdx; result in rax; rcx and r11 clobbered). The calls made
-    // through here only read or write memory their callers pass and own.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") number => ret,
-            in("rdi") a,
-            in("rsi") b,
-            in("rdx") c,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        );
-    }
-    ret
+    syscall4(number, a, b, c, 0)
 }
 
 /// The calling process's id.
@@ -53,7 +38,9 @@ pub fn close(fd: libc::c_int) -> bool {
     syscall3(libc::SYS_close, fd as u64, 0, 0) == 0
 }
 
-/// `syscall` with four arguments (the fourth in r10); the raw return value.
+/// `syscall` with up to four arguments (the fourth in r10); the raw return value (negative
+/// errno on failure).
+#[inline(always)]
 fn syscall4(number: i64, a: u64, b: u64, c: u64, d: u64) -> i64 {
     let ret: i64;
     // SAFETY: the system call instruction with the x86-64 Linux convention (number in rax,

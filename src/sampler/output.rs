@@ -148,13 +148,13 @@ pub fn open_part(dir: &Path, max_bytes: u64) -> std::io::Result<u32> {
             return Err(err);
         }
         let fd = descriptors::raise(fd);
-        let Some((dev, ino)) = identity(fd) else {
+        let Some(st) = stat(fd) else {
             let err = std::io::Error::last_os_error();
             descriptors::close_owned(fd);
             return Err(err);
         };
-        DEV.store(dev, Ordering::Relaxed);
-        INO.store(ino, Ordering::Relaxed);
+        DEV.store(st.st_dev, Ordering::Relaxed);
+        INO.store(st.st_ino, Ordering::Relaxed);
         let header = file_header();
         if let Err(e) = write_all(fd, &header) {
             // A part without even its header would stop every reader of the directory.
@@ -222,10 +222,6 @@ pub fn step_aside(fd: libc::c_int) {
     }
 }
 
-fn identity(fd: libc::c_int) -> Option<(u64, u64)> {
-    stat(fd).map(|st| (st.st_dev, st.st_ino))
-}
-
 fn stat(fd: libc::c_int) -> Option<libc::stat> {
     // SAFETY: zeroed stat is valid; fstat writes it and is async-signal-safe.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -235,7 +231,7 @@ fn stat(fd: libc::c_int) -> Option<libc::stat> {
 
 /// Whether `fd` is (still) the part file.
 fn is_part(fd: libc::c_int) -> bool {
-    identity(fd) == Some((DEV.load(Ordering::Relaxed), INO.load(Ordering::Relaxed)))
+    part_size(fd).is_some()
 }
 
 /// The part's size when `fd` is (still) the part file.
