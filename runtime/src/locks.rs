@@ -53,7 +53,8 @@ unsafe extern "C" fn spin_init_at(
     policy::init_site(lock as usize, site);
     note_spin_sharing(lock as usize, pshared == libc::PTHREAD_PROCESS_SHARED);
     // SAFETY: per this function's contract.
-    spin::reset(unsafe { word(lock) }, spin::NATIVE_UNLOCKED)
+    policy::spin_reset(spin::reset(unsafe { word(lock) }, spin::NATIVE_UNLOCKED));
+    0
 }
 
 /// # Safety
@@ -63,7 +64,8 @@ pub unsafe extern "C" fn pthread_spin_destroy(lock: *mut pthread_spinlock_t) -> 
     policy::lock_destroyed(lock as usize);
     note_spin_sharing(lock as usize, false);
     // SAFETY: per this function's contract.
-    spin::destroy(unsafe { word(lock) })
+    policy::spin_reset(spin::destroy(unsafe { word(lock) }));
+    0
 }
 
 /// # Safety

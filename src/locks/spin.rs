@@ -24,9 +24,12 @@
 //! samples instead, which misses the time a spinner is descheduled on a busy machine (about
 //! 30% of it with more spinners than cores). It also registers with the lock's record,
 //! which carries the waiting counter: while the lock is held, the counter
-//! grows by spinners × elapsed time. The holder swaps the counter with zero just before it
-//! releases and charges it as blame to the unlock's calling context (a synchronous unwind,
-//! outside the critical section). The paper feeds the counter with the spinners' samples
+//! grows by spinners × elapsed time. The holder swaps the counter with zero and releases,
+//! both under the record's meta lock, and charges it as blame to the unlock's calling
+//! context (a synchronous unwind, outside the critical section). The meta lock makes the
+//! gate (`held`) exact: a spinner opens it only if it finds the word held, so waiting never
+//! accrues behind a release (`locks::model_check` checks that every unit charged accrued
+//! during its charger's hold). The paper feeds the counter with the spinners' samples
 //! instead; a sample is handled microseconds after its timer fires, and when the holder
 //! released meanwhile the next holder took it — a quarter of the blame, with 80 µs holds on
 //! a busy machine. Measured, the counter is exact, and the time between a release and the
@@ -117,8 +120,9 @@ pub trait SpinHooks {
     fn spin_begins(&self);
     /// The calling thread got the lock after spinning `ns` (wall time): its idleness.
     fn spin_ends(&self, ns: u64);
-    /// Charges `ns` of blame to the calling context; false if it could not.
-    fn blame(&self, ns: u64) -> bool;
+    /// Charges `ns` of blame to the calling context, or counts it as unsettled when it
+    /// cannot (the lock is released by then: nothing may be given back to its record).
+    fn blame(&self, ns: u64);
     /// Monotonic time in ns.
     fn now(&self) -> u64;
 }
@@ -215,13 +219,16 @@ fn lock_monitored(m: &MonSpin, hooks: &impl SpinHooks) {
     hold_after_spin(m, start, hooks);
 }
 
-/// A thread starts spinning on `m` at `now`: waiting accrues from now on, the lock being
+/// A thread starts spinning on `m` at `now`: waiting accrues from now on if the lock is
 /// held (its holder's start may be unknown: a try that found nobody waiting tells nobody),
-/// unless a spinner that took it has not started its hold yet.
+/// unless a spinner that took it has not started its hold yet. The word is read under the
+/// meta lock, inside which every monitored unlock releases: a holder that released before
+/// this registration leaves the gate shut (its hold is over, and nobody would close the
+/// gate again), one that releases after it finds the gate open and closes it.
 fn register_spinner(m: &MonSpin, now: u64) {
     m.update(now, |m| {
         m.spinners.fetch_add(1, Ordering::Relaxed);
-        if !m.acquiring.load(Ordering::Relaxed) {
+        if !m.acquiring.load(Ordering::Relaxed) && m.word.load(Ordering::Relaxed) != 0 {
             m.held.store(true, Ordering::Relaxed);
         }
     });
@@ -282,29 +289,27 @@ pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     }
 }
 
-/// `pthread_spin_unlock`: releases, then takes any blame accumulated during the hold.
+/// `pthread_spin_unlock`: takes the blame accumulated during the hold and releases, both
+/// under the record's meta lock, then charges the blame.
+///
+/// Taking it before the release: after the release, the next holder's hold begins. Under
+/// the meta lock: a spinner whose swap failed during this hold but that registers only now
+/// must not open the gate (`held`) behind the release, or waiting would accrue while the
+/// lock is free and be charged to the next unlock. Nothing is given back to the record
+/// after the release: the program may destroy the lock as soon as it is unlocked.
 pub fn unlock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     loop {
         // Acquire: a monitored word's record was initialised before the word was published.
         let current = lock.load(Ordering::Acquire);
         if let Some(m) = monitored(current) {
-            // Take the waiting of this hold before releasing: after it, the next holder's
-            // hold begins.
-            let pending =
-                m.spinners.load(Ordering::Acquire) > 0 || m.idleness.load(Ordering::Acquire) > 0;
-            let blame = if pending {
-                m.update(hooks.now(), |m| {
-                    m.held.store(false, Ordering::Relaxed);
-                    m.idleness.swap(0, Ordering::Relaxed)
-                })
-            } else {
-                0
-            };
-            m.word.store(0, Ordering::Release);
-            if blame > 0 && !hooks.blame(blame) {
-                // Not chargeable here (e.g. unlocked by the runtime itself): leave it for
-                // the lock's next unlock rather than lose it.
-                m.idleness.fetch_add(blame, Ordering::AcqRel);
+            let blame = m.update(hooks.now(), |m| {
+                m.held.store(false, Ordering::Relaxed);
+                let blame = m.idleness.swap(0, Ordering::Relaxed);
+                m.word.store(0, Ordering::Release);
+                blame
+            });
+            if blame > 0 {
+                hooks.blame(blame);
             }
             return 0;
         }
@@ -326,8 +331,10 @@ pub fn unlock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
 }
 
 /// `pthread_spin_init` (`to` = [`NATIVE_UNLOCKED`]) and `pthread_spin_destroy` (`to` = the
-/// word's native equivalent): recycle a monitored slot that belongs to this word.
-pub fn reset(lock: &AtomicU32, to: u32) -> i32 {
+/// word's native equivalent): recycle a monitored slot that belongs to this word. Returns
+/// the waiting its counter still held (ns), which nobody can be charged for any more: a
+/// lock destroyed or initialised while held with spinners. The caller counts it.
+pub fn reset(lock: &AtomicU32, to: u32) -> u64 {
     let address = lock as *const AtomicU32 as usize;
     let current = lock.swap(to, Ordering::AcqRel);
     if current & MONITORED != 0 {
@@ -335,7 +342,9 @@ pub fn reset(lock: &AtomicU32, to: u32) -> i32 {
         if let Some(m) = SLAB.get(index) {
             if m.owner.load(Ordering::Acquire) == address {
                 m.owner.store(0, Ordering::Release);
+                let left = m.idleness.swap(0, Ordering::AcqRel);
                 SLAB.free(index);
+                return left;
             }
         }
     }
@@ -344,7 +353,8 @@ pub fn reset(lock: &AtomicU32, to: u32) -> i32 {
 
 /// `pthread_spin_destroy`: recycles the monitored slot, leaving the native equivalent of the
 /// lock's state (glibc's destroy changes nothing, so a destroyed word keeps its state).
-pub fn destroy(lock: &AtomicU32) -> i32 {
+/// Returns what [`reset`] returns.
+pub fn destroy(lock: &AtomicU32) -> u64 {
     let current = lock.load(Ordering::Acquire);
     let native = match monitored(current) {
         Some(m) if m.word.load(Ordering::Acquire) == 0 => NATIVE_UNLOCKED,
@@ -383,9 +393,8 @@ mod tests {
         }
         fn spin_begins(&self) {}
         fn spin_ends(&self, _ns: u64) {}
-        fn blame(&self, ns: u64) -> bool {
+        fn blame(&self, ns: u64) {
             self.blamed.fetch_add(ns, Ordering::Relaxed);
-            true
         }
         fn now(&self) -> u64 {
             self.clock.fetch_add(1, Ordering::Relaxed)
@@ -457,7 +466,7 @@ mod tests {
                 .clock
                 .fetch_add(self.unwind_ns, Ordering::Relaxed);
         }
-        fn blame(&self, ns: u64) -> bool {
+        fn blame(&self, ns: u64) {
             self.inner.blame(ns)
         }
         fn now(&self) -> u64 {
@@ -489,6 +498,39 @@ mod tests {
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(hooks.inner.blamed.load(Ordering::Relaxed), 40 + 38);
         assert_eq!(destroy(&word), 0);
+    }
+
+    #[test]
+    fn a_spinner_registering_after_the_release_charges_nobody_for_the_free_lock() {
+        let word = AtomicU32::new(NATIVE_LOCKED);
+        let m = demand_monitored(&word, &word as *const AtomicU32 as usize).unwrap();
+        let hooks = Hooks::new();
+        // The holder releases at 10 with nobody registered; a spinner whose swap failed
+        // during that hold registers only at 20, when the lock is free: nothing accrues.
+        hooks.clock.store(10, Ordering::Relaxed);
+        assert_eq!(unlock(&word, &hooks), 0);
+        register_spinner(m, 20);
+        // Another thread takes it at 30 (a try, which sees the spinner and opens the gate)
+        // and releases at 50: its hold kept the spinner waiting 20 ns, not the 30 since
+        // the spinner registered.
+        hooks.clock.store(30, Ordering::Relaxed);
+        assert_eq!(trylock(&word, &hooks), 0);
+        hooks.clock.store(50, Ordering::Relaxed);
+        assert_eq!(unlock(&word, &hooks), 0);
+        assert_eq!(hooks.blamed.load(Ordering::Relaxed), 20);
+        m.spinners.store(0, Ordering::Relaxed);
+        assert_eq!(destroy(&word), 0);
+    }
+
+    #[test]
+    fn destroying_a_lock_held_with_spinners_returns_the_waiting_nobody_took() {
+        let word = AtomicU32::new(NATIVE_LOCKED);
+        let m = demand_monitored(&word, &word as *const AtomicU32 as usize).unwrap();
+        register_spinner(m, 10);
+        // A later update brings the counter up to 40: 30 ns of waiting, in the record.
+        m.update(40, |_| {});
+        assert_eq!(destroy(&word), 30);
+        assert_eq!(word.load(Ordering::Relaxed), NATIVE_LOCKED, "still held");
     }
 
     #[test]

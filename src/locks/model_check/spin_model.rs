@@ -11,7 +11,7 @@
 //! `locks/slab.rs`); which free slot an allocation gets does not matter (slots are alike,
 //! but for the lock word a recycled one keeps, which the model keeps too).
 //! `SpinHooks::spin_begins` and `spin_ends` do nothing to the lock and are not steps;
-//! `hooks.blame` is a step that succeeds or fails. The runtime is active, and no lock is
+//! `hooks.blame` is a step that charges or (it may fail) counts. The runtime is active, and no lock is
 //! process-shared (both only keep a lock native, which the slab running out also does).
 //!
 //! Time: a clock actor advances a logical clock by one tick, up to a bound (2), at any
@@ -28,8 +28,7 @@
 //! Programs ([`scenario`]): a free native lock converted under contention, with lock and
 //! trylock; a lock held natively since before the runtime started, converted while held;
 //! two locks sharing one record by destroy and init (and running out of records); a lock
-//! destroyed right after an unlock. What is checked: see the parent module; the findings
-//! are the tests named `..._finding_...`.
+//! destroyed right after an unlock. What is checked: see the parent module.
 
 use super::{assert_fails, assert_holds, Model};
 
@@ -88,13 +87,17 @@ impl Op {
 pub(super) enum Variant {
     /// `locks/spin.rs` as it is.
     Real,
-    /// A candidate fix of the attribution race (see the tests): a spinner opens the gate
-    /// (`held`) only if it finds the lock word held under the meta lock, and a monitored
-    /// unlock always takes the meta lock and releases the word inside it.
-    GateUnderMeta,
     // Deliberately broken variants, which the checker must catch:
-    /// `unlock` takes the counter with a load and a store instead of a swap.
-    SwapAsLoadStore,
+    /// The protocol before issue 19's model check: an unlock that finds no spinner and an
+    /// empty counter releases without the meta lock, a spinner opens the gate (`held`)
+    /// without reading the word, and blame an unlock could not charge is given back to
+    /// the record after the release.
+    UnlockOutsideMeta,
+    /// [`Variant::Real`], but blame that could not be charged is given back to the record
+    /// after the release (as before the fix) instead of being counted.
+    GiveBackAfterRelease,
+    /// [`Variant::Real`], but the word is released before the counter is taken.
+    ReleasesBeforeSwap,
     /// `demand_monitored` converts a held lock into an unlocked record.
     ConversionForgetsHolder,
     /// `demand_monitored` publishes the reference before it sets the record's lock word.
@@ -104,8 +107,6 @@ pub(super) enum Variant {
     NativeUnlockByStore,
     /// A converter that lost the race does not free its record.
     LoserKeepsSlot,
-    /// [`Variant::GateUnderMeta`], but the word is released before the counter is taken.
-    FixReleasesBeforeSwap,
 }
 
 /// Where a thread is: the atomic operation it performs next.
@@ -164,7 +165,6 @@ enum Pc {
     UnlockMeta,
     UnlockAdvance,
     UnlockSwap,
-    UnlockSwapStore,
     UnlockReleaseInMeta,
     UnlockUnmeta,
     UnlockRelease,
@@ -208,7 +208,6 @@ impl Pc {
                 | UnlockMeta
                 | UnlockAdvance
                 | UnlockSwap
-                | UnlockSwapStore
                 | UnlockReleaseInMeta
                 | UnlockUnmeta
         )
@@ -250,7 +249,6 @@ impl Pc {
                 | UnlockMeta
                 | UnlockAdvance
                 | UnlockSwap
-                | UnlockSwapStore
                 | UnlockReleaseInMeta
                 | UnlockUnmeta
                 | UnlockRelease
@@ -306,9 +304,11 @@ pub(super) struct State {
     /// Ghost: the tag of each tick (the holder of each lock during it).
     ticks: [[u8; MAX_TICKS]; NL],
     /// Ghost accounting of waiting units: added by `MonSpin::update`, charged by a
-    /// successful `hooks.blame`, dropped with a record freed by `reset`.
+    /// successful `hooks.blame`, counted as unsettled by a failed one, dropped with a
+    /// record freed by `reset` (which returns them to be counted).
     accrued: u8,
     charged: u8,
+    unsettled: u8,
     dropped: u8,
     /// Ghost: the first safety violation seen in a transition (0: none).
     violation: u8,
@@ -328,13 +328,14 @@ pub(super) struct SpinModel {
     pub initial: [(u8, Option<u8>); NL],
     pub slots: usize,
     pub ticks: u8,
-    /// `hooks.blame` may fail (a thread inside the runtime, no thread state): the unlock
-    /// then gives the blame back.
+    /// `hooks.blame` may fail (a thread inside the runtime, no thread state): the blame is
+    /// then counted as unsettled.
     pub blame_can_fail: bool,
     pub variant: Variant,
     /// Every charged unit must have been accrued while its charger held the lock.
     pub attribution: bool,
-    /// No unit may be dropped by a destroy.
+    /// No unit may reach a destroy (none of the scenarios destroys a lock while it is
+    /// held with spinners, so every unit must have been taken by an unlock).
     pub forbid_drop: bool,
 }
 
@@ -440,6 +441,7 @@ impl Model for SpinModel {
             ticks: [[0; MAX_TICKS]; NL],
             accrued: 0,
             charged: 0,
+            unsettled: 0,
             dropped: 0,
             violation: 0,
         };
@@ -485,7 +487,8 @@ impl Model for SpinModel {
         let l = op.lock();
         let m = usize::from(th.m);
         let v = self.variant;
-        let fix = matches!(v, Variant::GateUnderMeta | Variant::FixReleasesBeforeSwap);
+        // Whether the unlock takes the meta lock every time and the spinner reads the word.
+        let fix = v != Variant::UnlockOutsideMeta;
         let mut n = s.clone();
         let go = |n: &mut State, pc: Pc| {
             let th = &mut n.threads[t];
@@ -647,7 +650,7 @@ impl Model for SpinModel {
                 Self::advance(&mut n, t, m, l);
                 go(&mut n, Pc::RegCount);
             }
-            // register_spinner: `spinners.fetch_add(1)`, and `if !acquiring { held = true }`.
+            // register_spinner: `spinners.fetch_add(1)`, then the gate (RegGate).
             Pc::RegCount => {
                 n.slots[m].spinners += 1;
                 if fix {
@@ -659,12 +662,12 @@ impl Model for SpinModel {
                     go(&mut n, Pc::RegUnmeta);
                 }
             }
-            // Candidate fix only: the word, read under meta with the clock reading.
+            // register_spinner: `m.word.load(Relaxed)` (the gate's condition), under meta.
             Pc::RegWord => {
                 n.threads[t].cur = s.slots[m].word;
                 go(&mut n, Pc::RegAdvance);
             }
-            // Candidate fix only: the gate opens if the word was held.
+            // register_spinner: `if !acquiring && word != 0 { held = true }`.
             Pc::RegGate => {
                 n.threads[t].cur = 0;
                 if !s.slots[m].acquiring && th.cur != 0 {
@@ -796,9 +799,9 @@ impl Model for SpinModel {
                     go(
                         &mut n,
                         match v {
-                            Variant::FixReleasesBeforeSwap => Pc::UnlockRelease,
-                            Variant::GateUnderMeta => Pc::UnlockNow,
-                            _ => Pc::UnlockSpinners,
+                            Variant::ReleasesBeforeSwap => Pc::UnlockRelease,
+                            Variant::UnlockOutsideMeta => Pc::UnlockSpinners,
+                            _ => Pc::UnlockNow,
                         },
                     );
                 } else if current == UNLOCKED {
@@ -822,7 +825,7 @@ impl Model for SpinModel {
                     go(&mut n, Pc::UnlockLoad);
                 }
             }
-            // spin::unlock: `pending = m.spinners.load(Acquire) > 0 || ...`.
+            // Old protocol only: `pending = m.spinners.load(Acquire) > 0 || ...`.
             Pc::UnlockSpinners => go(
                 &mut n,
                 if s.slots[m].spinners > 0 {
@@ -831,7 +834,7 @@ impl Model for SpinModel {
                     Pc::UnlockIdleness
                 },
             ),
-            // spin::unlock: `... || m.idleness.load(Acquire) > 0`.
+            // Old protocol only: `... || m.idleness.load(Acquire) > 0`.
             Pc::UnlockIdleness => go(
                 &mut n,
                 if s.slots[m].idleness.iter().any(|&u| u > 0) {
@@ -852,38 +855,28 @@ impl Model for SpinModel {
             // spin::unlock: `held = false` (meta-only), `idleness.swap(0)`.
             Pc::UnlockSwap => {
                 n.slots[m].held = false;
-                if v == Variant::SwapAsLoadStore {
-                    n.threads[t].blame = s.slots[m].idleness;
-                    go(&mut n, Pc::UnlockSwapStore);
-                } else {
-                    let taken = std::mem::take(&mut n.slots[m].idleness);
-                    n.threads[t].blame = taken;
-                    go(
-                        &mut n,
-                        if v == Variant::GateUnderMeta {
-                            Pc::UnlockReleaseInMeta
-                        } else {
-                            Pc::UnlockUnmeta
-                        },
-                    );
-                }
+                let taken = std::mem::take(&mut n.slots[m].idleness);
+                n.threads[t].blame = taken;
+                go(
+                    &mut n,
+                    if matches!(v, Variant::ReleasesBeforeSwap | Variant::UnlockOutsideMeta) {
+                        Pc::UnlockUnmeta
+                    } else {
+                        Pc::UnlockReleaseInMeta
+                    },
+                );
             }
-            // Broken variant only: the store of the load-and-store "swap".
-            Pc::UnlockSwapStore => {
-                n.slots[m].idleness = [0; TAGS];
-                go(&mut n, Pc::UnlockUnmeta);
-            }
-            // Candidate fix only: `m.word.store(0, Release)` inside the meta section.
+            // spin::unlock: `m.word.store(0, Release)` inside the meta section.
             Pc::UnlockReleaseInMeta => {
                 n.slots[m].word = 0;
                 Self::release(&mut n, l, t);
                 go(&mut n, Pc::UnlockUnmeta);
             }
-            // spin::unlock: `m.word.store(0, Release)`.
+            // Broken variants only: `m.word.store(0, Release)` outside the meta section.
             Pc::UnlockRelease => {
                 n.slots[m].word = 0;
                 Self::release(&mut n, l, t);
-                if v == Variant::FixReleasesBeforeSwap {
+                if v == Variant::ReleasesBeforeSwap {
                     go(&mut n, Pc::UnlockNow);
                 } else if th.blame.iter().any(|&b| b > 0) {
                     go(&mut n, Pc::UnlockBlame);
@@ -891,7 +884,8 @@ impl Model for SpinModel {
                     self.finish(&mut n, t);
                 }
             }
-            // spin::unlock: `hooks.blame(blame)`: charged, or (it may fail) given back.
+            // spin::unlock: `hooks.blame(blame)`: charged, or (it may fail) counted as
+            // unsettled (the broken variants give it back).
             Pc::UnlockBlame => {
                 if self.attribution
                     && th
@@ -908,12 +902,21 @@ impl Model for SpinModel {
                 out.push(n);
                 if self.blame_can_fail {
                     let mut failed = s.clone();
-                    go(&mut failed, Pc::UnlockGiveBack);
+                    if matches!(
+                        v,
+                        Variant::UnlockOutsideMeta | Variant::GiveBackAfterRelease
+                    ) {
+                        go(&mut failed, Pc::UnlockGiveBack);
+                    } else {
+                        failed.unsettled += th.blame.iter().sum::<u8>();
+                        failed.threads[t].blame = [0; TAGS];
+                        self.finish(&mut failed, t);
+                    }
                     out.push(failed);
                 }
                 return;
             }
-            // spin::unlock: `m.idleness.fetch_add(blame, AcqRel)`.
+            // Broken variants only: `m.idleness.fetch_add(blame, AcqRel)` after the release.
             Pc::UnlockGiveBack => {
                 let units: u8 = th.blame.iter().sum();
                 n.slots[m].idleness[GIVEN_BACK] += units;
@@ -1045,19 +1048,20 @@ impl Model for SpinModel {
             .iter()
             .map(|slot| slot.idleness.iter().map(|&u| u32::from(u)).sum::<u32>())
             .sum();
-        // (A broken "swap" that has loaded the counter but not yet stored 0 holds a copy,
-        // not the units: they are still in the counter.)
         let in_hands: u32 = s
             .threads
             .iter()
-            .filter(|th| th.pc != Pc::UnlockSwapStore)
             .map(|th| th.blame.iter().map(|&u| u32::from(u)).sum::<u32>())
             .sum();
-        let placed = in_counters + in_hands + u32::from(s.charged) + u32::from(s.dropped);
+        let placed = in_counters
+            + in_hands
+            + u32::from(s.charged)
+            + u32::from(s.unsettled)
+            + u32::from(s.dropped);
         if placed != u32::from(s.accrued) {
             return Err(format!(
-                "blame not conserved: {} units accrued, but {in_counters} in counters + {in_hands} being charged + {} charged + {} dropped",
-                s.accrued, s.charged, s.dropped
+                "blame not conserved: {} units accrued, but {in_counters} in counters + {in_hands} being charged + {} charged + {} unsettled + {} dropped",
+                s.accrued, s.charged, s.unsettled, s.dropped
             ));
         }
         Ok(())
@@ -1204,13 +1208,16 @@ pub(super) fn scenario(name: &str, threads: usize) -> SpinModel {
         ticks: 2,
         blame_can_fail: true,
         variant: Variant::Real,
-        attribution: false,
-        forbid_drop: false,
+        attribution: true,
+        forbid_drop: true,
     }
 }
 
 const LIMIT: usize = 20_000_000;
 
+/// Safety, conservation, attribution and no drop at a destroy, in every scenario: every
+/// charged unit of waiting accrued while its charger held the lock, and every unit is
+/// charged, counted as unsettled (when charging fails) or still in a counter.
 #[test]
 fn model_check_spin_lock_is_safe_for_2_and_3_threads() {
     for name in ["contention", "held before start", "recycling"] {
@@ -1219,13 +1226,21 @@ fn model_check_spin_lock_is_safe_for_2_and_3_threads() {
             assert_holds(&format!("spin {name}, {threads} threads"), &model, LIMIT);
         }
     }
+    // A lock destroyed as soon as it is unlocked, while the other unlock may still run.
+    assert_holds(
+        "spin destroy after unlock",
+        &scenario("destroy after unlock", 2),
+        LIMIT,
+    );
 }
 
-/// The violation a variant must show, on the scenario that shows it.
+/// The violation a variant must show, on the scenario that shows it (`attribution`: with
+/// the attribution check; without it, the variant must break something more basic).
 fn expect_caught(variant: Variant, name: &str, threads: usize, attribution: bool, what: &[&str]) {
     let mut model = scenario(name, threads);
     model.variant = variant;
     model.attribution = attribution;
+    model.forbid_drop = attribution;
     let label = format!("spin {variant:?} on {name}, {threads} threads");
     let v = assert_fails(&label, &model, LIMIT);
     assert!(
@@ -1236,14 +1251,6 @@ fn expect_caught(variant: Variant, name: &str, threads: usize, attribution: bool
 
 #[test]
 fn model_check_spin_lock_broken_variants_are_caught() {
-    // Lost update of the counter: a give-back lands between the load and the store.
-    expect_caught(
-        Variant::SwapAsLoadStore,
-        "contention",
-        3,
-        false,
-        &["not conserved"],
-    );
     // A held lock converted into a free record: a spinner takes it from its holder.
     expect_caught(
         Variant::ConversionForgetsHolder,
@@ -1277,80 +1284,43 @@ fn model_check_spin_lock_broken_variants_are_caught() {
         false,
         &["leaked"],
     );
-    // The candidate fix, releasing before it takes the counter: it takes the next hold's.
+    // Releasing before taking the counter: the unlock takes the next hold's waiting.
     expect_caught(
-        Variant::FixReleasesBeforeSwap,
+        Variant::ReleasesBeforeSwap,
         "contention",
         2,
         true,
         &["attribution"],
     );
-}
-
-/// Finding (see `docs/robustness.md`): in `spin.rs` as it is, an unlock can charge waiting
-/// that was not its own. An unlock that finds no spinner (`pending` false) releases without
-/// taking the meta lock; a spinner whose swap failed during that hold and that registers
-/// after that check (or after the release) marks the lock held (`held = true`) although
-/// its holder will never close the gate. The waiting then accrues while the lock is free,
-/// and the next update takes it into the counter: the spinner's own hold, or another
-/// thread's, is charged for it (a spinner blamed for its own wait). Conservation holds;
-/// attribution does not.
-#[test]
-fn model_check_spin_lock_finding_a_late_registration_misattributes_blame() {
+    // The protocol before the fix. An unlock that finds no spinner releases without the
+    // meta lock; a spinner whose swap failed during that hold, registering after the check,
+    // opens the gate although its holder will never close it: waiting accrues while the
+    // lock is free and the next update takes it, charged to the next unlock (a spinner
+    // blamed for its own wait).
     for (name, threads) in [("contention", 2), ("held before start", 2)] {
-        let mut model = scenario(name, threads);
-        model.attribution = true;
-        let v = assert_fails(&format!("spin attribution, {name}"), &model, LIMIT);
-        assert!(v.what.contains("attribution"), "{v}");
+        expect_caught(
+            Variant::UnlockOutsideMeta,
+            name,
+            threads,
+            true,
+            &["attribution"],
+        );
     }
-}
-
-/// The candidate fix of that race, checked: a spinner opens the gate only if it finds the
-/// word held under the meta lock, and a monitored unlock always takes the meta lock and
-/// releases inside it. Every charged unit is then its charger's, in every scenario.
-#[test]
-fn model_check_spin_lock_candidate_fix_attributes_every_unit_to_its_holder() {
-    for name in ["contention", "held before start", "recycling"] {
-        for threads in [2, 3] {
-            let mut model = scenario(name, threads);
-            model.variant = Variant::GateUnderMeta;
-            model.attribution = true;
-            assert_holds(
-                &format!("spin fix, {name}, {threads} threads"),
-                &model,
-                LIMIT,
-            );
-        }
-    }
-}
-
-/// Finding: blame an unlock could not charge (`hooks.blame` false) is given back to the
-/// counter for the next unlock; if the lock is destroyed (or initialised again) before any,
-/// `spin::reset` frees the record with it and it is lost without being counted.
-#[test]
-fn model_check_spin_lock_finding_destroy_drops_given_back_blame() {
+    // Giving back, after the release, blame an unlock could not charge: the program may
+    // destroy the lock as soon as it is unlocked (an object freed when its reference count,
+    // dropped under the lock, reaches zero), and the give-back lands in a freed record
+    // (lost, or once the record is reused, another lock's).
+    expect_caught(
+        Variant::GiveBackAfterRelease,
+        "destroy after unlock",
+        2,
+        false,
+        &["not a live record"],
+    );
+    // The given-back blame, if no unlock comes before a destroy, is freed with the record.
     let mut model = scenario("recycling", 2);
-    model.forbid_drop = true;
-    let v = assert_fails("spin drop at destroy", &model, LIMIT);
+    model.variant = Variant::UnlockOutsideMeta;
+    model.attribution = false;
+    let v = assert_fails("spin UnlockOutsideMeta drop at destroy", &model, LIMIT);
     assert!(v.what.contains("dropped"), "{v}");
-    // Without failures to charge, nothing is ever dropped.
-    model.blame_can_fail = false;
-    assert_holds("spin no drop when charging works", &model, LIMIT);
-}
-
-/// Finding: `spin::unlock` gives blame it could not charge back to the record *after* its
-/// release (`m.idleness.fetch_add` after `m.word.store(0)`). A program may destroy a spin
-/// lock as soon as it is unlocked (an object freed when its reference count, dropped under
-/// the lock, reaches zero): the other thread takes the lock, releases and destroys it while
-/// the first unlock is still running, and the give-back lands in a freed record, lost, or,
-/// once the record is reused, in another lock's counter. Memory-safe (records are never
-/// unmapped), but blame is lost or misplaced; only when `hooks.blame` fails (rare).
-#[test]
-fn model_check_spin_lock_finding_give_back_after_release_can_reach_a_destroyed_record() {
-    let mut model = scenario("destroy after unlock", 2);
-    let v = assert_fails("spin give-back after destroy", &model, LIMIT);
-    assert!(v.what.contains("not a live record"), "{v}");
-    // When blame is always charged, destroying right after an unlock is safe.
-    model.blame_can_fail = false;
-    assert_holds("spin destroy after unlock", &model, LIMIT);
 }

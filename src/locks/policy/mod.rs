@@ -52,5 +52,5 @@ pub use lock_counts::{
     lock_initialised, sampled_acquisition, try_failed,
 };
 pub use outcome::{outcome_of_errno, outcome_of_rc};
-pub use spin::SpinGlue;
+pub use spin::{spin_reset, SpinGlue};
 pub use threads::{abandon_wait, thread_exiting};

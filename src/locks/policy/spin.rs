@@ -12,6 +12,7 @@ use crate::format::WaitKind;
 use crate::locks::policy::shared_spin::spin_is_shared;
 use crate::locks::spin;
 use crate::sampler::clock::{current_tid, monotonic_ns};
+use crate::sampler::counters::{self, Counter};
 use crate::sampler::process::sampling_enabled;
 use crate::sampler::thread_state::lookup;
 use std::sync::atomic::Ordering;
@@ -40,11 +41,22 @@ impl spin::SpinHooks for SpinGlue {
         record(&[idleness(WaitKind::Spin, self.address, ns, true).timed(0, ns)]);
     }
 
-    fn blame(&self, ns: u64) -> bool {
-        Kept::of(&[blame(WaitKind::Spin, self.address, ns)]).record_here()
+    fn blame(&self, ns: u64) {
+        if !Kept::of(&[blame(WaitKind::Spin, self.address, ns)]).record_here() {
+            counters::add(Counter::BlameUnsettled, ns);
+        }
     }
 
     fn now(&self) -> u64 {
         monotonic_ns()
+    }
+}
+
+/// Counts the waiting a recycled spin lock record still held (`spin::reset`'s result):
+/// the lock was destroyed or initialised while held with spinners, so nobody's unlock
+/// will take it.
+pub fn spin_reset(left_ns: u64) {
+    if left_ns > 0 {
+        counters::add(Counter::BlameUnsettled, left_ns);
     }
 }
