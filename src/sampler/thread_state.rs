@@ -91,7 +91,8 @@ pub struct ThreadState {
     /// The thread is blocked in (or spinning on) a contended lock whose wait is measured:
     /// samples taken meanwhile are covered by that measurement and record nothing.
     pub blocked: AtomicBool,
-    /// The thread's count of futex wakes (their `WakerId::seq`).
+    /// The thread's count of futex wakes (their `WakerId::seq`), from its attachment's
+    /// epoch (high 32 bits, unique per [`attach`]).
     pub wake_seq: AtomicU64,
     /// The idleness (ns) of the thread's latest lock wait, which acquired the lock, when
     /// its record waits for the hold to end (`locks::policy::blocked`): the owner sets it
@@ -187,6 +188,8 @@ static TABLE: TidTable = TidTable {
 
 /// All states ever created (live and free), for flushing at exit and recycling.
 static REGISTRY: SpinLock<Vec<&'static ThreadState>> = SpinLock::new(Vec::new());
+/// Attachments so far: each one's wake count starts at its number << 32.
+static WAKE_EPOCHS: AtomicU64 = AtomicU64::new(1);
 
 /// Maps the tid table. Not async-signal-safe; called once at start-up.
 pub fn init_table() -> std::io::Result<()> {
@@ -276,6 +279,12 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     state.in_handler.store(false, Ordering::Release);
     state.blocked.store(false, Ordering::Release);
     state.deferred_wait_ns.store(0, Ordering::Release);
+    // Each attachment counts its wakes from a new epoch, so that a `WakerId` (tid, seq)
+    // names one wake of one thread even when the kernel reuses an ended thread's tid.
+    state.wake_seq.store(
+        WAKE_EPOCHS.fetch_add(1, Ordering::Relaxed) << 32,
+        Ordering::Release,
+    );
     for cell in state.thinned.iter().flatten() {
         cell.store(THIN_UNSTARTED, Ordering::Relaxed);
     }

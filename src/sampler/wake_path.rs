@@ -5,12 +5,18 @@
 //! woken thread always finds it), other threads copy it out by the wake's sequence number.
 //!
 //! Invariants: one writer, the owner; readers retry a bounded number of times and discard a
-//! copy that a write overlapped. Async-signal-safe and allocation-free after creation.
+//! copy that a write overlapped. Every access is atomic (the frames' relaxed), so an
+//! overlapping copy is a stale value, never a data race. Async-signal-safe and
+//! allocation-free after creation.
 
 use crate::format::Frame;
-use crate::unwind::walk::{frame_array, FRAMES_CAPACITY};
-use std::cell::UnsafeCell;
+use crate::unwind::walk::FRAMES_CAPACITY;
 use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+
+/// A frame as two words (module, offset), each accessed atomically: readers copy them
+/// while the owner may be rewriting them (the seqlock's data; relaxed accesses, ordered by
+/// the version's fences).
+type AtomicFrames = [[AtomicU64; 2]; FRAMES_CAPACITY];
 
 /// The call path of a thread's latest blame-taking futex wake.
 pub struct WakePath {
@@ -19,13 +25,8 @@ pub struct WakePath {
     /// Which wake (`WakerId::seq`) the path belongs to.
     seq: AtomicU64,
     depth: AtomicUsize,
-    frames: UnsafeCell<Box<[Frame; FRAMES_CAPACITY]>>,
+    frames: Box<AtomicFrames>,
 }
-
-// SAFETY: `frames` is written only by the owner thread, with `version` odd; readers copy it
-// and discard the copy unless `version` was even and unchanged around the copy (a seqlock).
-// Frames are plain integers, so a torn read is harmless before it is discarded.
-unsafe impl Sync for WakePath {}
 
 /// Readers give up on a path being rewritten after this many attempts.
 const READ_ATTEMPTS: u32 = 64;
@@ -36,7 +37,7 @@ impl WakePath {
             version: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             depth: AtomicUsize::new(0),
-            frames: UnsafeCell::new(frame_array()),
+            frames: zeroed_frames(),
         }
     }
 
@@ -46,8 +47,10 @@ impl WakePath {
         self.version.store(v + 1, Ordering::Relaxed);
         fence(Ordering::Release);
         let n = path.len().min(FRAMES_CAPACITY);
-        // SAFETY: only the owner thread writes, and it marked the path as being written.
-        unsafe { (&mut **self.frames.get())[..n].copy_from_slice(&path[..n]) };
+        for (slot, frame) in self.frames.iter().zip(&path[..n]) {
+            slot[0].store(u64::from(frame.module), Ordering::Relaxed);
+            slot[1].store(frame.offset, Ordering::Relaxed);
+        }
         self.depth.store(n, Ordering::Relaxed);
         self.seq.store(seq, Ordering::Relaxed);
         self.version.store(v + 2, Ordering::Release);
@@ -64,11 +67,12 @@ impl WakePath {
             }
             let depth = self.depth.load(Ordering::Relaxed).min(FRAMES_CAPACITY);
             let found = self.seq.load(Ordering::Relaxed);
-            // SAFETY: a racy copy of plain integers; it is used only if the version shows
-            // no write overlapped it.
-            unsafe {
-                let src = (*self.frames.get()).as_ptr();
-                std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), depth);
+            // A copy that a write may overlap: used only if the version shows none did.
+            for (frame, slot) in out.iter_mut().zip(&self.frames[..depth]) {
+                *frame = Frame {
+                    module: slot[0].load(Ordering::Relaxed) as u32,
+                    offset: slot[1].load(Ordering::Relaxed),
+                };
             }
             fence(Ordering::Acquire);
             if self.version.load(Ordering::Relaxed) == before {
@@ -76,6 +80,22 @@ impl WakePath {
             }
         }
         None
+    }
+}
+
+/// Zeroed frames, allocated in place (no 8 KiB stack temporary, and no page resident until
+/// a path is that deep, as for `unwind::walk::frame_array`). Not async-signal-safe.
+fn zeroed_frames() -> Box<AtomicFrames> {
+    let layout = std::alloc::Layout::new::<AtomicFrames>();
+    // SAFETY: the layout has a non-zero size; the block is zeroed, and all-zero bits are a
+    // valid `AtomicU64` (0); Box takes ownership of a block allocated by the global
+    // allocator with the layout of its contents.
+    unsafe {
+        let block = std::alloc::alloc_zeroed(layout);
+        if block.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Box::from_raw(block.cast::<AtomicFrames>())
     }
 }
 
@@ -103,7 +123,7 @@ mod tests {
             },
         ];
         p.publish(7, &path);
-        let mut out = frame_array();
+        let mut out = crate::unwind::walk::frame_array();
         assert_eq!(p.read(7, &mut out), Some(2));
         assert_eq!(out[..2], path);
         assert_eq!(p.read(6, &mut out), None, "an older wake's path is gone");

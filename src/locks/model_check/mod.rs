@@ -9,14 +9,14 @@
 //!   native word by CAS into a reference to a monitored record, lock, trylock and unlock
 //!   on both forms while others convert, destroy and init recycling records through the
 //!   slab; and its blame swap: spinners feed the record's idleness counter under its meta
-//!   lock, the holder swaps the counter out just before its release and charges it, or
-//!   gives it back. Checked: mutual exclusion; no lost unlock, no deadlock, no livelock
-//!   (from every reachable state some run finishes); every monitored word, and every
-//!   reference a thread follows, names a live record of that very lock; no record leaked
-//!   or left busy; blame conservation (each unit a spinner adds is, at every moment, in
-//!   exactly one place: a counter, one unlocker's hands, charged once, or dropped by a
-//!   destroy). Optionally, attribution (every charged unit accrued while its charger held
-//!   the lock) and no drop.
+//!   lock, the holder swaps the counter out and releases under it, then charges it (or
+//!   counts it as unsettled). Checked: mutual exclusion; no lost unlock, no deadlock, no
+//!   livelock (from every reachable state some run finishes); every monitored word, and
+//!   every reference a thread follows, names a live record of that very lock; no record
+//!   leaked or left busy; blame conservation (each unit a spinner adds is, at every
+//!   moment, in exactly one place: a counter, one unlocker's hands, charged once, counted
+//!   as unsettled, or dropped by a destroy); attribution (every charged unit accrued while
+//!   its charger held the lock); and no unit left for a destroy.
 //! - [`futex_model`]: the futex wake publication of `locks/policy/events.rs`: the waker's
 //!   identity set under the bucket lock by `wait_table::wake` and taken by the woken
 //!   waiter's `wait_table::depart`, the waker's path published under the sequence lock of
@@ -27,13 +27,12 @@
 //!   reachable state from which no finished state is reachable (a deadlock, a lost unlock,
 //!   a livelock) is a violation too.
 //!
-//! The checker is shown able to fail: each model has deliberately broken variants (the
-//! swap done as a load and a store, a conversion that forgets the lock is held, a reference
-//! published before its record is set, a path read without its seqlock check or its seq
-//! check, a path published after the wake, a torn identity...) and tests assert that it
-//! finds each bug. Tests named `..._finding_...` pin what it found in the real protocols
-//! (see `docs/robustness.md`, "Concurrency: model checking"); each would fail once the
-//! protocol is fixed, and is then to be turned into a check that holds.
+//! The checker is shown able to fail: each model has deliberately broken variants (a
+//! conversion that forgets the lock is held, a reference published before its record is
+//! set, a path read without its seqlock check or its seq check, a path published after the
+//! wake, a torn identity...) and tests assert that it finds each bug. Among them are the
+//! protocols as they were before the defects the checks found were fixed (see
+//! `docs/robustness.md`, "Concurrency: model checking").
 //!
 //! Not modelled: the memory model (every model is sequentially consistent: the real code's
 //! orderings, `Relaxed`, `Acquire`, fences, are not checked, only its interleavings); the
