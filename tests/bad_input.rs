@@ -98,7 +98,7 @@ fn run_command_not_found() {
 fn runtime_override_that_is_missing_or_misnamed() {
     let dir = scratch_dir("runtime-override");
     let renamed = dir.join("my-runtime.so");
-    let real = Path::new(blameprof()).with_file_name("libblameprof_rt.so");
+    let real = runtime_library();
     fs::copy(&real, &renamed).unwrap();
     let link_dir = dir.join("link");
     fs::create_dir_all(&link_dir).unwrap();

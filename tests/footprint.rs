@@ -48,11 +48,9 @@ fn profiled_threads_get_no_malloc_arena() {
     );
 }
 
-/// The bytes of the runtime library, built next to the blameprof binary (where `blameprof run`
-/// finds it).
+/// The bytes of the runtime library (the workspace build's, which `blameprof run` embeds).
 fn runtime_library_data() -> Vec<u8> {
-    let path = std::path::Path::new(blameprof())
-        .with_file_name(blameprof::format::protocol::RUNTIME_LIBRARY);
+    let path = runtime_library();
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 

@@ -3,3 +3,4 @@
 
 pub mod preflight;
 pub mod run;
+pub mod runtime_file;

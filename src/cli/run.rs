@@ -16,10 +16,10 @@
 //! itself is killed, the program runs on and its profile is still written.
 
 use super::preflight::{self, LaunchError};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use blameprof::format::protocol::{
     CONTENDED_MEASURED_PER_MS, DEFAULT_MAX_PART_BYTES, ENV_CONTENDED_PER_MS, ENV_FREQUENCY,
-    ENV_MAX_PART_BYTES, ENV_OUTPUT, RUNTIME_LIBRARY as RUNTIME_NAME,
+    ENV_MAX_PART_BYTES, ENV_OUTPUT,
 };
 use std::ffi::OsString;
 use std::io::Write;
@@ -29,9 +29,6 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
-
-/// Overrides where the runtime library is looked for.
-pub const ENV_RUNTIME: &str = "BLAMEPROF_RUNTIME";
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -85,7 +82,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     };
     let program_str = program.to_string_lossy().into_owned();
     let path = preflight::check(&program_str)?;
-    let runtime = find_runtime()?;
+    let runtime = super::runtime_file::runtime_path()?;
     let cmd_name = Path::new(&program_str)
         .file_name()
         .map_or("cmd".into(), |n| n.to_string_lossy().into_owned());
@@ -163,51 +160,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         );
     }
     Ok(code)
-}
-
-/// Finds the runtime library: `$BLAMEPROF_RUNTIME`, else next to this executable (or in
-/// `../lib/blameprof/` for an installed layout); its real path, which must end in
-/// [`RUNTIME_NAME`].
-fn find_runtime() -> anyhow::Result<PathBuf> {
-    let found = match std::env::var_os(ENV_RUNTIME) {
-        Some(p) => {
-            let p = PathBuf::from(p);
-            if !p.is_file() {
-                bail!(
-                    "{ENV_RUNTIME}={} does not name a file: point it at {RUNTIME_NAME}",
-                    p.display()
-                );
-            }
-            p
-        }
-        None => {
-            let exe = std::env::current_exe().context("cannot locate the blameprof executable")?;
-            let dir = exe.parent().unwrap_or(Path::new("."));
-            let candidates = [
-                dir.join(RUNTIME_NAME),
-                dir.join("..").join(RUNTIME_NAME),
-                dir.join("../lib/blameprof").join(RUNTIME_NAME),
-            ];
-            candidates.into_iter().find(|p| p.is_file()).with_context(|| {
-                format!(
-                    "runtime library {RUNTIME_NAME} not found next to {}: build it with 'cargo build --release --workspace', or set {ENV_RUNTIME}",
-                    exe.display()
-                )
-            })?
-        }
-    };
-    let real = std::fs::canonicalize(&found).unwrap_or_else(|_| found.clone());
-    // The program loads the library by this path, and the analysis knows the runtime's
-    // frames (to fold them into the lock function the program called) by its file name:
-    // under another name its internals would show up in the program's call paths.
-    if real.file_name() != Some(std::ffi::OsStr::new(RUNTIME_NAME)) {
-        bail!(
-            "the runtime library {} is not named {RUNTIME_NAME} (the name reports recognise \
-             its frames by): copy or rename it to a file of that name",
-            real.display()
-        );
-    }
-    Ok(real)
 }
 
 /// `-o PATH`: a new directory, or an old profile of this user's that is replaced: its part

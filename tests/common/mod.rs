@@ -25,16 +25,21 @@ pub const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 /// Limit for `report` / `flamegraph` and for error cases.
 pub const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The CLI under test. The first call also checks that the runtime library next to it is
-/// built from the current sources: `cargo test` rebuilds the CLI but not the `runtime/`
-/// cdylib, and a stale runtime makes tests pass or fail for the wrong code.
+/// The CLI under test (it embeds the runtime library it was built with: `build.rs`).
 pub fn blameprof() -> &'static str {
+    env!("CARGO_BIN_EXE_blameprof")
+}
+
+/// The runtime library the workspace build leaves next to the CLI, for the tests that read
+/// or copy the file itself. Checks that it is built from the current sources: `cargo test`
+/// rebuilds the CLI (and the runtime embedded in it) but not the `runtime/` cdylib there.
+pub fn runtime_library() -> PathBuf {
     static STALE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let cli = env!("CARGO_BIN_EXE_blameprof");
-    if let Some(why) = STALE.get_or_init(|| runtime_staleness(Path::new(cli))) {
+    let cli = Path::new(blameprof());
+    if let Some(why) = STALE.get_or_init(|| runtime_staleness(cli)) {
         panic!("{why}");
     }
-    cli
+    cli.with_file_name(blameprof::format::protocol::RUNTIME_LIBRARY)
 }
 
 /// Why the runtime library next to `cli` cannot be tested, with the fix: it is missing or
