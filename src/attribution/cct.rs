@@ -140,10 +140,18 @@ impl Tree {
         let mut roots = std::mem::take(&mut self.roots);
         let mut children = std::mem::take(&mut self.children);
         let tree = &*self;
+        let other = match by {
+            SortBy::Inclusive => SortBy::Exclusive,
+            SortBy::Exclusive => SortBy::Inclusive,
+        };
         let order = |a: &NodeId, b: &NodeId| {
             let (na, nb) = (tree.node(*a), tree.node(*b));
             tree.cost(*b, metric, by)
                 .cmp(&tree.cost(*a, metric, by))
+                .then_with(|| {
+                    tree.cost(*b, metric, other)
+                        .cmp(&tree.cost(*a, metric, other))
+                })
                 .then_with(|| {
                     let name = |f| names.function(f).name.as_str();
                     name(na.function).cmp(name(nb.function))

@@ -209,10 +209,13 @@ impl<'a> Report<'a> {
     }
 }
 
+/// Top-down by inclusive cost; bottom-up and flat by exclusive, as `perf report` and pprof
+/// do: the functions that carry the cost themselves first (a bottom-up view by inclusive
+/// cost would open with `main` and `_start`), callers beneath by the part of it they passed.
 fn sort_order(view: View) -> SortBy {
     match view {
-        View::Flat => SortBy::Exclusive,
-        View::TopDown | View::BottomUp | View::Threads => SortBy::Inclusive,
+        View::Flat | View::BottomUp => SortBy::Exclusive,
+        View::TopDown | View::Threads => SortBy::Inclusive,
     }
 }
 

@@ -178,7 +178,9 @@ fn json_flat_and_pruned_views() {
     assert_eq!(main["children"].as_array().unwrap().len(), 1);
     assert_eq!(main["children"][0]["function"], "f");
     assert_eq!(main["children"][0]["children"][0]["function"], "g");
-    // Bottom-up: every function is a root, by inclusive work; _start has no work (pruned).
+    // Bottom-up: every function is a root, by exclusive work (as perf report and pprof:
+    // the functions that did the work first, then main, whose work is mostly its callees');
+    // _start has no work (pruned).
     let report = Report::new(&a, View::BottomUp, 0, pruned);
     let doc: Value = serde_json::from_str(&render(&report, &Json)).unwrap();
     assert_eq!(doc["view"], "bottom-up");
@@ -188,7 +190,7 @@ fn json_flat_and_pruned_views() {
         .iter()
         .map(|r| r["function"].as_str().unwrap())
         .collect();
-    assert_eq!(roots, ["main", "g", "f", "h"]);
+    assert_eq!(roots, ["g", "h", "main", "f"]);
     assert!(doc["roots"][1]["children"].as_array().unwrap().is_empty());
 }
 

@@ -133,8 +133,8 @@ fn header(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     }
     let order = match r.view {
         View::Threads => return writeln!(out, "view:       threads"),
-        View::Flat => "exclusive",
-        View::TopDown | View::BottomUp => "inclusive",
+        View::Flat | View::BottomUp => "exclusive",
+        View::TopDown => "inclusive",
     };
     let mut view = format!("{}, by {order} {}", r.view.name(), def.name);
     if r.percent_of() == PercentOf::Effort {
