@@ -37,6 +37,7 @@
 mod common;
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -777,6 +778,125 @@ fn cxx_condition_variable_and_mutex_waits_are_blamed_by_name() {
     let (m_top, _) = top_of(&p.flat, "blame.mutex", CXX_FNS);
     c.that(m_top == CXX_AUDIT, format!("first by blame.mutex: {m_top}"));
     c.finish("C++ waits");
+}
+
+/// Waits through C++'s own lock types (std::shared_mutex with std::shared_lock and
+/// std::unique_lock, std::condition_variable::wait with a predicate): the summary's victims
+/// and culprits and the lock view's sites name the user's functions (`read_table`,
+/// `update_table`, `consume`, `produce`), not the inlined wrappers between them and pthread
+/// (`__glibcxx_rwlock_rdlock`, `wait<...>`), which stay in the call paths.
+#[test]
+fn cxx_lock_wrappers_are_skipped_when_naming_victims_and_culprits() {
+    let prog = cxx_prog("cxx_wrappers");
+    let dir = scratch_dir("cxx_wrappers").join("prof");
+    let (run, flat, td, locks) = {
+        let _one_at_a_time = machine();
+        let run = profile_ok(&dir, 1000, &prog, &["0.6", "4", "4"]);
+        let flat = report_json_metric(&dir, "blame", &["--view", "flat"]);
+        let td = report_json_metric(&dir, "idleness", &["--view", "top-down"]);
+        let locks = blameprof_cmd(&[
+            OsStr::new("report"),
+            dir.as_os_str(),
+            OsStr::new("--view"),
+            OsStr::new("locks"),
+            OsStr::new("--format"),
+            OsStr::new("json"),
+        ]);
+        assert!(locks.status.success(), "{}", locks.describe());
+        (run, flat, td, locks)
+    };
+    let t = truth(&run.stdout);
+    let summary = run.stderr.clone();
+    let listed = |heading: &str| -> Vec<String> {
+        summary
+            .lines()
+            .skip_while(|l| !l.contains(heading))
+            .skip(1)
+            .take_while(|l| l.starts_with("blameprof:   "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let victims = listed("victims");
+    let culprits = listed("culprits");
+    let named = |lines: &[String], f: &str| lines.iter().any(|l| l.contains(&format!("{f}(")));
+    let wrapper = |lines: &[String]| {
+        lines
+            .iter()
+            .find(|l| l.contains("__glibcxx") || l.contains("__gthread") || l.contains(" wait<"))
+            .cloned()
+    };
+    assert!(
+        named(&victims, "read_table") && named(&victims, "consume"),
+        "victims name the user's functions:\n{summary}"
+    );
+    assert!(
+        named(&culprits, "update_table") && named(&culprits, "produce"),
+        "culprits name the user's functions:\n{summary}"
+    );
+    assert_eq!(
+        wrapper(&victims),
+        None,
+        "no wrapper among the victims:\n{summary}"
+    );
+    assert_eq!(
+        wrapper(&culprits),
+        None,
+        "no wrapper among the culprits:\n{summary}"
+    );
+
+    // The lock view's waiter and holder sites, too.
+    let v: Value = serde_json::from_str(&locks.stdout).expect("locks JSON");
+    let sites: Vec<String> = v["locks"]
+        .as_array()
+        .expect("locks array")
+        .iter()
+        .flat_map(|l| {
+            ["waiters", "holders"]
+                .into_iter()
+                .flat_map(move |k| l[k].as_array().cloned().unwrap_or_default())
+        })
+        .filter_map(|s| s["caller"].as_str().map(str::to_owned))
+        .collect();
+    for f in ["read_table", "update_table", "consume", "produce"] {
+        assert!(
+            sites.iter().any(|s| s.contains(f)),
+            "the lock view names {f}: {sites:?}"
+        );
+    }
+    assert!(
+        !sites
+            .iter()
+            .any(|s| s.starts_with("__glibcxx") || s.starts_with("wait<")),
+        "no wrapper among the lock view's sites: {sites:?}"
+    );
+
+    // The wrappers stay in the call path: read_table's waiting passes through one.
+    let paths = describe_paths_metric(&td, "pthread_rwlock_rdlock", 3, "idleness");
+    assert!(
+        paths.contains("read_table")
+            && (paths.contains("__glibcxx") || paths.contains("lock_shared")),
+        "read_table's waiting reaches pthread_rwlock_rdlock through the wrappers:\n{paths}"
+    );
+
+    // And the numbers are the program's.
+    let near = |f: &str, metric: &str, key: &str, tol: f64| {
+        let got = flat_metric(&flat, f, metric).0 as f64;
+        let want = t[key] as f64;
+        assert!(
+            (got - want).abs() <= tol * want,
+            "{f} {metric}: {} vs the program's {}",
+            ms(got as u64),
+            ms(want as u64)
+        );
+    };
+    near(
+        "read_table(int, int)",
+        "idleness.rwlock",
+        "wait_read_ns",
+        0.2,
+    );
+    near("update_table(int)", "blame.rwlock", "blame_update_ns", 0.2);
+    near("consume()", "idleness.condvar", "wait_consume_ns", 0.2);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@
 //! `... lookup -> pthread_mutex_lock` and a blame path `... insert -> pthread_mutex_unlock`
 //! (docs/lock-blame-contract.md). [`lock_sites`] adds up one metric per *site*: the
 //! application function that called the lock function (the caller of the path's innermost
-//! runtime location) together with that lock function, and keeps the call-site line that
-//! carried the most cost.
+//! runtime location, past any language runtime's lock wrappers: see [`super::lock_wrappers`])
+//! together with that lock function, and keeps the call-site line that carried the most
+//! cost.
 //!
 //! The *innermost* runtime location is the lock function, not the leaf: a spin-wait sample
 //! can land in a function the runtime called (`sched_yield`, the vdso's clock), and runtime
@@ -17,6 +18,7 @@
 //! path without a runtime location counts for its leaf function, with no lock function.
 //! Not async-signal-safe (allocates); single-threaded.
 
+use super::lock_wrappers::named_caller;
 use super::{Analysis, FunctionId, SourceLine};
 use std::collections::HashMap;
 
@@ -54,7 +56,10 @@ pub fn lock_sites(analysis: &Analysis, metric: usize) -> Vec<LockSite> {
         }
         let locs = &path.locs;
         let (caller, lock) = match locs.iter().rposition(|l| is_runtime(l.function)) {
-            Some(i) => (i.checked_sub(1).map(|c| locs[c]), Some(locs[i].function)),
+            Some(i) => (
+                named_caller(&analysis.names, locs, i).map(|c| locs[c]),
+                Some(locs[i].function),
+            ),
             None => (locs.last().copied(), None),
         };
         let site = sites.entry((caller.map(|c| c.function), lock)).or_default();

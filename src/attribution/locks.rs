@@ -48,6 +48,7 @@
 
 use super::calibration::Calibration;
 use super::lock_sites::is_runtime_module;
+use super::lock_wrappers::{is_wrapper, named_caller};
 use super::paths::{expand_each, RawKey};
 use super::symbolize::{CodeAddress, Symbolizer};
 use super::{select, AttributionError, Filter, Loc, Names};
@@ -628,7 +629,12 @@ fn init_site_name(
         .find(|m| site != 0 && (m.start..m.end).contains(&site))?;
     let offset = site.checked_sub(module.base)?;
     let chain = symbolizer.symbolize(Some(module), CodeAddress::ReturnAddress(offset));
-    let caller = &chain.first()?.function;
+    // Innermost first: the constructor of a language's lock type inlined into the user's
+    // code is skipped for the user's function.
+    let user = chain
+        .iter()
+        .find(|f| !is_wrapper(&f.function, f.file.as_deref(), &module.path));
+    let caller = &user.or(chain.first())?.function;
     let init = match kind? {
         WaitKind::Mutex => "pthread_mutex_init",
         WaitKind::RwLock => "pthread_rwlock_init",
@@ -642,14 +648,14 @@ fn init_site_name(
 }
 
 /// The site of a root-first path: the function that called its innermost runtime location
-/// (the lock function), and that lock function; the leaf function when it has none.
+/// (the lock function, past any language runtime's lock wrappers), and that lock function;
+/// the leaf function when it has none.
 fn site_of(locs: &[Loc], names: &Names) -> Site {
     let is_runtime = |l: &Loc| is_runtime_module(&names.function(l.function).module);
     let name = |l: &Loc| names.function(l.function).name.clone();
     match locs.iter().rposition(is_runtime) {
         Some(i) => Site {
-            caller: i
-                .checked_sub(1)
+            caller: named_caller(names, locs, i)
                 .map_or_else(|| "[no caller]".to_owned(), |c| name(&locs[c])),
             lock_function: name(&locs[i]),
         },

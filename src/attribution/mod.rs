@@ -18,6 +18,7 @@ mod calibration;
 pub mod callers;
 pub mod cct;
 pub mod lock_sites;
+pub mod lock_wrappers;
 pub mod locks;
 pub mod metrics;
 mod paths;
