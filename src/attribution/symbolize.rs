@@ -3,8 +3,10 @@
 //! Job: for one recorded address in one module, give the chain of source frames it stands
 //! for, the innermost (deepest inlined) frame first and the real, out-of-line function last.
 //! Sources, in order of preference: DWARF (from the module itself, or from separate debug
-//! info under `<debug dir>/.build-id/xx/yyyy.debug`), then the ELF symbol table
-//! (`.symtab`, else `.dynsym`), then a `module+0xoffset` label.
+//! info: by build-id, `<debug dir>/.build-id/xx/yyyy.debug`, else by the module's
+//! `.gnu_debuglink`, the named file next to the module, in its `.debug/` directory or under
+//! `<debug dir>/<module's directory>/`, with the CRC32 it records), then the ELF symbol
+//! table (`.symtab`, else `.dynsym`), then a `module+0xoffset` label.
 //!
 //! Invariants:
 //! - every answer has at least one frame, and exactly its last frame has `inlined == false`;
@@ -193,10 +195,15 @@ impl ModuleSymbols {
                 name,
             };
         }
-        let separate = (!facts.has_dwarf)
-            .then(|| build_id_debug_file(debug_dir, &facts.build_id))
-            .flatten();
         let module_path = Path::new(&module.path);
+        let separate = (!facts.has_dwarf)
+            .then(|| {
+                build_id_debug_file(debug_dir, &facts.build_id).or_else(|| {
+                    let link = facts.debuglink.as_ref()?;
+                    debuglink_file(module_path, debug_dir, link)
+                })
+            })
+            .flatten();
         let (debug_path, symbols) = match &separate {
             Some(debug_file) => (
                 debug_file.as_path(),
@@ -301,6 +308,8 @@ impl LoadedModule {
 struct FileFacts {
     build_id: Vec<u8>,
     has_dwarf: bool,
+    /// `.gnu_debuglink`: the separate debug file's name and its CRC32.
+    debuglink: Option<(PathBuf, u32)>,
 }
 
 impl FileFacts {
@@ -310,11 +319,17 @@ impl FileFacts {
         let file = std::fs::File::open(path).ok()?;
         let cache = object::read::ReadCache::new(file);
         let obj = object::File::parse(&cache).ok()?;
+        use std::os::unix::ffi::OsStrExt;
         Some(FileFacts {
             build_id: obj.build_id().ok().flatten().unwrap_or_default().to_vec(),
             has_dwarf: obj
                 .section_by_name(".debug_info")
                 .is_some_and(|s| s.size() > 0),
+            debuglink: obj
+                .gnu_debuglink()
+                .ok()
+                .flatten()
+                .map(|(name, crc)| (PathBuf::from(std::ffi::OsStr::from_bytes(name)), crc)),
         })
     }
 }
@@ -328,6 +343,41 @@ fn build_id_debug_file(debug_dir: &Path, build_id: &[u8]) -> Option<PathBuf> {
         .join(format!("{first:02x}"))
         .join(format!("{rest}.debug"));
     path.is_file().then_some(path)
+}
+
+/// The separate debug file `.gnu_debuglink` names for the module at `module`: `name` in
+/// the module's directory, in its `.debug/` directory, or under `debug_dir` followed by the
+/// module's directory (GDB's order); the first whose CRC32 is `crc`.
+fn debuglink_file(
+    module: &Path,
+    debug_dir: &Path,
+    (name, crc): &(PathBuf, u32),
+) -> Option<PathBuf> {
+    // A bare file name: a link naming a path elsewhere is not followed.
+    if name.components().count() != 1 {
+        return None;
+    }
+    let dir = module.parent()?;
+    let candidates = [
+        dir.join(name),
+        dir.join(".debug").join(name),
+        debug_dir
+            .join(dir.strip_prefix("/").unwrap_or(dir))
+            .join(name),
+    ];
+    candidates
+        .into_iter()
+        .filter(|p| p.as_path() != module && p.is_file())
+        .find(|p| crc32_of(p) == Some(*crc))
+}
+
+/// The CRC32 (as `.gnu_debuglink` records it) of a file's contents.
+fn crc32_of(path: &Path) -> Option<u32> {
+    let file = std::fs::File::open(path).ok()?;
+    // SAFETY: a read-only private mapping, dropped before returning; a file truncated
+    // meanwhile by another process could fault, as for any mapped debug file.
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    Some(crc32fast::hash(&map))
 }
 
 /// The file name of a module path, for labels.

@@ -127,6 +127,48 @@ fn separate_debug_info_is_found_by_build_id() {
     check_inlined(&binary, &mut Symbolizer::with_debug_dir(debug_dir));
 }
 
+/// A module stripped of its DWARF, with `.gnu_debuglink` naming a debug file: found in the
+/// module's `.debug/` directory when its CRC32 matches, and not when it does not.
+#[test]
+fn separate_debug_info_is_found_by_gnu_debuglink() {
+    let tmp = TempDir::new("sym-gnu-debuglink");
+    let dir = &tmp.0;
+    let binary = compile(
+        dir,
+        "prog",
+        PROGRAM,
+        false,
+        &["-g", "-O1", "-Wl,--build-id=none"],
+    );
+    let debug = dir.join(".debug");
+    std::fs::create_dir_all(&debug).unwrap();
+    let debug_file = debug.join("prog.debug");
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&binary)
+        .arg(&debug_file));
+    run(Command::new("strip").arg("--strip-debug").arg(&binary));
+    run(Command::new("objcopy")
+        .arg(format!("--add-gnu-debuglink={}", debug_file.display()))
+        .arg(&binary));
+    // No build-id: only the link can find it (the debug directory is empty).
+    let empty = dir.join("no-debug-dir");
+    check_inlined(&binary, &mut Symbolizer::with_debug_dir(empty.clone()));
+    // A debug file of other contents (a stale build) is refused: no line, only symbols.
+    let mut stale = std::fs::read(&debug_file).unwrap();
+    stale.push(0);
+    std::fs::write(&debug_file, stale).unwrap();
+    let (start, _, build_id) = symbol(&binary, "hash_all");
+    let m = module(1, binary.to_str().unwrap(), build_id);
+    let frames = Symbolizer::with_debug_dir(empty)
+        .symbolize(Some(&m), CodeAddress::InstructionPointer(start));
+    assert_eq!(functions(&frames), ["hash_all"]);
+    assert_eq!(
+        frames[0].line, None,
+        "no line from a debug file whose CRC differs"
+    );
+}
+
 #[test]
 fn symbol_table_without_dwarf_then_module_offset_label() {
     let tmp = TempDir::new("sym-symtab");
