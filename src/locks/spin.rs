@@ -201,7 +201,8 @@ pub fn lock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
 }
 
 fn lock_monitored(m: &MonSpin, hooks: &impl SpinHooks) {
-    if m.word.swap(1, Ordering::Acquire) == 0 {
+    // SeqCst: see `register_spinner`.
+    if m.word.swap(1, Ordering::SeqCst) == 0 {
         acquired(m, hooks);
         return;
     }
@@ -225,10 +226,16 @@ fn lock_monitored(m: &MonSpin, hooks: &impl SpinHooks) {
 /// meta lock, inside which every monitored unlock releases: a holder that released before
 /// this registration leaves the gate shut (its hold is over, and nobody would close the
 /// gate again), one that releases after it finds the gate open and closes it.
+///
+/// With an acquisition that does not spin ([`acquired`]) this is a handshake: the spinner
+/// counts itself, then reads the word; the acquirer takes the word, then reads the count.
+/// Both pairs are `SeqCst`, so at least one side sees the other: either the spinner finds
+/// the lock held and opens the gate, or the acquirer finds a spinner and opens it (free on
+/// x86-64: the swap and the add are locked instructions, the loads plain moves).
 fn register_spinner(m: &MonSpin, now: u64) {
     m.update(now, |m| {
-        m.spinners.fetch_add(1, Ordering::Relaxed);
-        if !m.acquiring.load(Ordering::Relaxed) && m.word.load(Ordering::Relaxed) != 0 {
+        m.spinners.fetch_add(1, Ordering::SeqCst);
+        if m.word.load(Ordering::SeqCst) != 0 && !m.acquiring.load(Ordering::Relaxed) {
             m.held.store(true, Ordering::Relaxed);
         }
     });
@@ -255,7 +262,8 @@ fn hold_after_spin(m: &MonSpin, start: u64, hooks: &impl SpinHooks) {
 /// An acquisition without spinning: if others spin on the lock, it is held again from now
 /// (the time since the last release was nobody's).
 fn acquired(m: &MonSpin, hooks: &impl SpinHooks) {
-    if m.spinners.load(Ordering::Acquire) > 0 {
+    // SeqCst: the acquirer's half of the handshake with `register_spinner`.
+    if m.spinners.load(Ordering::SeqCst) > 0 {
         m.update(hooks.now(), |m| m.held.store(true, Ordering::Relaxed));
     }
 }
@@ -266,7 +274,8 @@ pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
         // Acquire: a monitored word's record was initialised before the word was published.
         let current = lock.load(Ordering::Acquire);
         if let Some(m) = monitored(current) {
-            return if m.word.swap(1, Ordering::Acquire) == 0 {
+            // SeqCst: see `register_spinner`.
+            return if m.word.swap(1, Ordering::SeqCst) == 0 {
                 acquired(m, hooks);
                 0
             } else {
@@ -342,7 +351,10 @@ pub fn reset(lock: &AtomicU32, to: u32) -> u64 {
         if let Some(m) = SLAB.get(index) {
             if m.owner.load(Ordering::Acquire) == address {
                 m.owner.store(0, Ordering::Release);
-                let left = m.idleness.swap(0, Ordering::AcqRel);
+                // Under the meta lock: an unlock that released the word may still be in its
+                // meta section (a lock taken and destroyed at once after it); the record
+                // is freed only once that section is over.
+                let left = m.update(0, |m| m.idleness.swap(0, Ordering::Relaxed));
                 SLAB.free(index);
                 return left;
             }

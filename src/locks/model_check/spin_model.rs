@@ -107,6 +107,8 @@ pub(super) enum Variant {
     NativeUnlockByStore,
     /// A converter that lost the race does not free its record.
     LoserKeepsSlot,
+    /// A spinner never opens the gate (waiting during a hold it registered in is lost).
+    NeverOpensGate,
 }
 
 /// Where a thread is: the atomic operation it performs next.
@@ -319,6 +321,7 @@ const RELEASE_BY_NON_HOLDER: u8 = 2;
 const LOST_LOCK: u8 = 3;
 const MISATTRIBUTED: u8 = 4;
 const DROPPED: u8 = 5;
+const GATE_SHUT: u8 = 6;
 
 pub(super) struct SpinModel {
     pub programs: Vec<Vec<Op>>,
@@ -337,6 +340,8 @@ pub(super) struct SpinModel {
     /// No unit may reach a destroy (none of the scenarios destroys a lock while it is
     /// held with spinners, so every unit must have been taken by an unlock).
     pub forbid_drop: bool,
+    /// No tick may pass with a spinner registered during a hold while the gate is shut.
+    pub check_gate: bool,
 }
 
 impl SpinModel {
@@ -406,6 +411,27 @@ impl SpinModel {
         }
     }
 
+    /// Whether a tick now would be lost: a monitored lock is held, in its hold proper, with
+    /// a spinner registered, and its gate is shut, so nothing accrues for the spinner.
+    /// (The hold proper: not while its holder is still in `acquired` or `hold_after_spin`,
+    /// which open the gate themselves; not while `acquiring`.)
+    fn gate_shut(&self, s: &State) -> bool {
+        use Pc::*;
+        (0..self.locks).any(|l| {
+            let (Some(i), Some(h)) = (monitored(s.words[l]), s.holder[l].checked_sub(1)) else {
+                return false;
+            };
+            let slot = &s.slots[i];
+            let starting = matches!(
+                s.threads[usize::from(h)].pc,
+                AcqLoad | AcqNow | AcqMeta | AcqAdvance | AcqUnmeta | WonNow | WonMeta
+                    | WonAdvance | WonUncount | WonUnmeta | HoldNow | HoldMeta | HoldAdvance
+                    | HoldUnmeta
+            );
+            slot.spinners > 0 && !slot.acquiring && !slot.held && !starting
+        })
+    }
+
     /// Frees record `i` (`Slab::free`); what its counter still holds is dropped.
     fn free(&self, n: &mut State, i: usize) {
         let slot = &mut n.slots[i];
@@ -471,6 +497,9 @@ impl Model for SpinModel {
             let reading = (0..self.threads()).any(|t| s.threads[t].pc.in_update());
             if usize::from(s.clock) < usize::from(self.ticks) && !self.finished(s) && !reading {
                 let mut n = s.clone();
+                if self.check_gate && self.gate_shut(s) {
+                    n.violation = n.violation.max(GATE_SHUT);
+                }
                 for l in 0..self.locks {
                     n.ticks[l][usize::from(s.clock)] = s.holder[l];
                 }
@@ -635,7 +664,6 @@ impl Model for SpinModel {
                 go(
                     &mut n,
                     match th.pc {
-                        Pc::RegMeta if fix => Pc::RegWord,
                         Pc::RegMeta => Pc::RegAdvance,
                         Pc::WonMeta => Pc::WonAdvance,
                         Pc::HoldMeta => Pc::HoldAdvance,
@@ -650,11 +678,11 @@ impl Model for SpinModel {
                 Self::advance(&mut n, t, m, l);
                 go(&mut n, Pc::RegCount);
             }
-            // register_spinner: `spinners.fetch_add(1)`, then the gate (RegGate).
+            // register_spinner: `spinners.fetch_add(1, SeqCst)`, then the word and the gate.
             Pc::RegCount => {
                 n.slots[m].spinners += 1;
                 if fix {
-                    go(&mut n, Pc::RegGate);
+                    go(&mut n, Pc::RegWord);
                 } else {
                     if !s.slots[m].acquiring {
                         n.slots[m].held = true;
@@ -662,15 +690,16 @@ impl Model for SpinModel {
                     go(&mut n, Pc::RegUnmeta);
                 }
             }
-            // register_spinner: `m.word.load(Relaxed)` (the gate's condition), under meta.
+            // register_spinner: `m.word.load(SeqCst)` (the gate's condition), under meta,
+            // after the count (the handshake with `acquired`).
             Pc::RegWord => {
                 n.threads[t].cur = s.slots[m].word;
-                go(&mut n, Pc::RegAdvance);
+                go(&mut n, Pc::RegGate);
             }
-            // register_spinner: `if !acquiring && word != 0 { held = true }`.
+            // register_spinner: `if word != 0 && !acquiring { held = true }`.
             Pc::RegGate => {
                 n.threads[t].cur = 0;
-                if !s.slots[m].acquiring && th.cur != 0 {
+                if v != Variant::NeverOpensGate && !s.slots[m].acquiring && th.cur != 0 {
                     n.slots[m].held = true;
                 }
                 go(&mut n, Pc::RegUnmeta);
@@ -1001,6 +1030,9 @@ impl Model for SpinModel {
                 return Err("attribution: an unlock charged waiting accrued outside its own hold (while the lock was free, or during another thread's hold)".into())
             }
             DROPPED => return Err("a destroy dropped waiting nobody was charged for".into()),
+            GATE_SHUT => {
+                return Err("lost waiting: a tick passed with a spinner registered during a hold while the gate was shut".into())
+            }
             other => return Err(format!("violation {other}")),
         }
         // A monitored word names a live record of this very lock.
@@ -1210,6 +1242,7 @@ pub(super) fn scenario(name: &str, threads: usize) -> SpinModel {
         variant: Variant::Real,
         attribution: true,
         forbid_drop: true,
+        check_gate: true,
     }
 }
 
@@ -1297,15 +1330,25 @@ fn model_check_spin_lock_broken_variants_are_caught() {
     // opens the gate although its holder will never close it: waiting accrues while the
     // lock is free and the next update takes it, charged to the next unlock (a spinner
     // blamed for its own wait).
+    // (It also lost waiting: a spinner that registered without the gate's handshake left
+    // it shut for a hold; which of the two the search meets first depends on the scenario.)
     for (name, threads) in [("contention", 2), ("held before start", 2)] {
         expect_caught(
             Variant::UnlockOutsideMeta,
             name,
             threads,
             true,
-            &["attribution"],
+            &["attribution", "lost waiting"],
         );
     }
+    // A gate never opened by a registering spinner: the waiting of its hold is lost.
+    expect_caught(
+        Variant::NeverOpensGate,
+        "contention",
+        2,
+        false,
+        &["lost waiting"],
+    );
     // Giving back, after the release, blame an unlock could not charge: the program may
     // destroy the lock as soon as it is unlocked (an object freed when its reference count,
     // dropped under the lock, reaches zero), and the give-back lands in a freed record
@@ -1321,6 +1364,7 @@ fn model_check_spin_lock_broken_variants_are_caught() {
     let mut model = scenario("recycling", 2);
     model.variant = Variant::UnlockOutsideMeta;
     model.attribution = false;
+    model.check_gate = false;
     let v = assert_fails("spin UnlockOutsideMeta drop at destroy", &model, LIMIT);
     assert!(v.what.contains("dropped"), "{v}");
 }
