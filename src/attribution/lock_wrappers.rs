@@ -34,15 +34,12 @@ const NAME_PREFIXES: [&str; 7] = [
     "core::ptr::drop_in_place<std::",
 ];
 
-/// Parts of source paths of wrapper code.
-const FILE_PARTS: [&str; 6] = [
-    "/include/c++/",
-    "/library/std/src/",
-    "/library/core/src/",
-    "/parking_lot-",
-    "/parking_lot_core-",
-    "/lock_api-",
-];
+/// Parts of source paths of wrapper code: the C++ standard library's headers and Rust's
+/// standard library sources.
+const FILE_PARTS: [&str; 3] = ["/include/c++/", "/library/std/src/", "/library/core/src/"];
+
+/// Crates whose sources (`/<crate>-<version>/src/`, as Cargo unpacks them) are wrappers.
+const WRAPPER_CRATES: [&str; 3] = ["parking_lot", "parking_lot_core", "lock_api"];
 
 /// Modules of out-of-line wrapper code (file name prefixes).
 const MODULE_PREFIXES: [&str; 2] = ["libstdc++.so", "libc++.so"];
@@ -50,11 +47,36 @@ const MODULE_PREFIXES: [&str; 2] = ["libstdc++.so", "libc++.so"];
 /// Whether a frame of function `name`, whose code is in source file `file` (if known) and
 /// module `module`, is a language runtime's lock wrapper.
 pub fn is_wrapper(name: &str, file: Option<&str>, module: &str) -> bool {
-    let name = name.trim_start_matches('<');
     let module_name = module.rsplit('/').next().unwrap_or(module);
-    NAME_PREFIXES.iter().any(|p| name.starts_with(p))
-        || file.is_some_and(|f| FILE_PARTS.iter().any(|p| f.contains(p)))
+    wrapper_name(name)
+        || file.is_some_and(|f| FILE_PARTS.iter().any(|p| f.contains(p)) || in_wrapper_crate(f))
         || MODULE_PREFIXES.iter().any(|p| module_name.starts_with(p))
+}
+
+/// Whether a function name is a wrapper's. A trait method, `<Type as Trait>::method`, is
+/// one only when both the type and the trait are: an implementation of the user's trait
+/// for a standard type (`<std::vec::Vec<T> as app::Cache>::get`) is the user's code.
+fn wrapper_name(name: &str) -> bool {
+    let known = |n: &str| NAME_PREFIXES.iter().any(|p| n.starts_with(p));
+    match name.strip_prefix('<') {
+        Some(rest) => match rest.split_once(" as ") {
+            Some((ty, tr)) => known(ty) && (known(tr) || tr.starts_with("core::")),
+            None => known(rest),
+        },
+        None => known(name),
+    }
+}
+
+/// Whether a source path lies in a wrapper crate's sources as Cargo unpacks them,
+/// `.../<crate>-<digit>.../src/...`.
+fn in_wrapper_crate(file: &str) -> bool {
+    WRAPPER_CRATES.iter().any(|c| {
+        file.match_indices(&format!("/{c}-")).any(|(i, m)| {
+            let rest = &file[i + m.len()..];
+            rest.starts_with(|ch: char| ch.is_ascii_digit())
+                && rest.split_once('/').is_some_and(|(_, tail)| tail.starts_with("src/"))
+        })
+    })
 }
 
 /// Whether `loc` is a wrapper frame.
@@ -128,6 +150,8 @@ mod tests {
             ("lock", Some("/src/app/my_lock.c"), "/app"),
             ("app::Table::get", Some("/src/app/src/table.rs"), "/app"),
             ("standard_deviation", None, "/app"),
+            ("<std::vec::Vec<T> as app::Cache>::get", None, "/app"),
+            ("bench", Some("/home/u/parking_lot-bench/src/main.rs"), "/app"),
         ];
         for (name, file, module) in users {
             assert!(!is_wrapper(name, file, module), "{name} is the user's");

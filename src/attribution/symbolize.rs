@@ -22,6 +22,8 @@ use crate::format::read::ModuleInfo;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A recorded code address, module-relative (or absolute when the module is unknown).
 ///
@@ -84,6 +86,8 @@ impl SourceFrame {
 pub struct Symbolizer {
     debug_dir: PathBuf,
     modules: HashMap<(String, Vec<u8>), ModuleSymbols>,
+    /// Addresses looked up so far, for a progress display on another thread.
+    resolved: Arc<AtomicU64>,
 }
 
 impl Default for Symbolizer {
@@ -103,7 +107,13 @@ impl Symbolizer {
         Symbolizer {
             debug_dir,
             modules: HashMap::new(),
+            resolved: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// The count of addresses looked up so far, which grows as the symbolizer works.
+    pub fn resolved(&self) -> Arc<AtomicU64> {
+        self.resolved.clone()
     }
 
     /// The source frames for `address`, innermost first. `module` is `None` when the address
@@ -119,6 +129,7 @@ impl Symbolizer {
         };
         let key = (module.path.clone(), module.build_id.clone());
         let debug_dir = &self.debug_dir;
+        self.resolved.fetch_add(1, Ordering::Relaxed);
         self.modules
             .entry(key)
             .or_insert_with(|| ModuleSymbols::open(module, debug_dir))
@@ -353,8 +364,9 @@ fn debuglink_file(
     debug_dir: &Path,
     (name, crc): &(PathBuf, u32),
 ) -> Option<PathBuf> {
-    // A bare file name: a link naming a path elsewhere is not followed.
-    if name.components().count() != 1 {
+    // A bare file name: a link naming a path elsewhere is not followed; and a module
+    // known by an absolute path (not one relative to wherever the report runs).
+    if name.components().count() != 1 || !module.is_absolute() {
         return None;
     }
     let dir = module.parent()?;
@@ -371,13 +383,20 @@ fn debuglink_file(
         .find(|p| crc32_of(p) == Some(*crc))
 }
 
-/// The CRC32 (as `.gnu_debuglink` records it) of a file's contents.
+/// The CRC32 (as `.gnu_debuglink` records it) of a file's contents, read in pieces.
 fn crc32_of(path: &Path) -> Option<u32> {
-    let file = std::fs::File::open(path).ok()?;
-    // SAFETY: a read-only private mapping, dropped before returning; a file truncated
-    // meanwhile by another process could fault, as for any mapped debug file.
-    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
-    Some(crc32fast::hash(&map))
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Some(hasher.finalize()),
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
 }
 
 /// The file name of a module path, for labels.
