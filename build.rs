@@ -23,14 +23,19 @@ fn main() {
     for watched in ["runtime", "src", "Cargo.toml", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
-    let release = env("PROFILE") == "release";
-    // OUT_DIR is <target>/<profile>/build/<package>-<hash>/out.
+    // OUT_DIR is <target>[/<triple>]/<profile dir>/build/<package>-<hash>/out; the profile
+    // directory is named for the profile ("debug" for dev).
     let profile_dir = out
         .ancestors()
         .nth(3)
         .expect("OUT_DIR lies under the target directory");
+    let dir_name = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("the profile directory has a name");
+    let profile = if dir_name == "debug" { "dev" } else { dir_name };
     let target_dir = profile_dir.join("embedded-runtime");
-    let built = build_runtime(&root, &target_dir, release);
+    let built = build_runtime(&root, &target_dir, profile, dir_name);
     let bytes = std::fs::read(&built).unwrap_or_else(|e| {
         panic!(
             "cannot read the runtime just built, {}: {e}",
@@ -45,9 +50,11 @@ fn main() {
     );
 }
 
-/// Runs `cargo build -p blameprof-runtime` into `target_dir`; the library's path.
-fn build_runtime(root: &Path, target_dir: &Path, release: bool) -> PathBuf {
+/// Runs `cargo build -p blameprof-runtime` with `profile`, for the target this build is
+/// for, into `target_dir`; the library's path (`dir_name`: the profile's directory).
+fn build_runtime(root: &Path, target_dir: &Path, profile: &str, dir_name: &str) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let target = env("TARGET");
     let mut cmd = Command::new(cargo);
     cmd.arg("build")
         .arg("--package")
@@ -55,13 +62,27 @@ fn build_runtime(root: &Path, target_dir: &Path, release: bool) -> PathBuf {
         .arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
         .arg("--target-dir")
-        .arg(target_dir);
-    if release {
-        cmd.arg("--release");
+        .arg(target_dir)
+        .arg("--profile")
+        .arg(profile)
+        .arg("--target")
+        .arg(&target);
+    if std::env::var("CARGO_NET_OFFLINE").is_ok_and(|v| v == "true") {
+        cmd.arg("--offline");
     }
-    // Settings meant for the outer build's own target directory, not this one.
-    cmd.env_remove("CARGO_TARGET_DIR")
-        .env_remove("CARGO_BUILD_TARGET_DIR");
+    // Settings meant for the outer build only: its target directory, the flags Cargo
+    // encoded for it (the inner Cargo reads the user's own RUSTFLAGS and configuration
+    // itself), and a linter or coverage tool run on the outer build's crates.
+    for var in [
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET_DIR",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
+    }
     let status = cmd
         .status()
         .unwrap_or_else(|e| panic!("cannot run cargo to build the runtime library: {e}"));
@@ -69,9 +90,7 @@ fn build_runtime(root: &Path, target_dir: &Path, release: bool) -> PathBuf {
         status.success(),
         "building the runtime library ({PACKAGE}) failed: see its errors above"
     );
-    target_dir
-        .join(if release { "release" } else { "debug" })
-        .join(LIBRARY)
+    target_dir.join(target).join(dir_name).join(LIBRARY)
 }
 
 fn env(name: &str) -> String {

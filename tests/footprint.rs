@@ -48,7 +48,8 @@ fn profiled_threads_get_no_malloc_arena() {
     );
 }
 
-/// The bytes of the runtime library (the workspace build's, which `blameprof run` embeds).
+/// The bytes of the runtime library the workspace build leaves next to the CLI (built from
+/// the same sources and profile as the copy the CLI embeds).
 fn runtime_library_data() -> Vec<u8> {
     let path = runtime_library();
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))

@@ -101,7 +101,12 @@ fn cargo_install_gives_one_binary_that_profiles_with_nothing_else_present() {
         );
     }
 
-    // A second run uses the same file; a damaged one is written again.
+    // A second run uses the same file (the same inode); a damaged one is written again.
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(&cached[0]).unwrap().ino();
+    let run = run_with_timeout(&mut cmd, RUN_TIMEOUT);
+    assert!(run.status.success(), "{}", run.describe());
+    assert_eq!(std::fs::metadata(&cached[0]).unwrap().ino(), inode);
     std::fs::write(&cached[0], b"damaged").unwrap();
     let run = run_with_timeout(&mut cmd, RUN_TIMEOUT);
     assert!(run.status.success(), "{}", run.describe());

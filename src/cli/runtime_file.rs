@@ -72,17 +72,26 @@ fn overridden(path: PathBuf) -> anyhow::Result<PathBuf> {
 }
 
 /// `$XDG_CACHE_HOME/blameprof` when that is an absolute path (the XDG rule), else
-/// `$HOME/.cache/blameprof`.
+/// `$HOME/.cache/blameprof` when `$HOME` is this user's (under `sudo`, which keeps the
+/// invoking user's `HOME`, root must not create files in it), else
+/// `/tmp/blameprof-<uid>` (checked like any cache directory).
 fn cache_base() -> Option<PathBuf> {
-    let xdg = std::env::var_os("XDG_CACHE_HOME")
+    if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
-        .filter(|p| p.is_absolute());
-    let cache = xdg.or_else(|| {
-        std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(|h| PathBuf::from(h).join(".cache"))
-    })?;
-    Some(cache.join("blameprof"))
+        .filter(|p| p.is_absolute())
+    {
+        return Some(xdg.join("blameprof"));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .filter(|h| std::fs::metadata(h).is_ok_and(|m| m.uid() == me));
+    Some(match home {
+        Some(home) => home.join(".cache").join("blameprof"),
+        None => std::env::temp_dir().join(format!("blameprof-{me}")),
+    })
 }
 
 /// The path of `bytes` as `RUNTIME_LIBRARY` in `base/runtime-<hash>`, written if missing or
@@ -101,6 +110,18 @@ fn cached(base: &Path, hash: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
     let dir = base.join(format!("runtime-{hash}"));
     private_dir(&dir)?;
     let path = dir.join(RUNTIME_LIBRARY);
+    // LD_PRELOAD splits its list at spaces and colons: such a path would not be loaded.
+    if path
+        .to_str()
+        .map_or(true, |p| p.contains([' ', ':', '\t', '\n']))
+    {
+        bail!(
+            "the cache directory {} has a space, colon or non-UTF-8 byte in its path, which \
+             LD_PRELOAD cannot carry: set XDG_CACHE_HOME to a plain path, or point \
+             {ENV_RUNTIME} at a copy of {RUNTIME_LIBRARY}",
+            dir.display()
+        );
+    }
     if !holds(&path, bytes) {
         write_new(&dir, &path, bytes)?;
     }
@@ -163,27 +184,43 @@ fn write_new(dir: &Path, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let temp = dir.join(format!(".{RUNTIME_LIBRARY}.{}.{nanos}", std::process::id()));
-    let fail = |e: std::io::Error| {
-        let _ = std::fs::remove_file(&temp);
+    let cannot = |e: std::io::Error| {
         anyhow!(
             "cannot write the runtime library to {}: {e}: free some space or make it \
              writable, or set XDG_CACHE_HOME or {ENV_RUNTIME}",
             dir.display()
         )
     };
-    let mut file: File = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o700)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&temp)
-        .map_err(fail)?;
-    file.write_all(bytes)
+    // A name of our own: another run (in another pid namespace sharing this directory)
+    // may be writing one of the same name; a file this run did not create is never removed.
+    let (temp, mut file) = (0..16)
+        .find_map(|attempt| {
+            let temp = dir.join(format!(
+                ".{RUNTIME_LIBRARY}.{}.{nanos}.{attempt}",
+                std::process::id()
+            ));
+            let opened = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o700)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&temp);
+            match opened {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => None,
+                other => Some(other.map(|f: File| (temp, f))),
+            }
+        })
+        .unwrap_or_else(|| Err(std::io::ErrorKind::AlreadyExists.into()))
+        .map_err(cannot)?;
+    let written = file
+        .write_all(bytes)
         .and_then(|()| file.sync_all())
-        .map_err(fail)?;
-    drop(file);
-    std::fs::rename(&temp, path).map_err(fail)
+        .and_then(|()| std::fs::rename(&temp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(cannot(e));
+    }
+    Ok(())
 }
 
 /// Fails when `dir` lies on a file system mounted `noexec`: the loader could not map the
