@@ -2,11 +2,12 @@
 
 mod cli;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use cli::help;
 
 /// Who made your threads wait: a CPU-time call-path profiler with lock blame shifting.
 #[derive(Debug, Parser)]
-#[command(name = "blameprof", version, about)]
+#[command(name = "blameprof", version, about, after_help = help::MAIN)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -15,11 +16,31 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a program under the profiler: blameprof run [OPTIONS] -- COMMAND [ARGS...]
+    #[command(after_help = help::RUN)]
     Run(cli::run::RunArgs),
-    /// Show a profile: top-down, bottom-up or flat, as text or JSON
+    /// Show a profile: trees, flat, threads or locks, as text or JSON; or export it (HTML,
+    /// pprof, folded stacks, Firefox Profiler)
+    #[command(after_help = help::REPORT)]
     Report(blameprof::viewer::commands::ReportArgs),
     /// Render a profile as a flame graph SVG
+    #[command(after_help = help::FLAMEGRAPH)]
     Flamegraph(blameprof::viewer::commands::FlamegraphArgs),
+    /// Compare two profiles: the biggest changes per function and per lock
+    #[command(after_help = help::DIFF)]
+    Diff(blameprof::viewer::diff::DiffArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    #[command(after_help = help::COMPLETIONS)]
+    Completions {
+        /// The shell to complete for
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write one page per command into a directory
+    #[command(after_help = help::MAN)]
+    Man {
+        /// Write blameprof.1, blameprof-run.1, ... into this directory instead
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() {
@@ -43,11 +64,18 @@ fn main() {
                 );
             }
             let rendered = e.to_string();
-            let first = rendered
-                .lines()
-                .find(|l| !l.trim().is_empty())
+            let mut lines = rendered.lines().filter(|l| !l.trim().is_empty());
+            let mut first = lines
+                .next()
                 .unwrap_or("invalid arguments")
-                .trim_start_matches("error: ");
+                .trim_start_matches("error: ")
+                .to_owned();
+            // "the following required arguments were not provided:" names them next.
+            if first.ends_with(':') {
+                if let Some(next) = lines.next() {
+                    first = format!("{first} {}", next.trim());
+                }
+            }
             eprintln!("blameprof: error: {first} (see 'blameprof --help')");
             std::process::exit(2);
         }
@@ -56,7 +84,12 @@ fn main() {
         Command::Run(args) => cli::run::run(args),
         Command::Report(args) => {
             let mut out = std::io::stdout().lock();
-            blameprof::viewer::commands::report(args, &mut out).map(|()| 0)
+            blameprof::viewer::commands::report(args, &mut out).map(|file| {
+                if let Some(file) = file {
+                    eprintln!("blameprof: report written to {}", file.display());
+                }
+                0
+            })
         }
         Command::Flamegraph(args) => blameprof::viewer::commands::flamegraph(args).map(|()| {
             eprintln!(
@@ -65,6 +98,16 @@ fn main() {
             );
             0
         }),
+        Command::Diff(args) => {
+            let mut out = std::io::stdout().lock();
+            blameprof::viewer::diff::run(args, &mut out).map(|()| 0)
+        }
+        Command::Completions { shell } => {
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(*shell, &mut Cli::command(), "blameprof", &mut out);
+            Ok(0)
+        }
+        Command::Man { dir } => help::man_pages(Cli::command(), dir.as_deref()).map(|()| 0),
     };
     match result {
         Ok(code) => std::process::exit(code),

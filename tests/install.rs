@@ -67,6 +67,7 @@ fn cargo_install_gives_one_binary_that_profiles_with_nothing_else_present() {
     // A contended program, run by the installed binary alone: a fresh HOME, no override.
     let program = compile_c("three_holders.c", "install_three_holders", &[]);
     let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
     let out = dir.join("profile");
     let mut cmd = Command::new(&installed);
     cmd.env_remove("BLAMEPROF_RUNTIME")

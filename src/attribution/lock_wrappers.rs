@@ -74,7 +74,9 @@ fn in_wrapper_crate(file: &str) -> bool {
         file.match_indices(&format!("/{c}-")).any(|(i, m)| {
             let rest = &file[i + m.len()..];
             rest.starts_with(|ch: char| ch.is_ascii_digit())
-                && rest.split_once('/').is_some_and(|(_, tail)| tail.starts_with("src/"))
+                && rest
+                    .split_once('/')
+                    .is_some_and(|(_, tail)| tail.starts_with("src/"))
         })
     })
 }
@@ -151,7 +153,11 @@ mod tests {
             ("app::Table::get", Some("/src/app/src/table.rs"), "/app"),
             ("standard_deviation", None, "/app"),
             ("<std::vec::Vec<T> as app::Cache>::get", None, "/app"),
-            ("bench", Some("/home/u/parking_lot-bench/src/main.rs"), "/app"),
+            (
+                "bench",
+                Some("/home/u/parking_lot-bench/src/main.rs"),
+                "/app",
+            ),
         ];
         for (name, file, module) in users {
             assert!(!is_wrapper(name, file, module), "{name} is the user's");

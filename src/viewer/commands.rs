@@ -10,6 +10,8 @@
 
 use super::json::Json;
 use super::locks::{self as lock_view, LockOptions, SortBy};
+use super::progress::Progress;
+use super::style::{terminal_width, Paint};
 use super::text::Text;
 use super::{PercentOf, Prune, Renderer, Report, ViewChoice};
 use crate::attribution::locks::lock_table;
@@ -29,8 +31,37 @@ pub const DEFAULT_MIN_PERCENT: f64 = 1.0;
 /// Output formats of `report`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
+    /// The chosen view as text
     Text,
+    /// The chosen view as JSON (docs/report-json.md)
     Json,
+    /// One self-contained, interactive page: trees, flame graphs, locks, threads
+    Html,
+    /// gzipped pprof profile.proto, one sample type per metric (go tool pprof, pprof.me)
+    Pprof,
+    /// Folded stacks of --metric, one line per stack (flamegraph.pl, inferno, speedscope)
+    Folded,
+    /// The Firefox Profiler's processed format, a track per thread (profiler.firefox.com)
+    Firefox,
+}
+
+impl OutputFormat {
+    /// The file a format is written to when no `-o` is given and standard output is a
+    /// terminal (`None`: standard output).
+    pub fn default_file(self) -> Option<&'static str> {
+        match self {
+            OutputFormat::Text | OutputFormat::Json | OutputFormat::Folded => None,
+            OutputFormat::Html => Some("blameprof-report.html"),
+            OutputFormat::Pprof => Some("blameprof.pb.gz"),
+            OutputFormat::Firefox => Some("blameprof-firefox.json"),
+        }
+    }
+
+    /// Whether the format is the chosen view of the analysis (text, JSON) rather than the
+    /// whole profile exported.
+    fn is_view(self) -> bool {
+        matches!(self, OutputFormat::Text | OutputFormat::Json)
+    }
 }
 
 /// Options of `blameprof report`.
@@ -44,6 +75,10 @@ pub struct ReportArgs {
     /// Locks view: show this lock or group in full (its name as the table shows it)
     #[arg(long, value_name = "NAME")]
     pub lock: Option<String>,
+    /// Show the source of FUNCTION (a name or a unique part of one), each line annotated
+    /// with its costs in --metrics (default: work, idleness, blame)
+    #[arg(long, value_name = "FUNCTION")]
+    pub source: Option<String>,
     /// Metric to sort and prune by: work, idleness (lock waiting, at the waiter), blame
     /// (lock waiting, at the holder) or held.contended (the holders' computing while others
     /// waited), or one of them by primitive, e.g. idleness.condvar; the locks view sorts by
@@ -62,6 +97,10 @@ pub struct ReportArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+    /// Write to this file [default: standard output; html, pprof and firefox on a terminal:
+    /// blameprof-report.html, blameprof.pb.gz, blameprof-firefox.json]
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// Tree levels to show; the hot path is always shown in full [text default: 16; JSON: all]
     #[arg(long, value_parser = parse_depth)]
     pub depth: Option<usize>,
@@ -104,8 +143,39 @@ pub struct FlamegraphArgs {
     pub salvage: bool,
 }
 
-/// `blameprof report`: writes the chosen view to `out`. A closed pipe ends it quietly.
-pub fn report(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+/// `blameprof report`: writes the chosen view, or the export, to `-o`'s file or to
+/// `stdout`. A closed pipe ends it quietly. Returns the file written, if any.
+pub fn report(args: &ReportArgs, stdout: &mut dyn Write) -> anyhow::Result<Option<PathBuf>> {
+    let file = args.output.clone().or_else(|| {
+        use std::io::IsTerminal;
+        args.format
+            .default_file()
+            .filter(|_| io::stdout().is_terminal())
+            .map(PathBuf::from)
+    });
+    let Some(file) = file else {
+        report_to(args, stdout, true)?;
+        return Ok(None);
+    };
+    let mut f = std::fs::File::create(&file).map_err(|e| {
+        anyhow!(
+            "cannot create '{}': {e}; pass a writable path with -o",
+            file.display()
+        )
+    })?;
+    report_to(args, &mut f, false)?;
+    Ok(Some(file))
+}
+
+/// Writes the report to `out`, which is standard output when `to_stdout` (text on a
+/// terminal is then styled and cut to its width).
+fn report_to(args: &ReportArgs, out: &mut dyn Write, to_stdout: bool) -> anyhow::Result<()> {
+    if let Some(function) = &args.source {
+        return super::source::write(args, function, out);
+    }
+    if !args.format.is_view() {
+        return super::export::write(args, out);
+    }
     let Some(view) = args.view.analysis_view() else {
         return report_locks(args, out);
     };
@@ -141,24 +211,29 @@ pub fn report(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         args.percent_of == PercentOf::Effort,
     )?;
     let metric = ids[0];
-    let prune = match args.format {
-        OutputFormat::Text => Prune {
+    let prune = if args.format == OutputFormat::Text {
+        Prune {
             depth: Some(args.depth.unwrap_or(DEFAULT_DEPTH)),
             min_percent: Some(args.min_percent.unwrap_or(DEFAULT_MIN_PERCENT)),
-        },
-        OutputFormat::Json => Prune {
+        }
+    } else {
+        Prune {
             depth: args.depth,
             min_percent: args.min_percent,
-        },
+        }
     };
     let mut report =
         Report::new(&analysis, view, metric, prune).with_percent_of(args.percent_of)?;
     if ids.len() > 1 {
         report = report.with_columns(ids[1..].to_vec());
     }
-    let renderer: &dyn Renderer = match args.format {
-        OutputFormat::Text => &Text,
-        OutputFormat::Json => &Json,
+    if to_stdout && args.format == OutputFormat::Text {
+        report = report.for_terminal(Paint::for_stdout(), terminal_width());
+    }
+    let renderer: &dyn Renderer = if args.format == OutputFormat::Text {
+        &Text
+    } else {
+        &Json
     };
     let mut out = io::BufWriter::new(out);
     finish_output(
@@ -169,7 +244,7 @@ pub fn report(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 /// The end of writing a report: a closed pipe ends it quietly.
-fn finish_output(result: io::Result<()>) -> anyhow::Result<()> {
+pub(super) fn finish_output(result: io::Result<()>) -> anyhow::Result<()> {
     match result {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(anyhow!("cannot write the report: {e}")),
@@ -230,19 +305,20 @@ fn report_locks(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             );
         }
     }
+    let text = args.format == OutputFormat::Text;
     let opts = LockOptions {
         sort,
-        min_percent: args.min_percent.unwrap_or(match args.format {
-            OutputFormat::Text => DEFAULT_MIN_PERCENT,
-            OutputFormat::Json => 0.0,
-        }),
+        min_percent: args
+            .min_percent
+            .unwrap_or(if text { DEFAULT_MIN_PERCENT } else { 0.0 }),
         lock: args.lock.clone(),
         pairs_per_lock: 3,
     };
     let mut out = io::BufWriter::new(out);
-    let written = match args.format {
-        OutputFormat::Text => lock_view::write_text(&table, &opts, &mut out),
-        OutputFormat::Json => lock_view::write_json(&table, &opts, &mut out),
+    let written = if text {
+        lock_view::write_text(&table, &opts, &mut out)
+    } else {
+        lock_view::write_json(&table, &opts, &mut out)
     };
     finish_output(written.and_then(|()| out.flush()))
 }
@@ -286,11 +362,14 @@ pub fn summary(profile_dir: &Path, top: usize, out: &mut dyn Write) -> anyhow::R
         salvage: true,
         ..Default::default()
     };
+    let progress = Progress::start("reading the profile");
     let profile = read_profile(profile_dir, opts)?;
     let mut symbolizer = Symbolizer::new();
+    progress.step("symbolizing", Some((symbolizer.resolved(), "addresses")));
     let analysis = analyze(&profile, Filter::default(), &mut symbolizer)?;
     let locks = lock_table(&profile, Filter::default(), &mut symbolizer)?;
-    super::summary::write(&analysis, Some(&locks), top, out)
+    drop(progress);
+    super::summary::write(&analysis, Some(&locks), top, Paint::for_stderr(), out)
         .map_err(|e| anyhow!("cannot write the summary: {e}"))
 }
 
@@ -309,7 +388,7 @@ pub fn warn_losses(profile_dir: &Path, out: &mut dyn Write) -> anyhow::Result<()
 /// Reads and analyses a profile; returns the merged ids of the metrics called `metrics`.
 /// Checks the metric names (and, with `need_effort`, that the profile has the metrics of
 /// effort) before the (slower) analysis.
-fn load(
+pub(super) fn load(
     path: Option<&Path>,
     salvage: bool,
     filter: Filter,
@@ -324,6 +403,7 @@ fn load(
         salvage,
         ..Default::default()
     };
+    let progress = Progress::start("reading the profile");
     let profile = read_profile(&path, opts)?;
     // Merged and derived exactly as `analyze` does, so the ids agree.
     let table = metric_table(&profile, filter)?;
@@ -334,12 +414,14 @@ fn load(
     if need_effort {
         table.effort_ids()?;
     }
-    let analysis = analyze(&profile, filter, &mut Symbolizer::new())?;
+    let mut symbolizer = Symbolizer::new();
+    progress.step("symbolizing", Some((symbolizer.resolved(), "addresses")));
+    let analysis = analyze(&profile, filter, &mut symbolizer)?;
     Ok((analysis, ids))
 }
 
 /// The newest `blameprof-*` directory in the current directory.
-fn default_profile() -> anyhow::Result<PathBuf> {
+pub(super) fn default_profile() -> anyhow::Result<PathBuf> {
     let cwd = std::env::current_dir()
         .map_err(|e| anyhow!("cannot read the current directory ({e}): pass a profile path"))?;
     newest_profile(&cwd).ok_or_else(|| {

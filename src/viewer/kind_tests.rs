@@ -28,7 +28,7 @@ fn analysis_of(p: ProcessProfile) -> Analysis {
 
 fn summary_of(a: &Analysis) -> String {
     let mut out = Vec::new();
-    summary::write(a, None, 5, &mut out).unwrap();
+    summary::write(a, None, 5, style::Paint::none(), &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 

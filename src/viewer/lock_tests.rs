@@ -216,7 +216,7 @@ fn flamegraphs_of_idleness_and_blame_end_in_the_lock_functions() {
 fn summary_names_victims_and_culprits() {
     let a = analysis();
     let mut out = Vec::new();
-    summary::write(&a, None, 5, &mut out).unwrap();
+    summary::write(&a, None, 5, style::Paint::none(), &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.lines().all(|l| l.starts_with("blameprof: ")), "{text}");
     let lock_lines: Vec<&str> = text
@@ -244,7 +244,7 @@ fn summary_names_victims_and_culprits() {
     // The work part is unchanged, and --top limits the lists.
     assert!(text.contains("blameprof: work: total 9.00 ms\n"), "{text}");
     let mut out = Vec::new();
-    summary::write(&a, None, 1, &mut out).unwrap();
+    summary::write(&a, None, 1, style::Paint::none(), &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("top 1 culprits (perpetrators)"), "{text}");
     assert!(
@@ -265,7 +265,7 @@ fn summary_without_lock_waiting_has_no_lock_lines() {
     };
     let a = analyze_renamed(&profile);
     let mut out = Vec::new();
-    summary::write(&a, None, 5, &mut out).unwrap();
+    summary::write(&a, None, 5, style::Paint::none(), &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(!text.contains("lock") && !text.contains("effort"), "{text}");
     let report = render(&Report::new(&a, View::TopDown, 0, TEXT_PRUNE), &Text);

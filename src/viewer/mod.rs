@@ -17,9 +17,17 @@
 //! Not async-signal-safe (allocates, does I/O); single-threaded.
 
 pub mod commands;
+pub mod diff;
+mod export;
+pub mod firefox;
 pub mod flamegraph;
+pub mod html;
 pub mod json;
 pub mod locks;
+pub mod pprof;
+pub mod progress;
+pub mod source;
+pub mod style;
 mod summary;
 pub mod text;
 pub mod units;
@@ -117,6 +125,9 @@ pub struct Report<'a> {
     /// The effort, when percentages are of effort; `None`: of each metric's total.
     effort: Option<u64>,
     hot: Vec<bool>,
+    /// Styling, and the width rows are cut to (text on a terminal).
+    pub paint: style::Paint,
+    pub width: Option<usize>,
 }
 
 impl<'a> Report<'a> {
@@ -148,7 +159,16 @@ impl<'a> Report<'a> {
             columns,
             effort: None,
             hot,
+            paint: style::Paint::none(),
+            width: None,
         }
+    }
+
+    /// Styles the text view with `paint` and cuts its rows to `width` characters.
+    pub fn for_terminal(mut self, paint: style::Paint, width: Option<usize>) -> Report<'a> {
+        self.paint = paint;
+        self.width = width;
+        self
     }
 
     /// Shows the metrics `columns` (merged ids) instead of the default.

@@ -17,6 +17,7 @@
 //! lines are absent, and without derived metrics the breakdown is. Not async-signal-safe
 //! (allocates).
 
+use super::style::Paint;
 use super::text::location;
 use super::units::{format_value, percent};
 use super::{
@@ -188,6 +189,7 @@ pub(super) fn write(
     analysis: &Analysis,
     locks: Option<&LockTable>,
     top: usize,
+    paint: Paint,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let a = analysis;
@@ -294,7 +296,7 @@ pub(super) fn write(
     }
     let waited = a.total_of(IDLENESS) > 0 || a.total_of(BLAME) > 0;
     if waited {
-        lock_lines(a, top, out)?;
+        lock_lines(a, top, paint, out)?;
         if let Some(table) = locks {
             top_locks_line(table, out)?;
         }
@@ -328,7 +330,7 @@ pub(super) fn write(
 }
 
 /// The lock-waiting headline, then the top `top` victims and culprits.
-fn lock_lines(a: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
+fn lock_lines(a: &Analysis, top: usize, paint: Paint, out: &mut dyn Write) -> io::Result<()> {
     let (idleness, blame) = (a.total_of(IDLENESS), a.total_of(BLAME));
     let effort = a.total_of(WORK) + idleness;
     let blame = match a.metrics.id(BLAME) {
@@ -357,16 +359,18 @@ fn lock_lines(a: &Analysis, top: usize, out: &mut dyn Write) -> io::Result<()> {
         if sites.is_empty() {
             continue;
         }
-        writeln!(
-            out,
-            "{PREFIX}top {} {who} by {metric}, % of effort:",
-            sites.len()
-        )?;
+        let heading = format!("top {} {who} by {metric}, % of effort:", sites.len());
+        writeln!(out, "{PREFIX}{}", paint.bold(&heading))?;
         for site in sites {
             let function = |f| a.names.function(f);
             let (caller, module) = match site.caller.map(function) {
                 Some(f) => (f.name.as_str(), f.module.as_str()),
                 None => ("[no caller]", ""),
+            };
+            let caller = if metric == BLAME {
+                paint.culprit(caller)
+            } else {
+                paint.victim(caller)
             };
             let lock = match site.lock.map(function) {
                 Some(f) => format!("  ({})", f.name),

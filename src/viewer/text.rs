@@ -10,6 +10,7 @@
 //! Invariants: rows appear in the report's sort order, a child after its parent; output is
 //! ASCII apart from the names found in the profile. Not async-signal-safe (allocates).
 
+use super::style::fit;
 use super::units::format_value;
 use super::{
     describe_contention, describe_held, describe_lost, describe_sources, PercentOf, Renderer,
@@ -26,12 +27,30 @@ pub struct Text;
 
 impl Renderer for Text {
     fn render(&self, report: &Report, out: &mut dyn Write) -> io::Result<()> {
-        header(report, out)?;
-        writeln!(out)?;
-        match report.view {
-            View::Threads => threads(report, out),
-            View::TopDown | View::BottomUp | View::Flat => table(report, out),
+        let Some(width) = report.width else {
+            return view(report, out);
+        };
+        // On a terminal: every line cut to its width (styled rows are cut already, and an
+        // escape sequence must not be cut in two).
+        let mut text = Vec::new();
+        view(report, &mut text)?;
+        for line in String::from_utf8_lossy(&text).lines() {
+            if line.contains('\u{1b}') {
+                writeln!(out, "{line}")?;
+            } else {
+                writeln!(out, "{}", fit(line, width))?;
+            }
         }
+        Ok(())
+    }
+}
+
+fn view(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    header(report, out)?;
+    writeln!(out)?;
+    match report.view {
+        View::Threads => threads(report, out),
+        View::TopDown | View::BottomUp | View::Flat => table(report, out),
     }
 }
 
@@ -199,14 +218,22 @@ fn table(r: &Report, out: &mut dyn Write) -> io::Result<()> {
         let mark = if r.is_hot(id) { '*' } else { ' ' };
         let inlined = if node.inlined { " (inlined)" } else { "" };
         let line = r.tree.hottest_line(id, r.metric);
-        writeln!(
-            out,
-            "  {mark} {:indent$}{}{inlined}{}",
+        let mut label = format!(
+            "{:indent$}{}{inlined}{}",
             "",
             function.name,
             location(r.analysis, line, &function.module),
             indent = 2 * (level - 1),
-        )?;
+        );
+        if let Some(width) = r.width {
+            // The value columns, then "  * ": what is left is the label's.
+            let used = r.columns.len() * 36 + (r.columns.len() - 1) * 2 + 4;
+            label = fit(&label, width.saturating_sub(used).max(20));
+        }
+        if r.is_hot(id) {
+            label = r.paint.bold(&label);
+        }
+        writeln!(out, "  {mark} {label}")?;
         stack.extend(r.tree.children(id).iter().rev().map(|&c| (c, level + 1)));
     }
     Ok(())

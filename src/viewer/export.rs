@@ -1,0 +1,86 @@
+//! `report --format html|pprof|folded|firefox`: the whole profile, read and analysed once,
+//! handed to the writer of each format.
+//!
+//! Job: load what every export needs ([`Export`]: the profile as read, its analysis with
+//! every metric, its lock table, the symbolizer that named its frames) under the report's
+//! `--pid`/`--thread` selection, and dispatch to the format's writer.
+//!
+//! Not async-signal-safe (allocates, does I/O).
+
+use super::commands::{default_profile, finish_output, OutputFormat, ReportArgs};
+use crate::attribution::locks::{lock_table, LockTable};
+use crate::attribution::symbolize::Symbolizer;
+use crate::attribution::{analyze, metric_table, Analysis, Filter};
+use crate::format::read::{read_profile, Profile, ReadOptions};
+use anyhow::bail;
+use std::io::{self, Write};
+
+/// A profile loaded for export.
+pub struct Export {
+    pub profile: Profile,
+    /// The analysis of the selected samples, every metric.
+    pub analysis: Analysis,
+    pub locks: LockTable,
+    /// The symbolizer that named the analysis's frames (its caches are warm).
+    pub symbolizer: Symbolizer,
+    /// Merged id of the metric `--metric` names (default: work).
+    pub metric: usize,
+}
+
+/// Writes `args.format`'s export of the profile `args` names to `out`.
+pub fn write(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let path = match args.path.as_deref() {
+        Some(p) => p.to_owned(),
+        None => default_profile()?,
+    };
+    let progress = super::progress::Progress::start("reading the profile");
+    let profile = read_profile(
+        &path,
+        ReadOptions {
+            salvage: args.salvage,
+            ..Default::default()
+        },
+    )?;
+    let filter = Filter {
+        pid: args.pid,
+        tid: args.thread,
+    };
+    let name = args
+        .metric
+        .as_deref()
+        .or(args.metrics.first().map(String::as_str))
+        .unwrap_or(crate::attribution::metrics::WORK);
+    let metric = metric_table(&profile, filter)?.id(name)?;
+    let mut symbolizer = Symbolizer::new();
+    progress.step("symbolizing", Some((symbolizer.resolved(), "addresses")));
+    let analysis = analyze(&profile, filter, &mut symbolizer)?;
+    progress.step("the lock table", None);
+    let locks = lock_table(&profile, filter, &mut symbolizer)?;
+    progress.step("writing", None);
+    let export = Export {
+        profile,
+        analysis,
+        locks,
+        symbolizer,
+        metric,
+    };
+    let mut out = io::BufWriter::new(out);
+    let written = match args.format {
+        OutputFormat::Folded => write_folded(&export, &mut out),
+        OutputFormat::Html => super::html::write(&export, &mut out),
+        OutputFormat::Pprof => super::pprof::write(&export, &mut out),
+        OutputFormat::Firefox => super::firefox::write(&export, &mut out),
+        OutputFormat::Text | OutputFormat::Json => bail!("not an export format"),
+    };
+    finish_output(written.and_then(|()| out.flush()))
+}
+
+/// Folded stacks of the chosen metric: `frame;frame;...;leaf value`, one line per calling
+/// context with exclusive cost, values in the metric's unit (ns, or events).
+fn write_folded(export: &Export, out: &mut dyn Write) -> io::Result<()> {
+    let tree = crate::attribution::cct::top_down(&export.analysis);
+    for line in super::flamegraph::folded_lines(&export.analysis, &tree, export.metric) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
