@@ -5,6 +5,9 @@
 #   libc6-dev  C headers, and the static libc the "statically linked program" test links with
 #   valgrind   callgrind, for the test that every runtime function that runs lies in its hot
 #              layout (runtime/hot.ld; benchmarks/scoreboard/tests/smoke.rs)
+#   golang-go  Go's own `go tool pprof`, which must read `report --format pprof` (tests/exports.rs)
+#   chromium   a real headless browser for the HTML report (tests/html_report.rs)
+#   bsdutils   `script`, a pseudo-terminal for the terminal tests (tests/terminal.rs)
 # Benchmarks additionally use linux-perf (perf record) when present; tests do not need it.
 set -euo pipefail
 missing=()
@@ -12,8 +15,11 @@ command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 [ -f /usr/include/stdio.h ] && [ -n "$(gcc -print-file-name=libc.a 2>/dev/null | grep /)" ] || missing+=(libc6-dev)
 command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+command -v go >/dev/null 2>&1 || missing+=(golang-go)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v script >/dev/null 2>&1 || missing+=(bsdutils)
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system packages: all present (gcc, g++, libc6-dev, valgrind)"
+  echo "system packages: all present (gcc, g++, libc6-dev, valgrind, golang-go, chromium, bsdutils)"
   exit 0
 fi
 echo "system packages: installing ${missing[*]}"

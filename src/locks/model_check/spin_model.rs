@@ -424,8 +424,19 @@ impl SpinModel {
             let slot = &s.slots[i];
             let starting = matches!(
                 s.threads[usize::from(h)].pc,
-                AcqLoad | AcqNow | AcqMeta | AcqAdvance | AcqUnmeta | WonNow | WonMeta
-                    | WonAdvance | WonUncount | WonUnmeta | HoldNow | HoldMeta | HoldAdvance
+                AcqLoad
+                    | AcqNow
+                    | AcqMeta
+                    | AcqAdvance
+                    | AcqUnmeta
+                    | WonNow
+                    | WonMeta
+                    | WonAdvance
+                    | WonUncount
+                    | WonUnmeta
+                    | HoldNow
+                    | HoldMeta
+                    | HoldAdvance
                     | HoldUnmeta
             );
             slot.spinners > 0 && !slot.acquiring && !slot.held && !starting
