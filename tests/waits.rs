@@ -870,6 +870,26 @@ fn cxx_lock_wrappers_are_skipped_when_naming_victims_and_culprits() {
         "no wrapper among the lock view's sites: {sites:?}"
     );
 
+    // The flat view's lock rows name their callers past the wrappers too.
+    let flat_text = blameprof_cmd(&[
+        OsStr::new("report"),
+        dir.as_os_str(),
+        OsStr::new("--view"),
+        OsStr::new("flat"),
+        OsStr::new("--metric"),
+        OsStr::new("idleness"),
+    ]);
+    assert!(flat_text.status.success(), "{}", flat_text.describe());
+    let rdlock = flat_text
+        .stdout
+        .lines()
+        .find(|l| l.contains("pthread_rwlock_rdlock"))
+        .unwrap_or_else(|| panic!("no pthread_rwlock_rdlock row:\n{}", flat_text.stdout));
+    assert!(
+        rdlock.contains("<- read_table(int, int)") && !rdlock.contains("__glibcxx"),
+        "the lock row names its caller: {rdlock}"
+    );
+
     // The wrappers stay in the call path: read_table's waiting passes through one.
     let paths = describe_paths_metric(&td, "pthread_rwlock_rdlock", 3, "idleness");
     assert!(
