@@ -27,6 +27,24 @@ pub struct Export {
     pub metric: usize,
 }
 
+impl Export {
+    /// The export of all of `profile`, every metric, `metric` chosen (for unit tests of the
+    /// writers, on the synthetic profiles of `attribution::testutil`).
+    #[cfg(test)]
+    pub(super) fn of_all(profile: Profile, metric: usize) -> Export {
+        let mut symbolizer = Symbolizer::new();
+        let analysis = analyze(&profile, Filter::default(), &mut symbolizer).expect("analysis");
+        let locks = lock_table(&profile, Filter::default(), &mut symbolizer).expect("locks");
+        Export {
+            profile,
+            analysis,
+            locks,
+            symbolizer,
+            metric,
+        }
+    }
+}
+
 /// Writes `args.format`'s export of the profile `args` names to `out`.
 pub fn write(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let path = match args.path.as_deref() {

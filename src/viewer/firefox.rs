@@ -796,8 +796,6 @@ fn file_column(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attribution::analyze;
-    use crate::attribution::locks::lock_table;
     use crate::attribution::testutil::kinds_process;
     use crate::format::read::Profile;
 
@@ -810,16 +808,7 @@ mod tests {
             processes: vec![proc],
             skipped: Vec::new(),
         };
-        let mut symbolizer = Symbolizer::new();
-        let analysis = analyze(&profile, Filter::default(), &mut symbolizer).expect("analysis");
-        let locks = lock_table(&profile, Filter::default(), &mut symbolizer).expect("locks");
-        Export {
-            profile,
-            analysis,
-            locks,
-            symbolizer,
-            metric: 0,
-        }
+        Export::of_all(profile, 0)
     }
 
     /// [`kinds_process`] with times: its threads start at 1 s (monotonic), sample i is at

@@ -407,22 +407,12 @@ fn split_by_kind(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attribution::locks::lock_table;
     use crate::attribution::testutil::{analyze_renamed, kinds_process, lock_profile, path_names};
     use flate2::read::GzDecoder;
     use std::io::Read;
 
     fn export_of(profile: Profile) -> Export {
-        let mut symbolizer = Symbolizer::new();
-        let analysis = analyze(&profile, Filter::default(), &mut symbolizer).expect("analysis");
-        let locks = lock_table(&profile, Filter::default(), &mut symbolizer).expect("locks");
-        Export {
-            profile,
-            analysis,
-            locks,
-            symbolizer,
-            metric: 1,
-        }
+        Export::of_all(profile, 1)
     }
 
     fn kinds_export() -> Export {
