@@ -18,7 +18,7 @@ use crate::attribution::locks::lock_table;
 use crate::attribution::metrics::WORK;
 use crate::attribution::symbolize::Symbolizer;
 use crate::attribution::{analyze, cct, metric_table, Analysis, Filter};
-use crate::format::read::{read_profile, ReadOptions};
+use crate::format::read::{read_profile, Profile, ReadOptions};
 use anyhow::{anyhow, bail};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -143,6 +143,24 @@ pub struct FlamegraphArgs {
     pub salvage: bool,
 }
 
+impl ReportArgs {
+    /// The samples `--pid` and `--thread` select.
+    pub(super) fn filter(&self) -> Filter {
+        Filter {
+            pid: self.pid,
+            tid: self.thread,
+        }
+    }
+
+    /// The metric to sort by: `--metric`, else the first of `--metrics`, else `default`.
+    pub(super) fn sort_metric<'a>(&'a self, default: &'a str) -> &'a str {
+        self.metric
+            .as_deref()
+            .or(self.metrics.first().map(String::as_str))
+            .unwrap_or(default)
+    }
+}
+
 /// `blameprof report`: writes the chosen view, or the export, to `-o`'s file or to
 /// `stdout`. A closed pipe ends it quietly. Returns the file written, if any.
 pub fn report(args: &ReportArgs, stdout: &mut dyn Write) -> anyhow::Result<Option<PathBuf>> {
@@ -182,11 +200,7 @@ fn report_to(args: &ReportArgs, out: &mut dyn Write, to_stdout: bool) -> anyhow:
     if args.lock.is_some() {
         bail!("--lock shows one lock of the locks view: add --view locks");
     }
-    let sort = args
-        .metric
-        .as_deref()
-        .or(args.metrics.first().map(String::as_str))
-        .unwrap_or(WORK);
+    let sort = args.sort_metric(WORK);
     let mut columns: Vec<&str> = Vec::new();
     for name in &args.metrics {
         if !columns.contains(&name.as_str()) {
@@ -203,10 +217,7 @@ fn report_to(args: &ReportArgs, out: &mut dyn Write, to_stdout: bool) -> anyhow:
     let (analysis, ids) = load(
         args.path.as_deref(),
         args.salvage,
-        Filter {
-            pid: args.pid,
-            tid: args.thread,
-        },
+        args.filter(),
         &names,
         args.percent_of == PercentOf::Effort,
     )?;
@@ -254,33 +265,15 @@ pub(super) fn finish_output(result: io::Result<()>) -> anyhow::Result<()> {
 
 /// `blameprof report --view locks`.
 fn report_locks(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let metric = args
-        .metric
-        .as_deref()
-        .or(args.metrics.first().map(String::as_str))
-        .unwrap_or("blame");
+    let metric = args.sort_metric("blame");
     let Some(sort) = SortBy::parse(metric) else {
         bail!(
             "the locks view sorts by blame, idleness (wait), contended, acquisitions or \
              held.contended, not '{metric}': pass one of them to --metric"
         );
     };
-    let path = match args.path.as_deref() {
-        Some(p) => p.to_owned(),
-        None => default_profile()?,
-    };
-    let profile = read_profile(
-        &path,
-        ReadOptions {
-            salvage: args.salvage,
-            ..Default::default()
-        },
-    )?;
-    let filter = Filter {
-        pid: args.pid,
-        tid: args.thread,
-    };
-    let table = lock_table(&profile, filter, &mut Symbolizer::new())?;
+    let profile = read_named(args.path.as_deref(), args.salvage)?;
+    let table = lock_table(&profile, args.filter(), &mut Symbolizer::new())?;
     if let Some(name) = args.lock.as_ref().filter(|_| table.available) {
         let mut names = table
             .locks
@@ -395,16 +388,8 @@ pub(super) fn load(
     metrics: &[&str],
     need_effort: bool,
 ) -> anyhow::Result<(Analysis, Vec<usize>)> {
-    let path = match path {
-        Some(p) => p.to_owned(),
-        None => default_profile()?,
-    };
-    let opts = ReadOptions {
-        salvage,
-        ..Default::default()
-    };
     let progress = Progress::start("reading the profile");
-    let profile = read_profile(&path, opts)?;
+    let profile = read_named(path, salvage)?;
     // Merged and derived exactly as `analyze` does, so the ids agree.
     let table = metric_table(&profile, filter)?;
     let ids = metrics
@@ -420,8 +405,22 @@ pub(super) fn load(
     Ok((analysis, ids))
 }
 
+/// The profile at `path` (default: the newest `blameprof-*` directory here), all of it
+/// (`salvage`: its intact part).
+pub(super) fn read_named(path: Option<&Path>, salvage: bool) -> anyhow::Result<Profile> {
+    let path = match path {
+        Some(p) => p.to_owned(),
+        None => default_profile()?,
+    };
+    let opts = ReadOptions {
+        salvage,
+        ..Default::default()
+    };
+    Ok(read_profile(&path, opts)?)
+}
+
 /// The newest `blameprof-*` directory in the current directory.
-pub(super) fn default_profile() -> anyhow::Result<PathBuf> {
+fn default_profile() -> anyhow::Result<PathBuf> {
     let cwd = std::env::current_dir()
         .map_err(|e| anyhow!("cannot read the current directory ({e}): pass a profile path"))?;
     newest_profile(&cwd).ok_or_else(|| {

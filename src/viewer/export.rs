@@ -7,11 +7,11 @@
 //!
 //! Not async-signal-safe (allocates, does I/O).
 
-use super::commands::{default_profile, finish_output, OutputFormat, ReportArgs};
+use super::commands::{finish_output, read_named, OutputFormat, ReportArgs};
 use crate::attribution::locks::{lock_table, LockTable};
 use crate::attribution::symbolize::Symbolizer;
-use crate::attribution::{analyze, metric_table, Analysis, Filter};
-use crate::format::read::{read_profile, Profile, ReadOptions};
+use crate::attribution::{analyze, metric_table, Analysis};
+use crate::format::read::Profile;
 use anyhow::bail;
 use std::io::{self, Write};
 
@@ -33,8 +33,8 @@ impl Export {
     #[cfg(test)]
     pub(super) fn of_all(profile: Profile, metric: usize) -> Export {
         let mut symbolizer = Symbolizer::new();
-        let analysis = analyze(&profile, Filter::default(), &mut symbolizer).expect("analysis");
-        let locks = lock_table(&profile, Filter::default(), &mut symbolizer).expect("locks");
+        let analysis = analyze(&profile, Default::default(), &mut symbolizer).expect("analysis");
+        let locks = lock_table(&profile, Default::default(), &mut symbolizer).expect("locks");
         Export {
             profile,
             analysis,
@@ -47,27 +47,10 @@ impl Export {
 
 /// Writes `args.format`'s export of the profile `args` names to `out`.
 pub fn write(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let path = match args.path.as_deref() {
-        Some(p) => p.to_owned(),
-        None => default_profile()?,
-    };
     let progress = super::progress::Progress::start("reading the profile");
-    let profile = read_profile(
-        &path,
-        ReadOptions {
-            salvage: args.salvage,
-            ..Default::default()
-        },
-    )?;
-    let filter = Filter {
-        pid: args.pid,
-        tid: args.thread,
-    };
-    let name = args
-        .metric
-        .as_deref()
-        .or(args.metrics.first().map(String::as_str))
-        .unwrap_or(crate::attribution::metrics::WORK);
+    let profile = read_named(args.path.as_deref(), args.salvage)?;
+    let filter = args.filter();
+    let name = args.sort_metric(crate::attribution::metrics::WORK);
     let metric = metric_table(&profile, filter)?.id(name)?;
     let mut symbolizer = Symbolizer::new();
     progress.step("symbolizing", Some((symbolizer.resolved(), "addresses")));

@@ -121,7 +121,7 @@ struct Thread<'a> {
 }
 
 /// Per-metric values as `{"work": n, ...}`, in merged metric order.
-struct Values<'a>(&'a MetricTable, &'a [u64]);
+pub(super) struct Values<'a>(pub &'a MetricTable, pub &'a [u64]);
 
 impl Serialize for Values<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

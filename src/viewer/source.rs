@@ -20,14 +20,14 @@
 //! Not async-signal-safe (allocates, does I/O).
 
 use super::commands::{finish_output, load, OutputFormat, ReportArgs};
+use super::json::Values;
 use super::units::format_value;
 use super::{PercentOf, ViewChoice};
 use crate::attribution::metrics::{MetricTable, BLAME, IDLENESS, WORK};
 use crate::attribution::symbolize::module_name;
-use crate::attribution::{Analysis, FileId, Filter, FunctionId};
+use crate::attribution::{Analysis, FileId, FunctionId};
 use anyhow::bail;
-use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{self, Write};
 use std::ops::RangeInclusive;
@@ -111,11 +111,13 @@ fn load_metrics(args: &ReportArgs) -> anyhow::Result<(Analysis, Vec<usize>)> {
             asked.push(name);
         }
     }
-    let filter = Filter {
-        pid: args.pid,
-        tid: args.thread,
-    };
-    let (analysis, mut ids) = load(args.path.as_deref(), args.salvage, filter, &asked, false)?;
+    let (analysis, mut ids) = load(
+        args.path.as_deref(),
+        args.salvage,
+        args.filter(),
+        &asked,
+        false,
+    )?;
     if args.metrics.is_empty() {
         for id in DEFAULT_METRICS
             .iter()
@@ -958,19 +960,6 @@ fn write_row(
         write!(out, " {shown:>w$}", w = c.width)?;
     }
     writeln!(out, " {line:>LINE_WIDTH$}  {text}").map(|()| ())
-}
-
-/// Per-metric values as `{"work": n, ...}`, every metric in merged order.
-struct Values<'a>(&'a MetricTable, &'a [u64]);
-
-impl Serialize for Values<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.1.len()))?;
-        for (def, v) in self.0.defs().iter().zip(self.1) {
-            map.serialize_entry(&def.name, v)?;
-        }
-        map.end()
-    }
 }
 
 #[derive(Serialize)]
