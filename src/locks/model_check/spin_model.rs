@@ -215,6 +215,29 @@ impl Pc {
         )
     }
 
+    /// Whether the thread has just taken the lock and is in `acquired` or
+    /// `hold_after_spin`, which open the gate for its hold themselves.
+    fn starts_hold(self) -> bool {
+        use Pc::*;
+        matches!(
+            self,
+            AcqLoad
+                | AcqNow
+                | AcqMeta
+                | AcqAdvance
+                | AcqUnmeta
+                | WonNow
+                | WonMeta
+                | WonAdvance
+                | WonUncount
+                | WonUnmeta
+                | HoldNow
+                | HoldMeta
+                | HoldAdvance
+                | HoldUnmeta
+        )
+    }
+
     /// Whether the thread follows its reference `m` to a record at this point.
     fn uses_record(self) -> bool {
         use Pc::*;
@@ -416,29 +439,12 @@ impl SpinModel {
     /// (The hold proper: not while its holder is still in `acquired` or `hold_after_spin`,
     /// which open the gate themselves; not while `acquiring`.)
     fn gate_shut(&self, s: &State) -> bool {
-        use Pc::*;
         (0..self.locks).any(|l| {
             let (Some(i), Some(h)) = (monitored(s.words[l]), s.holder[l].checked_sub(1)) else {
                 return false;
             };
             let slot = &s.slots[i];
-            let starting = matches!(
-                s.threads[usize::from(h)].pc,
-                AcqLoad
-                    | AcqNow
-                    | AcqMeta
-                    | AcqAdvance
-                    | AcqUnmeta
-                    | WonNow
-                    | WonMeta
-                    | WonAdvance
-                    | WonUncount
-                    | WonUnmeta
-                    | HoldNow
-                    | HoldMeta
-                    | HoldAdvance
-                    | HoldUnmeta
-            );
+            let starting = s.threads[usize::from(h)].pc.starts_hold();
             slot.spinners > 0 && !slot.acquiring && !slot.held && !starting
         })
     }
