@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use std::ffi::OsStr;
 
 #[test]
 fn folded_stacks_add_up_to_the_report_and_the_programs_split() {
@@ -13,13 +12,7 @@ fn folded_stacks_add_up_to_the_report_and_the_programs_split() {
     let prog = compile_c("split.c", "folded_split", &[]);
     let run = profile_ok(&dir, 1000, &prog, &["2", "0.6"]);
     let t = truth(&run.stdout);
-    let folded = blameprof_cmd(&[
-        OsStr::new("report"),
-        dir.as_os_str(),
-        OsStr::new("--format"),
-        OsStr::new("folded"),
-    ]);
-    assert!(folded.status.success(), "{}", folded.describe());
+    let folded = report_ok(&dir, &["--format", "folded"]);
     let mut total = 0u64;
     let (mut a, mut b) = (0u64, 0u64);
     for line in folded.stdout.lines() {
@@ -53,15 +46,7 @@ fn folded_stacks_add_up_to_the_report_and_the_programs_split() {
         "hot_a's share {share:.3}, the program measured {want:.3}"
     );
     // Another metric folds the same way: the lines of --metric idleness add up to its total.
-    let idle = blameprof_cmd(&[
-        OsStr::new("report"),
-        dir.as_os_str(),
-        OsStr::new("--format"),
-        OsStr::new("folded"),
-        OsStr::new("--metric"),
-        OsStr::new("idleness"),
-    ]);
-    assert!(idle.status.success(), "{}", idle.describe());
+    let idle = report_ok(&dir, &["--format", "folded", "--metric", "idleness"]);
     let sum: u64 = idle
         .stdout
         .lines()

@@ -290,15 +290,7 @@ fn the_page_shows_what_the_json_report_says_and_acts_on_clicks_and_typing() {
     let top = report_json(&profile, &[]);
     let flat = report_json(&profile, &["--view", "flat"]);
     let callers = report_json_metric(&profile, "blame", &["--view", "bottom-up"]);
-    let locks_run = blameprof_cmd(&[
-        OsStr::new("report"),
-        profile.as_os_str(),
-        OsStr::new("--view"),
-        OsStr::new("locks"),
-        OsStr::new("--format"),
-        OsStr::new("json"),
-    ]);
-    assert!(locks_run.status.success(), "{}", locks_run.describe());
+    let locks_run = report_ok(&profile, &["--view", "locks", "--format", "json"]);
     let locks: Value = serde_json::from_str(&locks_run.stdout).expect("locks JSON");
     let page = html_report(&profile);
 

@@ -308,17 +308,7 @@ fn tree_views_are_consistent() {
         );
     });
 
-    let text = blameprof_cmd(&[
-        std::ffi::OsStr::new("report"),
-        profile.as_os_str(),
-        std::ffi::OsStr::new("--format"),
-        std::ffi::OsStr::new("text"),
-    ]);
-    assert!(
-        text.status.success(),
-        "text report failed\n{}",
-        text.describe()
-    );
+    let text = report_ok(profile, &["--format", "text"]);
     assert!(
         text.stdout.contains("hot_a"),
         "text report lacks hot_a:\n{}",

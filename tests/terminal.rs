@@ -78,13 +78,7 @@ fn text_fits_the_terminal_and_is_styled_only_there() {
     assert!(!uncoloured.contains('\u{1b}'), "{uncoloured}");
     assert!(uncoloured.lines().all(|l| l.chars().count() <= 60));
     // A pipe: neither styled nor cut.
-    let piped = blameprof_cmd(&[
-        OsStr::new("report"),
-        dir.as_os_str(),
-        OsStr::new("--depth"),
-        OsStr::new("8"),
-    ]);
-    assert!(piped.status.success(), "{}", piped.describe());
+    let piped = report_ok(&dir, &["--depth", "8"]);
     assert!(!piped.stdout.contains('\u{1b}'));
     assert!(
         piped.stdout.lines().any(|l| l.chars().count() > 60),

@@ -37,7 +37,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -794,15 +793,7 @@ fn cxx_lock_wrappers_are_skipped_when_naming_victims_and_culprits() {
         let run = profile_ok(&dir, 1000, &prog, &["0.6", "4", "4"]);
         let flat = report_json_metric(&dir, "blame", &["--view", "flat"]);
         let td = report_json_metric(&dir, "idleness", &["--view", "top-down"]);
-        let locks = blameprof_cmd(&[
-            OsStr::new("report"),
-            dir.as_os_str(),
-            OsStr::new("--view"),
-            OsStr::new("locks"),
-            OsStr::new("--format"),
-            OsStr::new("json"),
-        ]);
-        assert!(locks.status.success(), "{}", locks.describe());
+        let locks = report_ok(&dir, &["--view", "locks", "--format", "json"]);
         (run, flat, td, locks)
     };
     let t = truth(&run.stdout);
@@ -871,15 +862,7 @@ fn cxx_lock_wrappers_are_skipped_when_naming_victims_and_culprits() {
     );
 
     // The flat view's lock rows name their callers past the wrappers too.
-    let flat_text = blameprof_cmd(&[
-        OsStr::new("report"),
-        dir.as_os_str(),
-        OsStr::new("--view"),
-        OsStr::new("flat"),
-        OsStr::new("--metric"),
-        OsStr::new("idleness"),
-    ]);
-    assert!(flat_text.status.success(), "{}", flat_text.describe());
+    let flat_text = report_ok(&dir, &["--view", "flat", "--metric", "idleness"]);
     let rdlock = flat_text
         .stdout
         .lines()

@@ -8,28 +8,31 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::blameprof_cmd;
+use super::{blameprof_cmd, Run};
 /// `blameprof report PROFILE --format json --metric work EXTRA...`, parsed and schema-checked.
 pub fn report_json(profile: &Path, extra: &[&str]) -> Value {
     report_json_metric(profile, "work", extra)
 }
 
+/// `blameprof report PROFILE ARGS...`, which must succeed.
+pub fn report_ok(profile: &Path, args: &[&str]) -> Run {
+    let mut all: Vec<&OsStr> = vec![OsStr::new("report"), profile.as_os_str()];
+    all.extend(args.iter().map(OsStr::new));
+    let run = blameprof_cmd(&all);
+    assert!(
+        run.status.success(),
+        "report {args:?} failed\n{}",
+        run.describe()
+    );
+    run
+}
+
 /// `blameprof report PROFILE --format json --metric METRIC EXTRA...`, parsed and
 /// schema-checked (`metric` selects the sort order; every node carries all metrics).
 pub fn report_json_metric(profile: &Path, metric: &str, extra: &[&str]) -> Value {
-    let mut args: Vec<&OsStr> = vec![OsStr::new("report"), profile.as_os_str()];
-    for a in ["--format", "json", "--metric", metric]
-        .into_iter()
-        .chain(extra.iter().copied())
-    {
-        args.push(OsStr::new(a));
-    }
-    let run = blameprof_cmd(&args);
-    assert!(
-        run.status.success(),
-        "report --metric {metric} {extra:?} failed\n{}",
-        run.describe()
-    );
+    let mut args = vec!["--format", "json", "--metric", metric];
+    args.extend_from_slice(extra);
+    let run = report_ok(profile, &args);
     // Call paths may be hundreds of levels deep (up to the 512-frame cut): no nesting limit.
     let mut de = serde_json::Deserializer::from_str(&run.stdout);
     de.disable_recursion_limit();
