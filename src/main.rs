@@ -25,6 +25,9 @@ enum Command {
     /// Render a profile as a flame graph SVG
     #[command(after_help = help::FLAMEGRAPH)]
     Flamegraph(blameprof::viewer::commands::FlamegraphArgs),
+    /// Draw the top locks' pressure over time, and each thread's state, as an SVG
+    #[command(after_help = help::TIMELINE)]
+    Timeline(blameprof::viewer::timeline::TimelineArgs),
     /// Compare two profiles: the biggest changes per function and per lock
     #[command(after_help = help::DIFF)]
     Diff(blameprof::viewer::diff::DiffArgs),
@@ -96,6 +99,10 @@ fn main() {
                 "blameprof: flame graph written to {}",
                 args.output.display()
             );
+            0
+        }),
+        Command::Timeline(args) => blameprof::viewer::timeline::picture(args).map(|()| {
+            eprintln!("blameprof: timeline written to {}", args.output.display());
             0
         }),
         Command::Diff(args) => {

@@ -78,16 +78,24 @@ pub unsafe extern "C" fn pthread_spin_lock(lock: *mut pthread_spinlock_t) -> c_i
     rc
 }
 
+export_with_site! {
+    /// # Safety
+    /// Same contract as `pthread_spin_trylock(3)`.
+    pthread_spin_trylock(lock: *mut pthread_spinlock_t) => spin_trylock_at, "rsi"
+}
+
+/// `pthread_spin_trylock` called from `site` (the lock view names where failed trylocks
+/// came from).
+///
 /// # Safety
 /// Same contract as `pthread_spin_trylock(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_spin_trylock(lock: *mut pthread_spinlock_t) -> c_int {
+unsafe extern "C" fn spin_trylock_at(lock: *mut pthread_spinlock_t, site: usize) -> c_int {
     // SAFETY: per this function's contract.
     let rc = spin::trylock(unsafe { word(lock) }, &glue(lock));
     if rc == 0 {
         policy::acquisition(lock as usize, WaitKind::Spin, true);
     } else {
-        policy::try_failed(lock as usize, WaitKind::Spin);
+        policy::try_failed(lock as usize, WaitKind::Spin, site);
     }
     rc
 }
@@ -186,15 +194,23 @@ fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_in
     rc
 }
 
+export_with_site! {
+    /// # Safety
+    /// Same contract as `pthread_mutex_trylock(3)`.
+    pthread_mutex_trylock(m: *mut pthread_mutex_t) => mutex_trylock_at, "rsi"
+}
+
+/// `pthread_mutex_trylock` called from `site` (the lock view names where failed trylocks
+/// came from).
+///
 /// # Safety
 /// Same contract as `pthread_mutex_trylock(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
+unsafe extern "C" fn mutex_trylock_at(m: *mut pthread_mutex_t, site: usize) -> c_int {
     // SAFETY: `m` is the caller's mutex (this function's contract).
     let rc = unsafe { try_lock(m) };
     acquired(m, rc, true);
     if rc == libc::EBUSY {
-        policy::try_failed(m as usize, WaitKind::Mutex);
+        policy::try_failed(m as usize, WaitKind::Mutex, site);
     }
     rc
 }

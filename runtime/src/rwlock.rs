@@ -51,14 +51,15 @@ fn acquire(
     }
 }
 
-/// The end of a trylock that returned `rc`: an acquisition, or a failure to count.
-fn tried(rw: *mut pthread_rwlock_t, rc: c_int) -> c_int {
+/// The end of a trylock called from `site` that returned `rc`: an acquisition, or a failure
+/// to count.
+fn tried(rw: *mut pthread_rwlock_t, rc: c_int, site: usize) -> c_int {
     match rc {
         0 => {
             policy::acquired(rw as usize, WaitKind::RwLock);
             policy::acquisition(rw as usize, WaitKind::RwLock, true);
         }
-        libc::EBUSY => policy::try_failed(rw as usize, WaitKind::RwLock),
+        libc::EBUSY => policy::try_failed(rw as usize, WaitKind::RwLock, site),
         _ => {}
     }
     rc
@@ -148,18 +149,32 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
     })
 }
 
-/// # Safety
-/// Same contract as `pthread_rwlock_tryrdlock(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) -> c_int {
-    tried(rw, try_read(rw)())
+export_with_site! {
+    /// # Safety
+    /// Same contract as `pthread_rwlock_tryrdlock(3)`.
+    pthread_rwlock_tryrdlock(rw: *mut pthread_rwlock_t) => tryrdlock_at, "rsi"
 }
 
+/// `pthread_rwlock_tryrdlock` called from `site`.
+///
+/// # Safety
+/// Same contract as `pthread_rwlock_tryrdlock(3)`.
+unsafe extern "C" fn tryrdlock_at(rw: *mut pthread_rwlock_t, site: usize) -> c_int {
+    tried(rw, try_read(rw)(), site)
+}
+
+export_with_site! {
+    /// # Safety
+    /// Same contract as `pthread_rwlock_trywrlock(3)`.
+    pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) => trywrlock_at, "rsi"
+}
+
+/// `pthread_rwlock_trywrlock` called from `site`.
+///
 /// # Safety
 /// Same contract as `pthread_rwlock_trywrlock(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_trywrlock(rw: *mut pthread_rwlock_t) -> c_int {
-    tried(rw, try_write(rw)())
+unsafe extern "C" fn trywrlock_at(rw: *mut pthread_rwlock_t, site: usize) -> c_int {
+    tried(rw, try_write(rw)(), site)
 }
 
 /// The thread id of `rw`'s writer, 0 when readers hold it or nobody does (glibc's

@@ -55,6 +55,7 @@ use super::{select, AttributionError, Filter, Loc, Names};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::{
     protocol, LockStats, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION, SAMPLE_UNBLAMED,
+    TRY_SITES_MANY,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -220,6 +221,10 @@ pub struct LockRow {
     /// Where its holders computed while others waited, largest first: the function and its
     /// caller (`caller -> function`, as a [`Site`]).
     pub inside: Vec<(Site, u64)>,
+    /// Where its failed trylocks were called from: the one site (`poll -> pthread_mutex_trylock`)
+    /// when the runtime saw them all come from one, else `None` (several sites, none
+    /// failed, or a profile older than format version 4).
+    pub try_site: Option<Site>,
 }
 
 /// Locks with the same array symbol or first-wait site.
@@ -291,6 +296,12 @@ pub fn lock_table(
             if l.init_site != 0 {
                 row.init_site = l.init_site;
             }
+            row.try_fail_site = match (row.try_fail_site, l.try_fail_site) {
+                (had, 0) => had,
+                (0, site) => site,
+                (had, site) if had == site => had,
+                _ => TRY_SITES_MANY,
+            };
             row.counts.add_stats(l);
             row.destroyed += u32::from(l.flags & LOCK_DESTROYED != 0);
             row.live |= l.flags & LOCK_DESTROYED == 0;
@@ -360,6 +371,8 @@ struct Building {
     first_wait: Option<usize>,
     /// The init call's return address (absolute; 0 unknown).
     init_site: u64,
+    /// Where its failed trylocks came from (`LockStats::try_fail_site`).
+    try_fail_site: u64,
 }
 
 fn building<'a>(
@@ -415,6 +428,13 @@ fn finish_row(
         }
     }
     let init = init_site_name(proc, b.init_site, b.kind, symbolizer);
+    let try_site = match b.try_fail_site {
+        0 | TRY_SITES_MANY => None,
+        site => caller_of(proc, site, symbolizer).map(|caller| Site {
+            caller,
+            lock_function: try_function(b.kind).to_owned(),
+        }),
+    };
     let (name, naming) = match (symbol_name(proc, address, symbolizer), init, b.first_wait) {
         (Some(name), _, _) => (name, Naming::Symbol),
         (None, Some(name), _) => (name, Naming::InitSite),
@@ -444,6 +464,7 @@ fn finish_row(
         holders,
         pairs,
         inside,
+        try_site,
     }
 }
 
@@ -596,7 +617,7 @@ fn share(total: u64, part: u64, whole: u64) -> u64 {
 
 /// Kinds whose waiting is for a holder's release: the ones critical section pressure is
 /// about.
-fn is_lock_kind(kind: WaitKind) -> bool {
+pub(super) fn is_lock_kind(kind: WaitKind) -> bool {
     matches!(
         kind,
         WaitKind::Mutex | WaitKind::Spin | WaitKind::RwLock | WaitKind::Futex
@@ -623,18 +644,7 @@ fn init_site_name(
     kind: Option<WaitKind>,
     symbolizer: &mut Symbolizer,
 ) -> Option<String> {
-    let module = proc
-        .modules
-        .iter()
-        .find(|m| site != 0 && (m.start..m.end).contains(&site))?;
-    let offset = site.checked_sub(module.base)?;
-    let chain = symbolizer.symbolize(Some(module), CodeAddress::ReturnAddress(offset));
-    // Innermost first: the constructor of a language's lock type inlined into the user's
-    // code is skipped for the user's function.
-    let user = chain
-        .iter()
-        .find(|f| !is_wrapper(&f.function, f.file.as_deref(), &module.path));
-    let caller = &user.or(chain.first())?.function;
+    let caller = caller_of(proc, site, symbolizer)?;
     let init = match kind? {
         WaitKind::Mutex => "pthread_mutex_init",
         WaitKind::RwLock => "pthread_rwlock_init",
@@ -645,6 +655,30 @@ fn init_site_name(
         WaitKind::Join | WaitKind::Futex => return None,
     };
     Some(format!("{caller} -> {init}"))
+}
+
+/// The function a lock function called from return address `site` (absolute) returns to:
+/// past a language's lock wrappers inlined into the user's code (innermost first).
+fn caller_of(proc: &ProcessProfile, site: u64, symbolizer: &mut Symbolizer) -> Option<String> {
+    let module = proc
+        .modules
+        .iter()
+        .find(|m| site != 0 && (m.start..m.end).contains(&site))?;
+    let offset = site.checked_sub(module.base)?;
+    let chain = symbolizer.symbolize(Some(module), CodeAddress::ReturnAddress(offset));
+    let user = chain
+        .iter()
+        .find(|f| !is_wrapper(&f.function, f.file.as_deref(), &module.path));
+    Some(user.or(chain.first())?.function.clone())
+}
+
+/// The trylock function of a lock kind.
+fn try_function(kind: Option<WaitKind>) -> &'static str {
+    match kind {
+        Some(WaitKind::Spin) => "pthread_spin_trylock",
+        Some(WaitKind::RwLock) => "pthread_rwlock_try*lock",
+        _ => "pthread_mutex_trylock",
+    }
 }
 
 /// The site of a root-first path: the function that called its innermost runtime location

@@ -25,6 +25,7 @@ mod paths;
 pub mod symbolize;
 mod symtab;
 pub(crate) mod tailcall;
+pub mod timeline;
 
 #[cfg(test)]
 pub(crate) mod testutil;

@@ -520,6 +520,7 @@ pub(crate) fn lock_table_process() -> ProcessProfile {
         contended_holds: 30,
         timed_holds: 20,
         contended_hold_ns: 4_000_000,
+        try_fail_site: 0,
     });
     p
 }

@@ -46,6 +46,12 @@ Examples:
   blameprof flamegraph app.prof --metric blame -o blame.svg
   blameprof flamegraph --metric idleness.mutex --thread 4242";
 
+pub const TIMELINE: &str = "\
+Examples:
+  blameprof timeline                                  timeline.svg of the newest profile
+  blameprof timeline app.prof --interval 250ms -o phases.svg
+  blameprof report --view timeline --interval 500ms   the same as text (--format json)";
+
 pub const DIFF: &str = "\
 Examples:
   blameprof diff before.prof after.prof               biggest changes in work

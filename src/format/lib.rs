@@ -21,12 +21,19 @@ pub const CHUNK_MAGIC: [u8; 4] = *b"BCK1";
 /// The format version this build writes and the newest it reads. Version 2 added
 /// [`RecordTag::ObjectSample`], [`RecordTag::LockStats`] and the monotonic times at the end
 /// of `ThreadStart`, `ThreadEnd` and `ProcessEnd`; version 3 added [`RecordTag::Time`];
-/// versions 1 and 2 still read (1 with no lock table, both with no sample times).
-pub const FORMAT_VERSION: u32 = 3;
+/// version 4 added [`RecordTag::LockInterval`] and [`LockStats::try_fail_site`]; versions 1
+/// to 3 still read (1 with no lock table, 1 and 2 with no sample times, 1 to 3 with no
+/// intervals).
+pub const FORMAT_VERSION: u32 = 4;
 /// The first version whose samples carry times ([`RecordTag::Time`]).
 pub const SAMPLE_TIME_VERSION: u32 = 3;
 /// The first version with lock statistics.
 pub const LOCK_TABLE_VERSION: u32 = 2;
+/// The first version with per-interval lock counts ([`RecordTag::LockInterval`]).
+pub const LOCK_INTERVAL_VERSION: u32 = 4;
+/// The length of the runtime's lock intervals ([`LockInterval`]): the finest interval a
+/// timeline can show.
+pub const LOCK_INTERVAL_NS: u64 = 100_000_000;
 /// Stack depth at which the runtime truncates a call path; the path then ends with a
 /// [`Frame::TRUNCATED`] marker frame on the root side.
 pub const MAX_STACK_DEPTH: usize = 512;
@@ -71,6 +78,10 @@ pub enum RecordTag {
     /// timer sample was taken), then the event's span (ns: the wait's or hold's length; 0
     /// none or unknown).
     Time = 11,
+    /// What one lock's row counted in one interval ([`LockInterval`], version 4): address,
+    /// interval start (monotonic ns), interval length (ns), then the counts in
+    /// [`LockInterval::counts`]'s order.
+    LockInterval = 12,
 }
 
 impl RecordTag {
@@ -87,6 +98,7 @@ impl RecordTag {
             9 => RecordTag::ObjectSample,
             10 => RecordTag::LockStats,
             11 => RecordTag::Time,
+            12 => RecordTag::LockInterval,
             _ => return None,
         })
     }
@@ -241,12 +253,20 @@ pub struct LockStats {
     /// hold time summed (ns).
     pub timed_holds: u64,
     pub contended_hold_ns: u64,
+    /// Where its failed trylocks were called from (version 4): the (absolute) return
+    /// address of the call when every failed trylock came from that one site,
+    /// [`TRY_SITES_MANY`] when they came from several, 0 when unknown or none failed.
+    pub try_fail_site: u64,
 }
 
+/// [`LockStats::try_fail_site`] of a lock whose trylocks failed at more than one site.
+pub const TRY_SITES_MANY: u64 = 1;
+
 impl LockStats {
-    /// Counts a LockStats record holds: 9 before format version 3, then these.
+    /// Counts a LockStats record holds: 9 in format version 2, 12 in version 3, then these.
     pub const COUNTS_V2: usize = 9;
-    pub const COUNTS: usize = 12;
+    pub const COUNTS_V3: usize = 12;
+    pub const COUNTS: usize = 13;
 
     /// Field values after address, kind and flags, in record order.
     pub fn counts(&self) -> [u64; Self::COUNTS] {
@@ -263,6 +283,7 @@ impl LockStats {
             self.contended_holds,
             self.timed_holds,
             self.contended_hold_ns,
+            self.try_fail_site,
         ]
     }
 
@@ -288,7 +309,35 @@ impl LockStats {
             contended_holds: c[9],
             timed_holds: c[10],
             contended_hold_ns: c[11],
+            try_fail_site: c[12],
         }
+    }
+}
+
+/// What one lock's row counted in one interval of the run (a [`RecordTag::LockInterval`]
+/// record): the counts that samples cannot tell over time (a wait's and a release's
+/// samples carry their own times). Intervals are [`LOCK_INTERVAL_NS`] long, aligned on the
+/// monotonic clock; an interval in which a lock counted nothing has no record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LockInterval {
+    pub address: u64,
+    /// The interval's start and length (monotonic ns).
+    pub start_ns: u64,
+    pub length_ns: u64,
+    /// Acquisitions (sampled, as [`LockStats::acquisitions`]) and how many sampled ones
+    /// they were estimated from.
+    pub acquisitions: u64,
+    pub acquisition_samples: u64,
+    /// Trylocks that found the lock held (exact).
+    pub try_failed: u64,
+}
+
+impl LockInterval {
+    pub const COUNTS: usize = 3;
+
+    /// The counts after address, start and length, in record order.
+    pub fn counts(&self) -> [u64; Self::COUNTS] {
+        [self.acquisitions, self.acquisition_samples, self.try_failed]
     }
 }
 

@@ -21,7 +21,9 @@
 //! the largest expansion, about 1 KiB of memory per byte of input.
 
 use super::protocol::PART_SUFFIX;
-use super::{Frame, LockStats, MetricDef, RecordTag, CHUNK_MAGIC, FILE_MAGIC, FORMAT_VERSION};
+use super::{
+    Frame, LockInterval, LockStats, MetricDef, RecordTag, CHUNK_MAGIC, FILE_MAGIC, FORMAT_VERSION,
+};
 use super::{MAX_STACK_DEPTH, SAMPLE_FIRST_IS_RETURN, SAMPLE_TRUNCATED};
 use std::collections::HashMap;
 use std::io::Read;
@@ -218,6 +220,8 @@ pub struct ProcessProfile {
     /// Per-lock counters, in the order written (a destroyed lock's record precedes a later
     /// lock's at the same address).
     pub locks: Vec<LockStats>,
+    /// Per-lock counts per interval (version 4), in the order written.
+    pub lock_intervals: Vec<LockInterval>,
     /// The part's format version.
     pub version: u32,
     /// When the process image ended (monotonic ns; version 2 profiles that ended cleanly).
@@ -729,10 +733,10 @@ impl Builder {
                 let flags = c.u8()?;
                 let init_site = c.varint()?;
                 let mut counts = [0u64; LockStats::COUNTS];
-                let n = if p.version >= 3 {
-                    LockStats::COUNTS
-                } else {
-                    LockStats::COUNTS_V2
+                let n = match p.version {
+                    2 => LockStats::COUNTS_V2,
+                    3 => LockStats::COUNTS_V3,
+                    _ => LockStats::COUNTS,
                 };
                 for v in &mut counts[..n] {
                     *v = c.varint()?;
@@ -741,6 +745,25 @@ impl Builder {
                     (address, kind, flags, init_site),
                     counts,
                 ));
+            }
+            RecordTag::LockInterval => {
+                if p.version < crate::LOCK_INTERVAL_VERSION {
+                    return Err("record type of a later format version");
+                }
+                let (address, start_ns, length_ns) = (c.varint()?, c.varint()?, c.varint()?);
+                let mut counts = [0u64; LockInterval::COUNTS];
+                for v in &mut counts {
+                    *v = c.varint()?;
+                }
+                let [acquisitions, acquisition_samples, try_failed] = counts;
+                p.lock_intervals.push(LockInterval {
+                    address,
+                    start_ns,
+                    length_ns,
+                    acquisitions,
+                    acquisition_samples,
+                    try_failed,
+                });
             }
         }
         Ok(())

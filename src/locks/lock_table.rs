@@ -27,10 +27,17 @@
 //! the objects that are never destroyed: futex words, joined threads, mutexes freed without
 //! `pthread_mutex_destroy`), not by those ever used.
 //!
+//! Each row also counts its acquisitions and failed trylocks per interval of
+//! [`LOCK_INTERVAL_NS`] (the timeline's, which samples cannot tell: a wait's and a
+//! release's samples carry their own times): the first count of a new interval swaps the
+//! old interval's counts out for the caller to write ([`Slot::acquired`],
+//! [`Slot::try_failed`]), and [`take`] and [`drain`] hand out the last one. A count racing
+//! the swap may land in the next interval; nothing is lost.
+//!
 //! Allocation-free; not used by the signal handler.
 
 use super::slab::{Linked, Slab};
-use crate::format::LockStats;
+use crate::format::{LockInterval, LockStats, LOCK_INTERVAL_NS, TRY_SITES_MANY};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Keys (a power of two): 64 Ki locks with rows at once, 512 KiB of address space.
@@ -70,6 +77,13 @@ pub struct Slot {
     contended_holds: AtomicU64,
     timed_holds: AtomicU64,
     contended_hold_ns: AtomicU64,
+    /// Where its failed trylocks were called from ([`LockStats::try_fail_site`]).
+    try_fail_site: AtomicU64,
+    /// The interval the `interval_` counts belong to: its index + 1 (0: none yet).
+    interval: AtomicU64,
+    interval_acquisitions: AtomicU64,
+    interval_samples: AtomicU64,
+    interval_try_failed: AtomicU64,
 }
 
 impl Slot {
@@ -87,11 +101,15 @@ impl Slot {
             &self.contended_holds,
             &self.timed_holds,
             &self.contended_hold_ns,
+            &self.try_fail_site,
         ]
     }
 
-    /// `weight` acquisitions (one sampled one standing for `weight`), by a trylock or not.
-    pub fn acquired(&self, weight: u32, by_try: bool) {
+    /// `weight` acquisitions (one sampled one standing for `weight`), by a trylock or not,
+    /// at `now` (monotonic ns). Returns the counts of the row's previous interval when this
+    /// is the first count of a new one (the caller writes them).
+    pub fn acquired(&self, weight: u32, by_try: bool, now: u64) -> Option<IntervalCounts> {
+        let ended = self.roll(now);
         self.acquisitions
             .fetch_add(u64::from(weight), Ordering::Relaxed);
         self.acquisition_samples.fetch_add(1, Ordering::Relaxed);
@@ -99,12 +117,60 @@ impl Slot {
             self.try_acquired
                 .fetch_add(u64::from(weight), Ordering::Relaxed);
         }
+        self.interval_acquisitions
+            .fetch_add(u64::from(weight), Ordering::Relaxed);
+        self.interval_samples.fetch_add(1, Ordering::Relaxed);
+        ended
     }
 
-    /// A trylock that found the lock held.
-    pub fn try_failed(&self) {
+    /// A trylock called from `site` (a return address; 0 unknown) that found the lock held,
+    /// at `now`. Returns the previous interval's counts as [`Slot::acquired`] does.
+    pub fn try_failed(&self, site: u64, now: u64) -> Option<IntervalCounts> {
         not_only_acquisitions(self);
+        let ended = self.roll(now);
         self.try_failed.fetch_add(1, Ordering::Relaxed);
+        self.interval_try_failed.fetch_add(1, Ordering::Relaxed);
+        // The first failing site, or "several" once another one fails (a stable value is
+        // left alone: no write to the shared line in a trylock loop of one site).
+        let had = self.try_fail_site.load(Ordering::Relaxed);
+        if site != 0 && had != site && had != TRY_SITES_MANY {
+            let new = if had == 0 { site } else { TRY_SITES_MANY };
+            // Lost to another thread's update: either way the row's answer stays right
+            // or becomes "several" at that thread's next failure.
+            let _ =
+                self.try_fail_site
+                    .compare_exchange(had, new, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        ended
+    }
+
+    /// Moves the row to the interval of `now`: the first count of a new interval takes the
+    /// old one's counts (returned when any). A count made with an older time than the
+    /// row's interval (its thread was preempted after reading the clock) joins the row's
+    /// interval.
+    fn roll(&self, now: u64) -> Option<IntervalCounts> {
+        let index = now / LOCK_INTERVAL_NS + 1;
+        let had = self.interval.load(Ordering::Relaxed);
+        if had >= index
+            || self
+                .interval
+                .compare_exchange(had, index, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return None;
+        }
+        self.take_interval(had)
+    }
+
+    /// The counts of interval `index` (+ 1), which it resets; `None` when there are none.
+    fn take_interval(&self, index: u64) -> Option<IntervalCounts> {
+        let counts = IntervalCounts {
+            index: index.checked_sub(1)?,
+            acquisitions: self.interval_acquisitions.swap(0, Ordering::Relaxed),
+            samples: self.interval_samples.swap(0, Ordering::Relaxed),
+            try_failed: self.interval_try_failed.swap(0, Ordering::Relaxed),
+        };
+        (counts.samples + counts.try_failed > 0).then_some(counts)
     }
 
     /// A wait registered with the lock (measured for the blame), with `waiters` measured
@@ -141,12 +207,40 @@ impl Slot {
         self.contended_hold_ns.fetch_add(ns, Ordering::Relaxed);
     }
 
-    /// Its counts, which it resets.
-    fn take_counts(&self, address: usize, flags: u8) -> LockStats {
+    /// Its counts, which it resets, and its current interval's.
+    fn take_counts(&self, address: usize, flags: u8) -> (LockStats, Option<LockInterval>) {
+        let interval = self
+            .take_interval(self.interval.swap(0, Ordering::Relaxed))
+            .map(|c| c.record(address));
         let counts = self.counters().map(|c| c.swap(0, Ordering::Relaxed));
         let kind = self.kind.load(Ordering::Relaxed) as u8;
         let site = super::init_sites::site_of(address) as u64;
-        LockStats::from_counts((address as u64, kind, flags, site), counts)
+        let stats = LockStats::from_counts((address as u64, kind, flags, site), counts);
+        (stats, interval)
+    }
+}
+
+/// What a row counted in one interval, swapped out by the first count of the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntervalCounts {
+    /// The interval: its start over [`LOCK_INTERVAL_NS`].
+    pub index: u64,
+    pub acquisitions: u64,
+    pub samples: u64,
+    pub try_failed: u64,
+}
+
+impl IntervalCounts {
+    /// The record of these counts for the lock at `address`.
+    pub fn record(&self, address: usize) -> LockInterval {
+        LockInterval {
+            address: address as u64,
+            start_ns: self.index * LOCK_INTERVAL_NS,
+            length_ns: LOCK_INTERVAL_NS,
+            acquisitions: self.acquisitions,
+            acquisition_samples: self.samples,
+            try_failed: self.try_failed,
+        }
     }
 }
 
@@ -300,7 +394,7 @@ static STRAYS: AtomicU64 = AtomicU64::new(0);
 /// Empties a row of counts that belong to no live lock, counting its events in
 /// [`strays`].
 fn stray(row: &Slot) {
-    let c = row.take_counts(0, 0);
+    let (c, _) = row.take_counts(0, 0);
     let events = c.acquisition_samples + c.try_failed + c.contended + c.contended_measured;
     STRAYS.fetch_add(events, Ordering::Relaxed);
 }
@@ -326,8 +420,9 @@ pub fn at((index, generation): (usize, u32)) -> Option<&'static Slot> {
 }
 
 /// Frees the row of the lock at `address` (destroyed, or initialised again) and returns its
-/// counters, flagged [`crate::format::LOCK_DESTROYED`]; `None` when it had none.
-pub fn take(address: usize) -> Option<LockStats> {
+/// counters, flagged [`crate::format::LOCK_DESTROYED`], and its last interval's counts;
+/// `None` when it had none.
+pub fn take(address: usize) -> Option<(LockStats, Option<LockInterval>)> {
     let (entry, k) = find_key(address)?;
     // Lost to a racing take of the same lock (a program's double destroy): its counts go
     // with the other.
@@ -338,14 +433,14 @@ pub fn take(address: usize) -> Option<LockStats> {
     not_only_acquisitions(row);
     row.generation.fetch_add(1, Ordering::AcqRel);
     LIVE.fetch_sub(1, Ordering::Relaxed);
-    let stats = row.take_counts(address, crate::format::LOCK_DESTROYED);
+    let taken = row.take_counts(address, crate::format::LOCK_DESTROYED);
     ROWS.free(row.me.load(Ordering::Relaxed));
-    Some(stats)
+    Some(taken)
 }
 
 /// Calls `f` with the counts of every lock in the table since the last call (at the end
-/// of the process image), resetting them.
-pub fn drain(mut f: impl FnMut(LockStats)) {
+/// of the process image), and its last interval's, resetting them.
+pub fn drain(mut f: impl FnMut(LockStats, Option<LockInterval>)) {
     if PEAK.load(Ordering::Relaxed) == 0 {
         return;
     }
@@ -353,7 +448,8 @@ pub fn drain(mut f: impl FnMut(LockStats)) {
         let k = entry.load(Ordering::Acquire);
         if let Some(row) = row_of(k).filter(|_| k > GONE) {
             let address = ((k >> INDEX_BITS) << 2) as usize;
-            f(row.take_counts(address, 0));
+            let (stats, interval) = row.take_counts(address, 0);
+            f(stats, interval);
         }
     }
 }
@@ -576,9 +672,9 @@ mod tests {
     fn counts_land_on_the_locks_slot_and_a_destroyed_lock_frees_it() {
         let a = 0x7000_0000_1000usize;
         let s = slot(a, 2).expect("room");
-        s.acquired(256, false);
-        s.acquired(100, true);
-        s.try_failed();
+        assert_eq!(s.acquired(256, false, 5), None, "the row's first interval");
+        assert_eq!(s.acquired(100, true, 6), None);
+        assert_eq!(s.try_failed(0x4000, 7), None);
         s.measured(3);
         s.waited(1, 500, 500);
         s.measured(2);
@@ -586,7 +682,7 @@ mod tests {
         s.held(16, Some(300));
         s.held(1, None);
         assert!(std::ptr::eq(s, slot(a, 2).unwrap()), "one slot per lock");
-        let got = take(a).expect("counted");
+        let (got, interval) = take(a).expect("counted");
         assert_eq!(got.address, a as u64);
         assert_eq!(got.kind, 2);
         assert_eq!(got.flags, crate::format::LOCK_DESTROYED);
@@ -600,11 +696,25 @@ mod tests {
             (17, 16, 4800),
             "a hold standing for 16, timed, and one untimed"
         );
+        assert_eq!(got.try_fail_site, 0x4000, "one failing site");
+        let interval = interval.expect("the last interval's counts");
+        assert_eq!(
+            (interval.start_ns, interval.length_ns, interval.address),
+            (0, LOCK_INTERVAL_NS, a as u64)
+        );
+        assert_eq!(
+            (
+                interval.acquisitions,
+                interval.acquisition_samples,
+                interval.try_failed
+            ),
+            (356, 2, 1)
+        );
         assert!(find(a).is_none(), "freed");
         let again = slot(a, 2).expect("room again");
-        again.try_failed();
+        again.try_failed(0, 1);
         let mut seen = Vec::new();
-        drain(|l| seen.push(l));
+        drain(|l, _| seen.push(l));
         let l = seen.iter().find(|l| l.address == a as u64).expect("live");
         assert_eq!(
             (l.try_failed, l.acquisitions, l.flags),
@@ -620,19 +730,19 @@ mod tests {
         let pending = PendingWaits::default();
         assert_eq!(pending.prepare(a, 2, 1), Ok(()));
         assert!(pending.add(a, 500));
-        let first = take(a).expect("the wait claimed a row");
+        let (first, _) = take(a).expect("the wait claimed a row");
         assert_eq!(first.contended, 0, "still pending");
         // Another lock at the same address, then the pending wait is flushed.
-        slot(a, 2).expect("room").try_failed();
+        slot(a, 2).expect("room").try_failed(0, 1);
         assert_eq!(pending.flush(), Err(1), "counted as untabled");
-        let second = take(a).expect("the new lock's row");
+        let (second, _) = take(a).expect("the new lock's row");
         assert_eq!((second.contended, second.try_failed), (0, 1));
         // A wait of a live lock reaches its row.
         assert_eq!(pending.prepare(a + 8, 2, 2), Ok(()));
         assert!(pending.add(a + 8, 700));
         assert!(!pending.add(a, 1), "another lock's now");
         assert_eq!(pending.flush(), Ok(()));
-        let third = take(a + 8).unwrap();
+        let (third, _) = take(a + 8).unwrap();
         assert_eq!(
             (third.contended, third.wait_ns, third.max_wait_ns),
             (1, 700, 700)
@@ -652,10 +762,10 @@ mod tests {
             .collect();
         let (x, y) = (pair[0], pair[1]);
         slot(x, 2).unwrap();
-        slot(y, 2).unwrap().try_failed();
+        slot(y, 2).unwrap().try_failed(0, 1);
         take(x).unwrap();
-        slot(y, 2).unwrap().try_failed();
-        let counts = take(y).unwrap();
+        slot(y, 2).unwrap().try_failed(0, 1);
+        let (counts, _) = take(y).unwrap();
         assert_eq!(counts.try_failed, 2, "one slot for y");
         assert!(find(y).is_none(), "and it is freed");
     }
@@ -672,16 +782,57 @@ mod tests {
             .collect();
         assert_eq!(crowd.len(), PROBES + 1);
         for &a in &crowd[..PROBES] {
-            slot(a, 2).expect("within the probe window").try_failed();
+            slot(a, 2)
+                .expect("within the probe window")
+                .try_failed(0, 1);
         }
         assert!(
             slot(crowd[PROBES], 2).is_none(),
             "no room: the caller counts it"
         );
         for &a in &crowd[..PROBES] {
-            assert_eq!(take(a).expect("kept").try_failed, 1);
+            assert_eq!(take(a).expect("kept").0.try_failed, 1);
         }
         assert!(slot(crowd[PROBES], 2).is_some(), "freed slots are reused");
         take(crowd[PROBES]);
+    }
+
+    #[test]
+    fn each_interval_is_handed_out_once_by_the_first_count_of_the_next() {
+        let a = 0x7500_0000_1000usize;
+        let s = slot(a, 2).expect("room");
+        let iv = LOCK_INTERVAL_NS;
+        assert_eq!(s.acquired(10, false, 3 * iv + 1), None);
+        assert_eq!(s.try_failed(0x10, 3 * iv + 2), None);
+        assert_eq!(s.try_failed(0x10, 4 * iv - 1), None, "the same interval");
+        let third = s.acquired(5, false, 5 * iv).expect("interval 3 ended");
+        assert_eq!(
+            third,
+            IntervalCounts {
+                index: 3,
+                acquisitions: 10,
+                samples: 1,
+                try_failed: 2,
+            }
+        );
+        assert_eq!(third.record(a).start_ns, 3 * iv);
+        assert_eq!(
+            s.acquired(7, false, 5 * iv - 1),
+            None,
+            "an older time joins the row's interval"
+        );
+        assert_eq!(s.try_failed(0x20, 5 * iv + 3), None);
+        let (stats, last) = take(a).expect("counted");
+        assert_eq!(stats.try_fail_site, TRY_SITES_MANY, "two failing sites");
+        let last = last.expect("interval 5");
+        assert_eq!(
+            (
+                last.start_ns,
+                last.acquisitions,
+                last.acquisition_samples,
+                last.try_failed
+            ),
+            (5 * iv, 12, 2, 1)
+        );
     }
 }

@@ -465,10 +465,13 @@ fn finish(reason: u8) -> bool {
         u64::from(!crate::locks::acquisition_sampling::counting()),
     );
     let mut locks = Vec::new();
-    crate::locks::lock_table::drain(|l| locks.push(l));
+    crate::locks::lock_table::drain(|l, interval| locks.push((l, interval)));
     records::write_end(me, |w| {
-        for l in &locks {
+        for (l, interval) in &locks {
             records::lock_stats(w, l)?;
+            if let Some(interval) = interval {
+                records::lock_interval(w, interval)?;
+            }
         }
         for (tid, name, cpu) in &ends {
             records::thread_end(w, *tid, name, image_cpu(*tid, *cpu))?;

@@ -14,7 +14,7 @@ use super::counters::{self, Counter};
 use super::output::{self, Chunk, Unwritten};
 use super::records;
 use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN};
-use crate::format::{Frame, LockStats, RecordTag};
+use crate::format::{Frame, LockInterval, LockStats, RecordTag};
 use crate::unwind::walk::{frame_array, FRAMES_CAPACITY};
 
 /// Bytes of sample data buffered per thread before a chunk is written: a few writes a second
@@ -105,19 +105,34 @@ impl BufferPart {
         }
     }
 
-    /// Appends a lock's counters, flushing first if the buffer is full. False when even an
-    /// empty buffer could not take it (it cannot happen: the record is under 100 bytes).
-    pub fn push_lock_stats(&mut self, tid: u32, stats: &LockStats) -> bool {
-        if self.try_lock_stats(stats).is_ok() {
+    /// Appends a lock's counters and, or, its counts of an interval, flushing first if the
+    /// buffer is full. False when even an empty buffer could not take them (it cannot
+    /// happen: the records are under 200 bytes).
+    pub fn push_lock_stats(
+        &mut self,
+        tid: u32,
+        stats: Option<&LockStats>,
+        interval: Option<&LockInterval>,
+    ) -> bool {
+        if self.try_lock_stats(stats, interval).is_ok() {
             return true;
         }
         self.flush(tid);
-        self.try_lock_stats(stats).is_ok()
+        self.try_lock_stats(stats, interval).is_ok()
     }
 
-    fn try_lock_stats(&mut self, stats: &LockStats) -> Result<(), Full> {
+    fn try_lock_stats(
+        &mut self,
+        stats: Option<&LockStats>,
+        interval: Option<&LockInterval>,
+    ) -> Result<(), Full> {
         let mut w = RecordWriter::new(&mut self.bytes, self.len);
-        records::lock_stats(&mut w, stats)?;
+        if let Some(stats) = stats {
+            records::lock_stats(&mut w, stats)?;
+        }
+        if let Some(interval) = interval {
+            records::lock_interval(&mut w, interval)?;
+        }
         self.len = w.committed();
         // A chunk is written when it holds samples; this record counts as one.
         self.samples += 1;

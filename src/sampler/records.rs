@@ -10,7 +10,7 @@ use super::counters::{self, Counter};
 use super::output::{self, Chunk, Unwritten};
 use crate::format::protocol::METRICS;
 use crate::format::wire::{Full, RecordWriter, CHUNK_HEADER_LEN, MAX_CHUNK_LEN};
-use crate::format::{Frame, LockStats, RecordTag};
+use crate::format::{Frame, LockInterval, LockStats, RecordTag};
 use crate::unwind::modules::LoadedModule;
 
 /// Builds one chunk with `encode` and appends it to the part file.
@@ -143,6 +143,19 @@ pub fn lock_stats(w: &mut RecordWriter, stats: &LockStats) -> Result<(), Full> {
     w.u8(stats.flags)?;
     w.varint(stats.init_site)?;
     for v in stats.counts() {
+        w.varint(v)?;
+    }
+    w.commit();
+    Ok(())
+}
+
+/// A lock's counts of one interval (`locks::lock_table`). Allocation-free.
+pub fn lock_interval(w: &mut RecordWriter, interval: &LockInterval) -> Result<(), Full> {
+    w.tag(RecordTag::LockInterval)?;
+    w.varint(interval.address)?;
+    w.varint(interval.start_ns)?;
+    w.varint(interval.length_ns)?;
+    for v in interval.counts() {
         w.varint(v)?;
     }
     w.commit();

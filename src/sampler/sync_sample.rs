@@ -13,7 +13,7 @@ use super::clock::{current_tid, monotonic_ns};
 use super::path::{capture_path, record_captured_path, record_path, How, Sample};
 use super::process;
 use super::thread_state::{lookup, ThreadState};
-use crate::format::LockStats;
+use crate::format::{LockInterval, LockStats};
 use crate::locks::wait_table::WakerId;
 use crate::unwind::walk::Regs;
 use std::sync::atomic::Ordering;
@@ -105,15 +105,16 @@ pub fn record_at_wake(waker: WakerId, sample: Sample) -> bool {
     recorded
 }
 
-/// Appends a lock's counters (a destroyed lock's, `locks::lock_table`) to the calling
-/// thread's buffer. False when it cannot (as for [`record_here`]).
-pub fn record_lock_stats(stats: &LockStats) -> bool {
+/// Appends a lock's counters (a destroyed lock's, `locks::lock_table`) and, or, its counts
+/// of an interval to the calling thread's buffer. False when it cannot (as for
+/// [`record_here`]).
+pub fn record_lock_stats(stats: Option<&LockStats>, interval: Option<&LockInterval>) -> bool {
     let Some((state, tid)) = enter() else {
         return false;
     };
     state.lock_buffer();
     // SAFETY: we hold the buffer lock.
-    let written = unsafe { (*state.buffer.get()).push_lock_stats(tid, stats) };
+    let written = unsafe { (*state.buffer.get()).push_lock_stats(tid, stats, interval) };
     state.unlock_buffer();
     state.in_runtime.store(false, Ordering::Release);
     written

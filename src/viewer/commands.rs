@@ -117,6 +117,8 @@ pub struct ReportArgs {
     /// Read the intact part of a damaged profile instead of failing
     #[arg(long)]
     pub salvage: bool,
+    #[command(flatten)]
+    pub timeline: super::timeline::TimelineFlags,
 }
 
 /// Options of `blameprof flamegraph`.
@@ -195,7 +197,10 @@ fn report_to(args: &ReportArgs, out: &mut dyn Write, to_stdout: bool) -> anyhow:
         return super::export::write(args, out);
     }
     let Some(view) = args.view.analysis_view() else {
-        return report_locks(args, out);
+        return match args.view {
+            ViewChoice::Timeline => super::timeline::report(args, out),
+            _ => report_locks(args, out),
+        };
     };
     if args.lock.is_some() {
         bail!("--lock shows one lock of the locks view: add --view locks");

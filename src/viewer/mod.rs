@@ -30,6 +30,8 @@ pub mod source;
 pub mod style;
 mod summary;
 pub mod text;
+pub mod timeline;
+mod timeline_svg;
 pub mod units;
 
 use crate::attribution::cct::{self, NodeId, SortBy, Tree};
@@ -61,8 +63,8 @@ impl View {
     }
 }
 
-/// A view `report --view` can show: a view of the analysis ([`View`]), or the lock table
-/// ([`locks`]).
+/// A view `report --view` can show: a view of the analysis ([`View`]), the lock table
+/// ([`locks`]) or the timeline ([`timeline`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ViewChoice {
     /// The calling-context tree, from the outermost frames down.
@@ -75,6 +77,8 @@ pub enum ViewChoice {
     Threads,
     /// Locks: counts, waiting, blame, pressure, and who waited behind whom.
     Locks,
+    /// The top locks' pressure, blame and acquisitions per interval, with their phases.
+    Timeline,
 }
 
 impl ViewChoice {
@@ -85,7 +89,7 @@ impl ViewChoice {
             ViewChoice::BottomUp => Some(View::BottomUp),
             ViewChoice::Flat => Some(View::Flat),
             ViewChoice::Threads => Some(View::Threads),
-            ViewChoice::Locks => None,
+            ViewChoice::Locks | ViewChoice::Timeline => None,
         }
     }
 }

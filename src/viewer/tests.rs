@@ -263,6 +263,11 @@ pub(super) fn report_args(path: PathBuf) -> ReportArgs {
         thread: None,
         pid: None,
         salvage: false,
+        timeline: crate::viewer::timeline::TimelineFlags {
+            interval: 1_000_000_000,
+            phase_threshold: 10.0,
+            top: 5,
+        },
     }
 }
 

@@ -16,7 +16,9 @@
 
 use blameprof_format::read::{decode_part, read_profile, ReadError, ReadOptions};
 use blameprof_format::wire::{chunk_header, file_header, RecordWriter, CHUNK_HEADER_LEN};
-use blameprof_format::{Frame, LockStats, RecordTag, FORMAT_VERSION, MAX_STACK_DEPTH};
+use blameprof_format::{
+    Frame, LockInterval, LockStats, RecordTag, FORMAT_VERSION, MAX_STACK_DEPTH,
+};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -308,6 +310,12 @@ enum Rec {
         init_site: u64,
         counts: [u64; LockStats::COUNTS],
     },
+    Interval {
+        address: u64,
+        start: u64,
+        length: u64,
+        counts: [u64; LockInterval::COUNTS],
+    },
     Time {
         change: i64,
         span: u64,
@@ -373,8 +381,10 @@ fn rec() -> impl Strategy<Value = Rec> {
         1 => (prop_oneof![Just("write_errors".to_string()), text()], number())
             .prop_map(|(name, value)| Rec::Counter { name, value }),
         1 => (0..2u8, number()).prop_map(|(reason, end)| Rec::ProcessEnd { reason, end }),
-        1 => (number(), 0..10u8, any::<u8>(), number(), proptest::array::uniform12(number()))
+        1 => (number(), 0..10u8, any::<u8>(), number(), proptest::array::uniform13(number()))
             .prop_map(|(address, kind, flags, init_site, counts)| Rec::Lock { address, kind, flags, init_site, counts }),
+        1 => (number(), number(), number(), proptest::array::uniform3(number()))
+            .prop_map(|(address, start, length, counts)| Rec::Interval { address, start, length, counts }),
     ]
 }
 
@@ -411,6 +421,7 @@ struct Expected {
     tids: BTreeSet<u32>,
     counters: BTreeMap<String, u64>,
     locks: Vec<LockStats>,
+    intervals: Vec<LockInterval>,
     ended: bool,
 }
 
@@ -649,10 +660,10 @@ fn encode_rec(
             w.u8(*kind).expect(OK);
             w.u8(*flags).expect(OK);
             w.varint(*init_site).expect(OK);
-            let n = if version >= 3 {
-                LockStats::COUNTS
-            } else {
-                LockStats::COUNTS_V2
+            let n = match version {
+                2 => LockStats::COUNTS_V2,
+                3 => LockStats::COUNTS_V3,
+                _ => LockStats::COUNTS,
             };
             let mut written = [0u64; LockStats::COUNTS];
             written[..n].copy_from_slice(&counts[..n]);
@@ -663,6 +674,29 @@ fn encode_rec(
                 (*address, *kind, *flags, *init_site),
                 written,
             ));
+        }
+        Rec::Interval {
+            address,
+            start,
+            length,
+            counts,
+        } => {
+            if version < 4 {
+                return;
+            }
+            w.tag(RecordTag::LockInterval).expect(OK);
+            for v in [*address, *start, *length].iter().chain(counts) {
+                w.varint(*v).expect(OK);
+            }
+            let [acquisitions, acquisition_samples, try_failed] = *counts;
+            e.intervals.push(LockInterval {
+                address: *address,
+                start_ns: *start,
+                length_ns: *length,
+                acquisitions,
+                acquisition_samples,
+                try_failed,
+            });
         }
         Rec::Time { change, span } => {
             if version < 3 {
@@ -1018,6 +1052,7 @@ proptest! {
         prop_assert_eq!(tids, e.tids);
         prop_assert_eq!(p.counters, e.counters.into_iter().collect::<Vec<_>>());
         prop_assert_eq!(p.locks, e.locks);
+        prop_assert_eq!(p.lock_intervals, e.intervals);
         prop_assert_eq!(p.ended_cleanly, e.ended);
     }
 }

@@ -52,20 +52,37 @@ pub fn sampled_acquisition(address: usize, kind: WaitKind, by_try: bool) {
         return;
     }
     match lock_table::slot_for_acquisition(address, kind as u8) {
-        Some(slot) => slot.acquired(weight, by_try),
+        Some(slot) => interval_ended(address, slot.acquired(weight, by_try, now)),
         None => counters::add(Counter::LockEventsUntabled, 1),
     }
 }
 
-/// A trylock of the lock at `address` found it held.
+/// Writes the counts of a lock's interval that a count of the next one ended (once per
+/// lock and interval at most) to the thread's buffer.
+fn interval_ended(address: usize, ended: Option<lock_table::IntervalCounts>) {
+    if let Some(counts) = ended {
+        // Writing the record may flush the buffer (a write(2)): the program's errno stays.
+        let saved = errno();
+        if !record_lock_stats(None, Some(&counts.record(address))) {
+            counters::add(
+                Counter::LockEventsUntabled,
+                counts.samples + counts.try_failed,
+            );
+        }
+        set_errno(saved);
+    }
+}
+
+/// A trylock of the lock at `address`, called from `site` (a return address; 0 unknown),
+/// found it held.
 #[cold]
 #[inline(never)]
-pub fn try_failed(address: usize, kind: WaitKind) {
+pub fn try_failed(address: usize, kind: WaitKind, site: usize) {
     if !sampling_enabled() {
         return;
     }
     match lock_table::slot(address, kind as u8) {
-        Some(slot) => slot.try_failed(),
+        Some(slot) => interval_ended(address, slot.try_failed(site as u64, monotonic_ns())),
         None => counters::add(Counter::LockEventsUntabled, 1),
     }
 }
@@ -185,12 +202,12 @@ pub fn lock_destroyed(address: usize) {
     // The record takes the lock's init site: forgotten after it.
     let taken = lock_table::take(address);
     init_sites::forget(address);
-    let Some(stats) = taken else {
+    let Some((stats, interval)) = taken else {
         return;
     };
     // Writing the record may flush the buffer (a write(2)): the program's errno stays.
     let saved = errno();
-    if !record_lock_stats(&stats) {
+    if !record_lock_stats(Some(&stats), interval.as_ref()) {
         let events = stats.acquisition_samples + stats.try_failed + stats.contended;
         counters::add(Counter::LockEventsUntabled, events);
     }

@@ -371,6 +371,7 @@ mod tests {
             holders: Vec::new(),
             pairs: Vec::new(),
             inside: Vec::new(),
+            try_site: None,
         }
     }
 

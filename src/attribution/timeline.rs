@@ -1,0 +1,487 @@
+//! The timeline: each top lock's critical section pressure, blame and acquisitions per
+//! interval of the run, the phases where its pressure crosses a threshold, and each
+//! thread's work, waiting and blame per interval: what `report --view timeline` and
+//! `blameprof timeline` show.
+//!
+//! Job: lay the selected samples over intervals of the run, chosen at report time
+//! (`--interval`, at least the runtime's [`LOCK_INTERVAL_NS`]). Samples carry their own
+//! times (format version 3 on): a wait's idleness is spread over its span (a spin wait's
+//! timer sample, which has none, over its value ending at its time), a release's blame
+//! over the hold it ended, a timer sample's work over the CPU time it carries ending at
+//! its time, each interval taking the share of the sample that lies in it. Acquisitions
+//! and failed trylocks per interval are the runtime's per-lock counts of its own 100 ms
+//! intervals (`LockInterval` records, format version 4), spread the same way.
+//!
+//! Pressure (Free Lunch's critical section pressure) is, per interval, a lock's waiting
+//! over the running time of the process's threads in that interval: each thread's lifetime
+//! that lies in it, less its waits for events (condition variables, semaphores, barriers,
+//! joins), as the lock view's whole-run figure is (`super::locks`). A phase is a run of
+//! consecutive intervals on one side of the threshold; a lock contended in one phase only
+//! stands out by its peak even when its whole-run pressure is low, so locks are ranked by
+//! their peak pressure, then their waiting.
+//!
+//! All processes' times are the system's monotonic clock, so images share one time axis,
+//! from the earliest start among the selected ones. Invariants: every series of a
+//! timeline has [`Timeline::intervals`] entries; the spread values of a series add up to
+//! the samples' (to rounding). Not async-signal-safe (allocates); single-threaded.
+
+use super::calibration::Calibration;
+use super::locks::{is_lock_kind, LockTable};
+use super::{select, AttributionError, Filter};
+use crate::format::read::{ProcessProfile, Profile};
+use crate::format::{protocol, WaitKind, LOCK_INTERVAL_NS, LOCK_INTERVAL_VERSION};
+use std::collections::HashMap;
+
+/// What to lay out.
+#[derive(Debug, Clone, Copy)]
+pub struct TimelineOptions {
+    /// The interval (ns), at least [`LOCK_INTERVAL_NS`].
+    pub interval_ns: u64,
+    /// The pressure (a fraction) at and above which an interval is in a high phase.
+    pub threshold: f64,
+    /// How many locks to keep.
+    pub top: usize,
+}
+
+/// A run of consecutive intervals on one side of the threshold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Phase {
+    /// Its first interval and the one after its last.
+    pub start: usize,
+    pub end: usize,
+    pub high: bool,
+    /// The lock's waiting over the running time in the phase.
+    pub pressure: f64,
+}
+
+/// One lock's series.
+#[derive(Debug, Clone)]
+pub struct LockSeries {
+    pub pid: u32,
+    pub address: u64,
+    /// Its name in the lock view.
+    pub name: String,
+    pub kind: Option<WaitKind>,
+    /// Waiting and blame per interval (ns, calibrated).
+    pub wait_ns: Vec<u64>,
+    pub blame_ns: Vec<u64>,
+    /// Acquisitions (sampled estimates) and failed trylocks per interval; `None` for a
+    /// profile older than format version 4.
+    pub acquisitions: Option<Vec<u64>>,
+    pub try_failed: Option<Vec<u64>>,
+    /// Waiting over the running time, per interval (0 where nothing ran).
+    pub pressure: Vec<f64>,
+    pub phases: Vec<Phase>,
+    /// Over the whole run, and the highest interval's.
+    pub overall_pressure: f64,
+    pub peak_pressure: f64,
+}
+
+/// One thread's series.
+#[derive(Debug, Clone)]
+pub struct ThreadSeries {
+    pub pid: u32,
+    pub tid: u32,
+    pub name: String,
+    /// Per interval (ns): computing, waiting (for anything), and blame taken.
+    pub work_ns: Vec<u64>,
+    pub wait_ns: Vec<u64>,
+    pub blame_ns: Vec<u64>,
+    /// Per interval: the lock (an index into [`Timeline::locks`]) it waited for most, when
+    /// that is one of them.
+    pub waited_for: Vec<Option<usize>>,
+}
+
+/// The timeline of a profile.
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    pub interval_ns: u64,
+    pub intervals: usize,
+    /// The time axis' zero and end (monotonic ns).
+    pub origin_ns: u64,
+    pub end_ns: u64,
+    pub threshold: f64,
+    /// Running time of the selected threads, and their work and waiting, per interval.
+    pub running_ns: Vec<u64>,
+    pub work_ns: Vec<u64>,
+    pub wait_ns: Vec<u64>,
+    pub locks: Vec<LockSeries>,
+    pub threads: Vec<ThreadSeries>,
+    /// Whether the selected parts carry sample times (version 3) and per-interval lock
+    /// counts (version 4).
+    pub timed: bool,
+    pub acquisitions_known: bool,
+}
+
+impl Timeline {
+    /// Seconds from the run's start to interval `i`'s start.
+    pub fn seconds(&self, i: usize) -> f64 {
+        (i as u64 * self.interval_ns) as f64 / 1e9
+    }
+}
+
+/// Adds `value`, spread over `[end - length, end]`, to the intervals of `series` it
+/// overlaps (a zero length: all of it to the interval of `end`).
+struct Axis {
+    origin: u64,
+    interval: u64,
+    intervals: usize,
+}
+
+impl Axis {
+    fn spread(&self, series: &mut [f64], end: u64, length: u64, value: f64) {
+        let end = end.saturating_sub(self.origin);
+        let start = end.saturating_sub(length);
+        let last = self.index(end);
+        let first = self.index(start);
+        if first == last || length == 0 {
+            series[last] += value;
+            return;
+        }
+        for (i, slot) in series.iter_mut().enumerate().take(last + 1).skip(first) {
+            let lo = start.max(i as u64 * self.interval);
+            let hi = end.min((i as u64 + 1) * self.interval);
+            *slot += value * hi.saturating_sub(lo) as f64 / length as f64;
+        }
+    }
+
+    /// The interval of `t` (ns from the origin), the last one for a time past the end.
+    fn index(&self, t: u64) -> usize {
+        ((t / self.interval) as usize).min(self.intervals - 1)
+    }
+}
+
+/// A series being built (floating point: spread values are fractions).
+#[derive(Default, Clone)]
+struct Building {
+    wait: Vec<f64>,
+    blame: Vec<f64>,
+    acquisitions: Vec<f64>,
+    try_failed: Vec<f64>,
+}
+
+/// Builds the timeline of the processes `filter` selects, naming locks as `table` does
+/// (the lock view of the same selection).
+pub fn timeline(
+    profile: &Profile,
+    filter: Filter,
+    table: &LockTable,
+    opts: TimelineOptions,
+) -> Result<Timeline, AttributionError> {
+    let selected = select(
+        profile,
+        Filter {
+            tid: None,
+            ..filter
+        },
+    )?;
+    let procs: Vec<&ProcessProfile> = selected.iter().map(|&p| &profile.processes[p]).collect();
+    let (origin, end) = span(&procs);
+    let interval = opts.interval_ns.max(LOCK_INTERVAL_NS);
+    let intervals = (end.saturating_sub(origin).div_ceil(interval) as usize).max(1);
+    let axis = Axis {
+        origin,
+        interval,
+        intervals,
+    };
+    let zeros = vec![0.0; intervals];
+    let mut running = zeros.clone();
+    let mut work = zeros.clone();
+    let mut waiting = zeros.clone();
+    let mut locks: HashMap<(u32, u64), Building> = HashMap::new();
+    // Per (pid, tid): work, waiting, blame, and waiting per lock per interval.
+    type ThreadBuilding = (Vec<f64>, Vec<f64>, Vec<f64>, HashMap<(u32, u64), Vec<f64>>);
+    let mut threads: HashMap<(u32, u32), ThreadBuilding> = HashMap::new();
+    let empty_lock = || Building {
+        wait: zeros.clone(),
+        blame: zeros.clone(),
+        acquisitions: zeros.clone(),
+        try_failed: zeros.clone(),
+    };
+    for proc in &procs {
+        let pid = proc.header.pid;
+        let calibration = Calibration::of(proc);
+        let end_of_process = proc.end_ns.unwrap_or(end);
+        for t in &proc.threads {
+            if let Some(start) = t.start_ns {
+                let stop = t.end_ns.unwrap_or(end_of_process).max(start);
+                axis.spread(&mut running, stop, stop - start, (stop - start) as f64);
+            }
+        }
+        let metric = |name: &str| proc.header.metrics.iter().position(|m| m.name == name);
+        let (w, i, b) = (
+            metric(protocol::WORK.name),
+            metric(protocol::IDLENESS.name),
+            metric(protocol::BLAME.name),
+        );
+        for s in proc.samples.iter().filter(|s| s.time > 0) {
+            let wanted = filter.tid.map_or(true, |t| t == s.tid);
+            let m = Some(usize::from(s.metric));
+            let value = calibration.apply(s.value, s.flags) as f64;
+            let thread = || (zeros.clone(), zeros.clone(), zeros.clone(), HashMap::new());
+            if m == w {
+                let cpu = s.value;
+                axis.spread(&mut work, s.time, cpu, value);
+                if wanted {
+                    let t = threads.entry((pid, s.tid)).or_insert_with(thread);
+                    axis.spread(&mut t.0, s.time, cpu, value);
+                }
+            } else if m == i {
+                let length = if s.span > 0 { s.span } else { s.value };
+                let kind = WaitKind::from_flags(s.flags);
+                axis.spread(&mut waiting, s.time, length, value);
+                if kind.is_some_and(|k| !is_lock_kind(k)) {
+                    // Not running: off the base of pressure.
+                    axis.spread(&mut running, s.time, length, -value);
+                }
+                if s.object != 0 && kind.is_some_and(is_lock_kind) {
+                    let l = locks.entry((pid, s.object)).or_insert_with(empty_lock);
+                    axis.spread(&mut l.wait, s.time, length, value);
+                }
+                if wanted {
+                    let t = threads.entry((pid, s.tid)).or_insert_with(thread);
+                    axis.spread(&mut t.1, s.time, length, value);
+                    if s.object != 0 {
+                        let per = t.3.entry((pid, s.object)).or_insert_with(|| zeros.clone());
+                        axis.spread(per, s.time, length, value);
+                    }
+                }
+            } else if m == b {
+                if s.object != 0 {
+                    let l = locks.entry((pid, s.object)).or_insert_with(empty_lock);
+                    axis.spread(&mut l.blame, s.time, s.span, value);
+                }
+                if wanted {
+                    let t = threads.entry((pid, s.tid)).or_insert_with(thread);
+                    axis.spread(&mut t.2, s.time, s.span, value);
+                }
+            }
+        }
+        for li in &proc.lock_intervals {
+            let l = locks.entry((pid, li.address)).or_insert_with(empty_lock);
+            let stop = li.start_ns.saturating_add(li.length_ns);
+            axis.spread(
+                &mut l.acquisitions,
+                stop,
+                li.length_ns,
+                li.acquisitions as f64,
+            );
+            axis.spread(&mut l.try_failed, stop, li.length_ns, li.try_failed as f64);
+        }
+    }
+    let acquisitions_known = procs.iter().all(|p| p.version >= LOCK_INTERVAL_VERSION);
+    let timed = procs
+        .iter()
+        .all(|p| p.version >= crate::format::SAMPLE_TIME_VERSION);
+    let running_ns = round(&running);
+    let mut series: Vec<LockSeries> = table
+        .locks
+        .iter()
+        .filter(|r| r.kind.is_some_and(is_lock_kind))
+        .filter_map(|r| {
+            let b = locks.get(&(r.pid, r.address))?;
+            Some(lock_series(
+                r,
+                b,
+                &running,
+                opts.threshold,
+                acquisitions_known,
+            ))
+        })
+        .filter(|s| s.wait_ns.iter().any(|&w| w > 0))
+        .collect();
+    series.sort_by(|a, b| {
+        b.peak_pressure
+            .total_cmp(&a.peak_pressure)
+            .then_with(|| b.wait_ns.iter().sum::<u64>().cmp(&a.wait_ns.iter().sum()))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    series.truncate(opts.top);
+    let index: HashMap<(u32, u64), usize> = series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| ((s.pid, s.address), i))
+        .collect();
+    let mut thread_series: Vec<ThreadSeries> = threads
+        .into_iter()
+        .map(|((pid, tid), (w, wt, b, per_lock))| {
+            let waited_for = (0..intervals)
+                .map(|i| {
+                    per_lock
+                        .iter()
+                        .filter(|(_, v)| v[i] > 0.0)
+                        .max_by(|a, b| a.1[i].total_cmp(&b.1[i]))
+                        .and_then(|(key, _)| index.get(key).copied())
+                })
+                .collect();
+            let name = thread_name(&procs, pid, tid);
+            ThreadSeries {
+                pid,
+                tid,
+                name,
+                work_ns: round(&w),
+                wait_ns: round(&wt),
+                blame_ns: round(&b),
+                waited_for,
+            }
+        })
+        .collect();
+    thread_series.sort_by_key(|t| (t.pid, t.tid));
+    Ok(Timeline {
+        interval_ns: interval,
+        intervals,
+        origin_ns: origin,
+        end_ns: end,
+        threshold: opts.threshold,
+        running_ns,
+        work_ns: round(&work),
+        wait_ns: round(&waiting),
+        locks: series,
+        threads: thread_series,
+        timed,
+        acquisitions_known,
+    })
+}
+
+/// The series of lock row `r` from what was laid out for it.
+fn lock_series(
+    r: &super::locks::LockRow,
+    b: &Building,
+    running: &[f64],
+    threshold: f64,
+    acquisitions_known: bool,
+) -> LockSeries {
+    let pressure: Vec<f64> = b
+        .wait
+        .iter()
+        .zip(running)
+        .map(|(&w, &run)| if run > 0.0 { (w / run).min(1.0) } else { 0.0 })
+        .collect();
+    let total_wait: f64 = b.wait.iter().sum();
+    let total_running: f64 = running.iter().map(|r| r.max(0.0)).sum();
+    let overall_pressure = match total_running > 0.0 {
+        true => (total_wait / total_running).min(1.0),
+        false => 0.0,
+    };
+    LockSeries {
+        pid: r.pid,
+        address: r.address,
+        name: r.name.clone(),
+        kind: r.kind,
+        wait_ns: round(&b.wait),
+        blame_ns: round(&b.blame),
+        acquisitions: acquisitions_known.then(|| round(&b.acquisitions)),
+        try_failed: acquisitions_known.then(|| round(&b.try_failed)),
+        peak_pressure: pressure.iter().copied().fold(0.0, f64::max),
+        phases: phases(&b.wait, running, threshold),
+        pressure,
+        overall_pressure,
+    }
+}
+
+/// The runs of consecutive intervals at or above `threshold`, and below it.
+pub fn phases(wait: &[f64], running: &[f64], threshold: f64) -> Vec<Phase> {
+    let mut out: Vec<Phase> = Vec::new();
+    let (mut wait_sum, mut running_sum) = (0.0, 0.0);
+    for (i, (&w, &run)) in wait.iter().zip(running).enumerate() {
+        let high = run > 0.0 && w / run >= threshold;
+        match out.last_mut() {
+            Some(p) if p.high == high => p.end = i + 1,
+            _ => {
+                (wait_sum, running_sum) = (0.0, 0.0);
+                out.push(Phase {
+                    start: i,
+                    end: i + 1,
+                    high,
+                    pressure: 0.0,
+                });
+            }
+        }
+        wait_sum += w;
+        running_sum += run.max(0.0);
+        let p = out.last_mut().expect("pushed");
+        p.pressure = match running_sum > 0.0 {
+            true => (wait_sum / running_sum).min(1.0),
+            false => 0.0,
+        };
+    }
+    out
+}
+
+/// The earliest start and latest known time of the images (monotonic ns).
+fn span(procs: &[&ProcessProfile]) -> (u64, u64) {
+    let mut origin = u64::MAX;
+    let mut end = 0u64;
+    for p in procs {
+        let starts = p.threads.iter().filter_map(|t| t.start_ns);
+        let times = p.samples.iter().map(|s| s.time).filter(|&t| t > 0);
+        let first = starts.clone().min().or_else(|| times.clone().min());
+        if let Some(first) = first {
+            origin = origin.min(first);
+        }
+        let ends = p.threads.iter().filter_map(|t| t.end_ns);
+        let last = ends.chain(starts).chain(times).chain(p.end_ns).max();
+        if let Some(last) = last {
+            end = end.max(last);
+        }
+    }
+    match origin {
+        u64::MAX => (0, 0),
+        origin => (origin, end.max(origin)),
+    }
+}
+
+fn thread_name(procs: &[&ProcessProfile], pid: u32, tid: u32) -> String {
+    procs
+        .iter()
+        .filter(|p| p.header.pid == pid)
+        .find_map(|p| p.thread(tid))
+        .map(|t| t.name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| format!("thread {tid}"))
+}
+
+/// Spread values to whole nanoseconds (or counts); negative residue to 0.
+fn round(series: &[f64]) -> Vec<u64> {
+    series.iter().map(|v| v.max(0.0).round() as u64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_value_is_spread_over_the_intervals_its_span_overlaps() {
+        let axis = Axis {
+            origin: 1000,
+            interval: 100 * MS,
+            intervals: 4,
+        };
+        let mut s = vec![0.0; 4];
+        // 150 ms from 100 ms to 250 ms: two thirds in the second interval, one in the third.
+        axis.spread(&mut s, 1000 + 250 * MS, 150 * MS, 300.0);
+        assert_eq!(s, vec![0.0, 200.0, 100.0, 0.0]);
+        // A point, and a time past the end.
+        axis.spread(&mut s, 1000 + 10 * MS, 0, 5.0);
+        axis.spread(&mut s, 1000 + 900 * MS, 0, 7.0);
+        assert_eq!(s, vec![5.0, 200.0, 100.0, 7.0]);
+        let total: f64 = s.iter().sum();
+        assert_eq!(total, 312.0, "nothing lost");
+    }
+
+    #[test]
+    fn phases_are_runs_on_each_side_of_the_threshold() {
+        let running = [100.0, 100.0, 100.0, 100.0, 0.0];
+        let wait = [50.0, 30.0, 1.0, 0.0, 0.0];
+        let p = phases(&wait, &running, 0.1);
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].start, p[0].end, p[0].high), (0, 2, true));
+        assert!((p[0].pressure - 0.4).abs() < 1e-9);
+        assert_eq!((p[1].start, p[1].end, p[1].high), (2, 5, false));
+        // An interval where nothing ran adds nothing to the phase's base.
+        assert!((p[1].pressure - 1.0 / 200.0).abs() < 1e-9);
+        assert!(phases(&[], &[], 0.1).is_empty());
+    }
+}
