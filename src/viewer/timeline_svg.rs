@@ -5,9 +5,11 @@
 //! of their running time), one row per top lock (each interval shaded by its critical
 //! section pressure, high phases underlined and labelled with their times, the row
 //! labelled with the lock's name, kind, whole-run and peak pressure in the lock's own
-//! colour), and a state strip per thread (each interval split into computing, waiting in
-//! the colour of the lock it waited for most, grey for other waits, and a red cap as tall
-//! as the blame it took). Every cell has a tooltip with its numbers.
+//! colour; the shade grows with the square root of the pressure, so that 10% reads), and a
+//! state strip per thread (each interval split into computing, waiting in the colour of
+//! the lock it waited for most, grey for other waits, and a black cap, up to a third of the
+//! strip, as the blame it took grows to the interval's length). Every cell has a tooltip
+//! with its numbers.
 //!
 //! Invariants: text is XML-escaped; the picture's size depends on the number of rows, not
 //! of intervals (cells narrow as intervals grow). Not async-signal-safe (allocates).
@@ -139,7 +141,7 @@ pub fn render(t: &Timeline) -> String {
                 y,
                 cell,
                 LOCK_ROW - 8.0,
-                0.06 + 0.94 * p.min(1.0)
+                0.06 + 0.94 * p.clamp(0.0, 1.0).sqrt()
             );
         }
         for p in l.phases.iter().filter(|p| p.high) {
@@ -207,13 +209,15 @@ pub fn render(t: &Timeline) -> String {
                 cell * wait
             );
             if blame > 0.0 {
+                // A cap over the strip, at most a third of it: blame can exceed the
+                // interval (several waiters behind one hold).
                 let _ = write!(
                     body,
                     r##"<rect x="{:.2}" y="{:.1}" width="{:.2}" height="{:.1}" fill="#000"/>"##,
                     x(i),
                     y,
                     cell,
-                    (h * blame).max(1.0)
+                    (h / 3.0 * blame).max(1.0)
                 );
             }
             body.push_str("</g>");
