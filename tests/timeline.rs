@@ -6,7 +6,8 @@
 //! boundary within one interval of the program's own times, with the high phase's pressure
 //! and the run's waiting and acquisitions within tolerance of what the program measured;
 //! (2) the SVG names the lock, its high phase and every thread; (3) an uncontended program
-//! has no lock on its timeline; (4) a bad interval is refused with the fix.
+//! has no lock on its timeline; (4) a bad interval is refused with the fix; (5) the lock
+//! view's findings name the phase (phased contention) at the same times.
 //!
 //! The profiled workloads run one at a time (`machine()`): on a 2-CPU machine their truth
 //! is distorted when another workload competes.
@@ -230,4 +231,37 @@ fn a_bad_interval_is_refused_with_the_fix() {
         assert_clean_error(&run, "a bad --interval");
         assert!(run.stderr.contains(says), "{}", run.stderr);
     }
+}
+
+#[test]
+fn the_lock_view_finds_the_phase_the_timeline_shows() {
+    let (dir, t) = phase_profile();
+    let run = blameprof_cmd(&[
+        "report",
+        "--view",
+        "locks",
+        "--format",
+        "json",
+        "--interval",
+        "250ms",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", run.describe());
+    let v: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    let phased: Vec<&Value> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["kind"] == "phased_contention")
+        .collect();
+    assert_eq!(phased.len(), 1, "{}", v["findings"]);
+    assert_eq!(phased[0]["subject"], "phase_lock");
+    // The phase it names ends within one interval of the program's switch.
+    let timeline = timeline_json(dir, &["--interval", "250ms"]);
+    let switch = t["switch_ns"] as f64 - u(&timeline["origin_ns"]) as f64;
+    let end = u(&phased[0]["evidence"]["first_high_end_ns"]) as f64;
+    assert!(
+        (end - switch).abs() <= INTERVAL_NS as f64,
+        "the finding's high phase ends at {end} ns, the program switched at {switch} ns"
+    );
 }

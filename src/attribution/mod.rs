@@ -17,6 +17,7 @@
 mod calibration;
 pub mod callers;
 pub mod cct;
+pub mod findings;
 pub mod lock_sites;
 pub mod lock_wrappers;
 pub mod locks;
@@ -59,6 +60,17 @@ pub enum AttributionError {
          --percent-of total"
     )]
     NoEffort { available: String },
+    #[error(
+        "the run lasted {duration}: --interval {interval} makes {intervals} intervals, more \
+         than the {max} a timeline shows; pass --interval {suggested} or longer"
+    )]
+    TooManyIntervals {
+        duration: String,
+        interval: String,
+        intervals: u64,
+        max: usize,
+        suggested: String,
+    },
 }
 
 /// Which samples to analyse.

@@ -32,6 +32,10 @@ use crate::format::read::{ProcessProfile, Profile};
 use crate::format::{protocol, WaitKind, LOCK_INTERVAL_NS, LOCK_INTERVAL_VERSION};
 use std::collections::HashMap;
 
+/// The most intervals a timeline has: a longer run wants a longer `--interval` (memory and
+/// output grow with intervals times locks and threads).
+pub const MAX_INTERVALS: usize = 10_000;
+
 /// What to lay out.
 #[derive(Debug, Clone, Copy)]
 pub struct TimelineOptions {
@@ -118,6 +122,77 @@ impl Timeline {
     pub fn seconds(&self, i: usize) -> f64 {
         (i as u64 * self.interval_ns) as f64 / 1e9
     }
+
+    /// The same timeline in at most `columns` intervals, each a whole number of the
+    /// original ones (for a picture that cannot show more): sums added up, pressure
+    /// recomputed from them, phases kept at the original threshold, their bounds in the
+    /// new intervals (a phase shorter than a new interval may share it with its
+    /// neighbours).
+    pub fn coarsened(&self, columns: usize) -> Timeline {
+        let k = self.intervals.div_ceil(columns.max(1)).max(1);
+        if k == 1 {
+            return self.clone();
+        }
+        let n = self.intervals.div_ceil(k);
+        let sum = |v: &[u64]| -> Vec<u64> { v.chunks(k).map(|c| c.iter().sum()).collect() };
+        let running = sum(&self.running_ns);
+        let locks = self
+            .locks
+            .iter()
+            .map(|l| {
+                let wait = sum(&l.wait_ns);
+                let running_f: Vec<f64> = running.iter().map(|&r| r as f64).collect();
+                let wait_f: Vec<f64> = wait.iter().map(|&w| w as f64).collect();
+                LockSeries {
+                    pressure: wait_f
+                        .iter()
+                        .zip(&running_f)
+                        .map(|(&w, &r)| if r > 0.0 { (w / r).min(1.0) } else { 0.0 })
+                        .collect(),
+                    phases: l
+                        .phases
+                        .iter()
+                        .map(|p| Phase {
+                            start: p.start / k,
+                            end: p.end.div_ceil(k),
+                            ..p.clone()
+                        })
+                        .collect(),
+                    wait_ns: wait,
+                    blame_ns: sum(&l.blame_ns),
+                    acquisitions: l.acquisitions.as_deref().map(sum),
+                    try_failed: l.try_failed.as_deref().map(sum),
+                    ..l.clone()
+                }
+            })
+            .collect();
+        let threads = self
+            .threads
+            .iter()
+            .map(|t| ThreadSeries {
+                work_ns: sum(&t.work_ns),
+                wait_ns: sum(&t.wait_ns),
+                blame_ns: sum(&t.blame_ns),
+                // The lock waited for in the column's first interval that had one.
+                waited_for: t
+                    .waited_for
+                    .chunks(k)
+                    .map(|c| c.iter().flatten().next().copied())
+                    .collect(),
+                ..t.clone()
+            })
+            .collect();
+        Timeline {
+            interval_ns: self.interval_ns * k as u64,
+            intervals: n,
+            running_ns: running,
+            work_ns: sum(&self.work_ns),
+            wait_ns: sum(&self.wait_ns),
+            locks,
+            threads,
+            ..self.clone()
+        }
+    }
 }
 
 /// Adds `value`, spread over `[end - length, end]`, to the intervals of `series` it
@@ -178,7 +253,21 @@ pub fn timeline(
     let procs: Vec<&ProcessProfile> = selected.iter().map(|&p| &profile.processes[p]).collect();
     let (origin, end) = span(&procs);
     let interval = opts.interval_ns.max(LOCK_INTERVAL_NS);
-    let intervals = (end.saturating_sub(origin).div_ceil(interval) as usize).max(1);
+    let duration = end.saturating_sub(origin);
+    let count = duration.div_ceil(interval).max(1);
+    if count > MAX_INTERVALS as u64 {
+        let suggested = duration
+            .div_ceil(MAX_INTERVALS as u64)
+            .div_ceil(1_000_000_000);
+        return Err(AttributionError::TooManyIntervals {
+            duration: format!("{:.1} s", duration as f64 / 1e9),
+            interval: format!("{:.3} s", interval as f64 / 1e9),
+            intervals: count,
+            max: MAX_INTERVALS,
+            suggested: format!("{suggested}s"),
+        });
+    }
+    let intervals = count as usize;
     let axis = Axis {
         origin,
         interval,
@@ -469,6 +558,83 @@ mod tests {
         assert_eq!(s, vec![5.0, 200.0, 100.0, 7.0]);
         let total: f64 = s.iter().sum();
         assert_eq!(total, 312.0, "nothing lost");
+    }
+
+    #[test]
+    fn a_coarsened_timeline_keeps_its_sums_and_its_phases() {
+        let series = |v: Vec<u64>| v;
+        let t = Timeline {
+            interval_ns: 100 * MS,
+            intervals: 5,
+            origin_ns: 0,
+            end_ns: 500 * MS,
+            threshold: 0.1,
+            running_ns: series(vec![100, 100, 100, 100, 100]),
+            work_ns: series(vec![1, 2, 3, 4, 5]),
+            wait_ns: series(vec![50, 50, 0, 0, 0]),
+            locks: vec![LockSeries {
+                pid: 1,
+                address: 8,
+                name: "l".into(),
+                kind: Some(WaitKind::Mutex),
+                wait_ns: vec![50, 50, 0, 0, 0],
+                blame_ns: vec![40, 40, 0, 0, 0],
+                acquisitions: Some(vec![1, 1, 1, 1, 1]),
+                try_failed: None,
+                pressure: vec![0.5, 0.5, 0.0, 0.0, 0.0],
+                phases: phases(
+                    &[50.0, 50.0, 0.0, 0.0, 0.0],
+                    &[100.0, 100.0, 100.0, 100.0, 100.0],
+                    0.1,
+                ),
+                overall_pressure: 0.2,
+                peak_pressure: 0.5,
+            }],
+            threads: Vec::new(),
+            timed: true,
+            acquisitions_known: true,
+        };
+        let c = t.coarsened(3);
+        assert_eq!((c.intervals, c.interval_ns), (3, 200 * MS));
+        assert_eq!(c.work_ns, vec![3, 7, 5]);
+        let l = &c.locks[0];
+        assert_eq!(l.wait_ns, vec![100, 0, 0]);
+        assert_eq!(l.pressure, vec![0.5, 0.0, 0.0]);
+        assert_eq!(l.acquisitions, Some(vec![2, 2, 1]));
+        assert_eq!(
+            l.phases
+                .iter()
+                .map(|p| (p.start, p.end, p.high))
+                .collect::<Vec<_>>(),
+            vec![(0, 1, true), (1, 3, false)]
+        );
+        assert_eq!(t.coarsened(10).intervals, 5, "already narrow enough");
+    }
+
+    #[test]
+    fn a_run_too_long_for_the_interval_asks_for_a_longer_one() {
+        let mut p = crate::attribution::testutil::lock_table_process();
+        for t in &mut p.threads {
+            t.start_ns = Some(1_000_000);
+            t.end_ns = Some(3_000 * 1_000_000_000);
+        }
+        let profile = Profile {
+            path: "long".into(),
+            processes: vec![p],
+            skipped: Vec::new(),
+        };
+        let table = LockTable::default();
+        let opts = |interval_ns| TimelineOptions {
+            interval_ns,
+            threshold: 0.1,
+            top: 5,
+        };
+        let err = timeline(&profile, Filter::default(), &table, opts(100 * MS))
+            .expect_err("30 000 intervals")
+            .to_string();
+        assert!(err.contains("pass --interval 1s or longer"), "{err}");
+        let t = timeline(&profile, Filter::default(), &table, opts(1_000 * MS)).expect("3 000");
+        assert_eq!(t.intervals, 3_000);
     }
 
     #[test]

@@ -9,11 +9,12 @@
 //! async-signal-safe (allocates, does I/O).
 
 use super::json::Json;
-use super::locks::{self as lock_view, LockOptions, SortBy};
+use super::locks::{self as lock_view, Findings, LockOptions, SortBy};
 use super::progress::Progress;
 use super::style::{terminal_width, Paint};
 use super::text::Text;
 use super::{PercentOf, Prune, Renderer, Report, ViewChoice};
+use crate::attribution::findings::{findings, Thresholds};
 use crate::attribution::locks::lock_table;
 use crate::attribution::metrics::WORK;
 use crate::attribution::symbolize::Symbolizer;
@@ -117,6 +118,16 @@ pub struct ReportArgs {
     /// Read the intact part of a damaged profile instead of failing
     #[arg(long)]
     pub salvage: bool,
+    /// Locks view findings: the contention rate (contended acquisitions, percent of all) at
+    /// and above which a lock counts as highly contended (docs/findings.md)
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent,
+          default_value_t = 100.0 * Thresholds::default().contention)]
+    pub contention_threshold: f64,
+    /// Locks view findings: acquisitions a second (of the process's wall time) at and above
+    /// which a lock counts as taken often, and failed trylocks a second as many
+    #[arg(long, value_name = "PER_SECOND", value_parser = parse_rate,
+          default_value_t = Thresholds::default().rate)]
+    pub rate_threshold: f64,
     #[command(flatten)]
     pub timeline: super::timeline::TimelineFlags,
 }
@@ -278,7 +289,8 @@ fn report_locks(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         );
     };
     let profile = read_named(args.path.as_deref(), args.salvage)?;
-    let table = lock_table(&profile, args.filter(), &mut Symbolizer::new())?;
+    let mut symbolizer = Symbolizer::new();
+    let table = lock_table(&profile, args.filter(), &mut symbolizer)?;
     if let Some(name) = args.lock.as_ref().filter(|_| table.available) {
         let mut names = table
             .locks
@@ -312,11 +324,29 @@ fn report_locks(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         lock: args.lock.clone(),
         pairs_per_lock: 3,
     };
+    let thresholds = Thresholds {
+        contention: args.contention_threshold / 100.0,
+        rate: args.rate_threshold,
+    };
+    let phases = super::timeline::lock_phases(&profile, args.filter(), &table, &args.timeline);
+    let list = findings(
+        &profile,
+        args.filter(),
+        &table,
+        &phases,
+        thresholds,
+        &mut symbolizer,
+    )?;
+    let found = Findings {
+        list: &list,
+        thresholds,
+    };
     let mut out = io::BufWriter::new(out);
     let written = if text {
         lock_view::write_text(&table, &opts, &mut out)
+            .and_then(|()| lock_view::write_findings_text(&table, found, &opts, &mut out))
     } else {
-        lock_view::write_json(&table, &opts, &mut out)
+        lock_view::write_json_with(&table, &opts, Some(found), &mut out)
     };
     finish_output(written.and_then(|()| out.flush()))
 }
@@ -456,6 +486,15 @@ fn parse_depth(s: &str) -> Result<usize, String> {
         Ok(d) if d >= 1 => Ok(d),
         _ => Err(format!(
             "'{s}' is not a depth: pass a whole number of levels, 1 or more"
+        )),
+    }
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "'{s}' is not a rate: pass a number of acquisitions a second, more than 0"
         )),
     }
 }

@@ -3,21 +3,25 @@
 //! Job: a table of locks and groups sorted by the chosen column (blame by default), each
 //! lock followed by who waited behind whom; `--lock NAME` shows one lock (or group) in
 //! full. Says which counts are exact and which are sampled and scaled, and says so plainly
-//! when the profile predates lock tables.
+//! when the profile predates lock tables. Ends with the findings
+//! ([`crate::attribution::findings`]): each in words, its `{key}`s filled in with its
+//! evidence, formatted here (durations, percentages, rates).
 //!
 //! Invariants: rows are filtered by `--min-percent` of the sort column's total and never
-//! reordered otherwise; JSON carries every row ("blameprof-locks" version 1,
-//! docs/report-json.md). Not async-signal-safe (allocates).
+//! reordered otherwise; findings only by `--lock` (those about that lock or group); JSON
+//! carries every row ("blameprof-locks" version 2, docs/report-json.md). Not
+//! async-signal-safe (allocates).
 
 use super::units::{format_value, percent};
+use crate::attribution::findings::{self, Finding, Thresholds, Value as Evidence};
 use crate::attribution::locks::{Counts, LockGroup, LockRow, LockTable, Pair};
 use crate::format::WaitKind;
 use serde_json::{json, Value};
 use std::io::{self, Write};
 
-/// Schema name and version of the JSON document.
+/// Schema name and version of the JSON document (version 2 added the findings).
 pub const SCHEMA: &str = "blameprof-locks";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// What the rows are sorted and filtered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,8 +381,210 @@ fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes the lock view as JSON (every row; `--min-percent` and `--lock` filter like text).
+/// The findings of a lock view, and the thresholds they were found with.
+#[derive(Debug, Clone, Copy)]
+pub struct Findings<'a> {
+    pub list: &'a [Finding],
+    pub thresholds: Thresholds,
+}
+
+impl Findings<'_> {
+    /// The findings `--lock` keeps: all, or those about that lock or group.
+    fn shown(&self, opts: &LockOptions) -> Vec<&Finding> {
+        self.list
+            .iter()
+            .filter(|f| opts.lock.as_ref().map_or(true, |n| f.locks.contains(n)))
+            .collect()
+    }
+
+    /// `contention >= 10%, >= 1000 acquisitions/s`.
+    fn thresholds_text(&self) -> String {
+        format!(
+            "contention >= {}%, >= {} acquisitions/s",
+            short_number(self.thresholds.contention * 100.0),
+            short_number(self.thresholds.rate)
+        )
+    }
+}
+
+/// A threshold as given: at most 3 decimals, none trailing (7, not 7.000000000000001).
+fn short_number(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// Writes the findings section (after [`write_text`]'s table).
+pub fn write_findings_text(
+    table: &LockTable,
+    found: Findings,
+    opts: &LockOptions,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let shown = found.shown(opts);
+    let about = opts
+        .lock
+        .as_ref()
+        .map_or(String::new(), |n| format!(" about {n}"));
+    writeln!(out)?;
+    if shown.is_empty() {
+        writeln!(out, "Findings{about}: none ({})", found.thresholds_text())?;
+    } else {
+        writeln!(out, "Findings{about} ({}):", found.thresholds_text())?;
+    }
+    for (i, f) in shown.iter().enumerate() {
+        let kind = f
+            .lock_kind
+            .map_or(String::new(), |k| format!("  ({})", k.name()));
+        writeln!(out, "  {}. {}: {}{kind}", i + 1, f.kind.title(), f.subject)?;
+        writeln!(out, "     evidence: {}", fill(&f.text, f))?;
+        writeln!(out, "     fix: {}", fill(&f.fix, f))?;
+    }
+    if !table.available {
+        writeln!(
+            out,
+            "  (Lock findings need the per-lock counts this profile lacks: only load \
+             imbalance is looked for.)"
+        )?;
+    }
+    Ok(())
+}
+
+/// `words` with each `{key}` replaced by the finding's evidence under that key, formatted.
+fn fill(words: &str, f: &Finding) -> String {
+    let mut out = String::with_capacity(words.len());
+    let mut rest = words;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('}') {
+            Some(close) => {
+                let key = &after[..close];
+                match f.value(key) {
+                    Some(v) => out.push_str(&evidence_text(v)),
+                    None => out.push_str(&rest[open..open + close + 2]),
+                }
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push_str(&rest[open..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// One piece of evidence as text.
+fn evidence_text(v: &Evidence) -> String {
+    match v {
+        Evidence::Count(n) => thousands(*n),
+        Evidence::Ns(ns) => format_value(*ns, "ns"),
+        Evidence::Share(f) => format!("{:.1}%", f * 100.0),
+        Evidence::PerSecond(r) if *r < 10.0 => format!("{r:.1}"),
+        Evidence::PerSecond(r) => thousands(r.round() as u64),
+        Evidence::Factor(x) if !x.is_finite() => "unbounded".to_owned(),
+        Evidence::Factor(x) if *x >= 100.0 => format!("{}x", thousands(x.round() as u64)),
+        Evidence::Factor(x) => format!("{x:.1}x"),
+        Evidence::Name(name) => name.clone(),
+        Evidence::Id(id) => id.to_string(),
+        Evidence::Threads(split) => split
+            .iter()
+            .map(|(routine, n)| format!("{routine} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One piece of evidence as JSON (a non-finite ratio is null).
+fn evidence_json(v: &Evidence) -> Value {
+    match v {
+        Evidence::Count(n) | Evidence::Ns(n) | Evidence::Id(n) => json!(n),
+        Evidence::Share(f) | Evidence::PerSecond(f) | Evidence::Factor(f) => json!(f),
+        Evidence::Name(name) => json!(name),
+        Evidence::Threads(split) => Value::Object(
+            split
+                .iter()
+                .map(|(routine, n)| (routine.clone(), json!(n)))
+                .collect(),
+        ),
+    }
+}
+
+/// The findings and their thresholds as JSON.
+fn findings_json(found: Findings, opts: &LockOptions) -> (Value, Value) {
+    let list: Vec<Value> = found
+        .shown(opts)
+        .iter()
+        .map(|f| {
+            let evidence: serde_json::Map<String, Value> = f
+                .evidence
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), evidence_json(v)))
+                .collect();
+            json!({
+                "kind": f.kind.id(),
+                "title": f.kind.title(),
+                "subject": f.subject,
+                "pid": f.pid,
+                "lock_kind": f.lock_kind.map(|k| k.name()),
+                "locks": f.locks,
+                "evidence": evidence,
+                "text": fill(&f.text, f),
+                "fix": fill(&f.fix, f),
+            })
+        })
+        .collect();
+    let t = found.thresholds;
+    let thresholds = json!({
+        "contention_rate": t.contention,
+        "acquisitions_per_s": t.rate,
+        "min_pressure": findings::MIN_PRESSURE,
+        "min_contended": findings::MIN_CONTENDED,
+        "min_acquisition_samples": findings::MIN_ACQUISITION_SAMPLES,
+        "standard_errors": findings::STANDARD_ERRORS,
+        "wait_per_holds": findings::WAIT_PER_HOLDS,
+        "asymmetry": findings::ASYMMETRY,
+        "try_failure_ratio": findings::TRY_FAILURE_RATIO,
+        "try_failures_per_acquisition": findings::TRY_FAILURES_PER_ACQUISITION,
+        "stage_waiting_share": findings::STAGE_WAITING,
+        "stage_computing_share": findings::STAGE_COMPUTING,
+        "min_stage_ns": findings::MIN_STAGE_NS,
+        "thread_imbalance": findings::THREAD_IMBALANCE,
+        "min_imbalance_ns": findings::MIN_IMBALANCE_NS,
+        "min_imbalance_of_mean": findings::MIN_IMBALANCE_OF_MEAN,
+        "max_high_coverage": findings::MAX_HIGH_COVERAGE,
+    });
+    (Value::Array(list), thresholds)
+}
+
+/// Writes the lock view as JSON without findings (`findings` and `findings_thresholds`
+/// null): the HTML report's copy.
 pub fn write_json(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) -> io::Result<()> {
+    write_json_with(table, opts, None, out)
+}
+
+/// Writes the lock view as JSON (every row; `--min-percent` and `--lock` filter like text),
+/// with the findings when given.
+pub fn write_json_with(
+    table: &LockTable,
+    opts: &LockOptions,
+    found: Option<Findings>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let (rows, groups) = sorted(table, opts.sort);
     let rows: Vec<&LockRow> = match &opts.lock {
         Some(name) => rows.into_iter().filter(|r| &r.name == name).collect(),
@@ -452,7 +658,7 @@ pub fn write_json(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
             })
         })
         .collect();
-    let doc = json!({
+    let mut doc = json!({
         "schema": SCHEMA,
         "version": VERSION,
         "available": table.available,
@@ -464,6 +670,12 @@ pub fn write_json(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
         "locks": locks,
         "groups": groups,
     });
+    let (list, thresholds) = match found {
+        Some(found) => findings_json(found, opts),
+        None => (Value::Null, Value::Null),
+    };
+    doc["findings"] = list;
+    doc["findings_thresholds"] = thresholds;
     serde_json::to_writer_pretty(&mut *out, &doc)?;
     writeln!(out)
 }
@@ -471,6 +683,7 @@ pub fn write_json(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::findings::Kind;
     use crate::attribution::testutil::{lock_table_of, lock_table_process};
 
     fn opts() -> LockOptions {
@@ -543,7 +756,7 @@ mod tests {
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             (v["schema"].as_str(), v["version"].as_u64()),
-            (Some(SCHEMA), Some(1))
+            (Some(SCHEMA), Some(2))
         );
         assert_eq!(v["running_ns"], 30_000_000);
         let l = &v["locks"][0];
@@ -585,6 +798,130 @@ mod tests {
         assert!(
             t.starts_with("No lock or group named 'no_such_lock'"),
             "{t}"
+        );
+    }
+
+    fn finding(kind: Kind, subject: &str) -> Finding {
+        Finding {
+            kind,
+            subject: subject.to_owned(),
+            pid: 100,
+            lock_kind: Some(WaitKind::Mutex),
+            locks: vec![subject.to_owned()],
+            evidence: vec![
+                ("contention_rate", Evidence::Share(0.623)),
+                ("acquisitions", Evidence::Count(1204)),
+                ("acquisitions_per_s", Evidence::PerSecond(301.2)),
+                ("hold_avg_ns", Evidence::Ns(5_020_000)),
+                ("site", Evidence::Name("reload_config".into())),
+                ("factor", Evidence::Factor(f64::INFINITY)),
+                ("tid", Evidence::Id(12345)),
+                (
+                    "threads",
+                    Evidence::Threads(vec![("parse".into(), 1), ("render".into(), 5)]),
+                ),
+            ],
+            text: "{contention_rate} of ~{acquisitions} acquisitions contended, \
+                   {acquisitions_per_s} acquisitions/s, holds avg {hold_avg_ns}"
+                .into(),
+            fix: "shorten {site} ({threads}; {factor}, thread {tid}; {unknown})".into(),
+        }
+    }
+
+    fn findings_text(table: &LockTable, list: &[Finding], opts: &LockOptions) -> String {
+        let found = Findings {
+            list,
+            thresholds: Thresholds::default(),
+        };
+        let mut out = Vec::new();
+        write_findings_text(table, found, opts, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The findings section as a user reads it (golden).
+    #[test]
+    fn findings_read_as_expected() {
+        let table = lock_table_of(lock_table_process());
+        let list = [finding(Kind::LongCriticalSections, "config_lock")];
+        let t = findings_text(&table, &list, &opts());
+        let want = "\nFindings (contention >= 10%, >= 1000 acquisitions/s):\n  \
+                    1. long critical sections: config_lock  (mutex)\n     evidence: 62.3% of \
+                    ~1,204 acquisitions contended, 301 acquisitions/s, holds avg 5.02 ms\n     \
+                    fix: shorten reload_config (parse 1, render 5; unbounded, thread 12345; \
+                    {unknown})\n";
+        assert_eq!(t, want);
+        // None, and none about the lock `--lock` names.
+        let t = findings_text(&table, &[], &opts());
+        assert_eq!(
+            t,
+            "\nFindings: none (contention >= 10%, >= 1000 acquisitions/s)\n"
+        );
+        let o = LockOptions {
+            lock: Some("other_lock".into()),
+            ..opts()
+        };
+        let t = findings_text(&table, &list, &o);
+        assert!(t.starts_with("\nFindings about other_lock: none"), "{t}");
+        // Without lock data, only load imbalance is looked for.
+        let t = findings_text(&LockTable::default(), &[], &opts());
+        assert!(t.contains("only load imbalance is looked for"), "{t}");
+    }
+
+    #[test]
+    fn numbers_read_with_separators_and_thresholds_as_given() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(33_460_960), "33,460,960");
+        assert_eq!(short_number(7.000000000000001), "7");
+        assert_eq!(short_number(12.5), "12.5");
+        assert_eq!(evidence_text(&Evidence::PerSecond(2.25)), "2.2");
+        assert_eq!(evidence_text(&Evidence::Factor(567_134.9)), "567,135x");
+        assert_eq!(evidence_text(&Evidence::Factor(2.04)), "2.0x");
+    }
+
+    #[test]
+    fn json_carries_the_findings_their_evidence_and_thresholds() {
+        let table = lock_table_of(lock_table_process());
+        let list = [finding(Kind::CoarseLock, "lookup -> pthread_mutex_lock")];
+        let found = Findings {
+            list: &list,
+            thresholds: Thresholds {
+                contention: 0.2,
+                rate: 500.0,
+            },
+        };
+        let mut out = Vec::new();
+        write_json_with(&table, &opts(), Some(found), &mut out).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        let f = &v["findings"][0];
+        assert_eq!(f["kind"], "coarse_lock");
+        assert_eq!(f["subject"], "lookup -> pthread_mutex_lock");
+        assert_eq!((&f["pid"], &f["lock_kind"]), (&100.into(), &"mutex".into()));
+        let e = &f["evidence"];
+        assert_eq!(e["contention_rate"], 0.623);
+        assert_eq!(e["acquisitions"], 1204);
+        assert_eq!(e["hold_avg_ns"], 5_020_000);
+        assert_eq!(e["tid"], 12345);
+        assert_eq!(e["factor"], Value::Null, "an unbounded factor");
+        assert_eq!(e["threads"]["render"], 5);
+        assert!(
+            f["text"].as_str().unwrap().starts_with("62.3% of ~1,204"),
+            "{f}"
+        );
+        let t = &v["findings_thresholds"];
+        assert_eq!(
+            (&t["contention_rate"], &t["acquisitions_per_s"]),
+            (&0.2.into(), &500.0.into())
+        );
+        assert_eq!(t["min_contended"], 20);
+        // Without findings (the HTML report's copy): null.
+        let mut out = Vec::new();
+        write_json(&table, &opts(), &mut out).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            (&v["findings"], &v["findings_thresholds"]),
+            (&Value::Null, &Value::Null)
         );
     }
 

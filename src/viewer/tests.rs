@@ -263,6 +263,8 @@ pub(super) fn report_args(path: PathBuf) -> ReportArgs {
         thread: None,
         pid: None,
         salvage: false,
+        contention_threshold: 10.0,
+        rate_threshold: 1000.0,
         timeline: crate::viewer::timeline::TimelineFlags {
             interval: 1_000_000_000,
             phase_threshold: 10.0,

@@ -40,8 +40,9 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The SVG of timeline `t`.
+/// The SVG of timeline `t`, in at most one column per pixel of the plot.
 pub fn render(t: &Timeline) -> String {
+    let t = &t.coarsened(PLOT as usize);
     let mut body = String::new();
     let cell = PLOT / t.intervals as f64;
     let x = |i: usize| LABEL + i as f64 * cell;

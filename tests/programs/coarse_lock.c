@@ -1,0 +1,93 @@
+/* coarse_lock: many short critical sections on one coarse lock, often contended. THREADS
+ * workers share the global mutex `stats_lock` and loop { `update_stats`: lock stats_lock,
+ * compute HOLD_NS, unlock; compute GAP_NS outside any lock }. Half of each thread's loop is
+ * spent holding the lock, so acquisitions are both frequent (well over 100000 a second) and
+ * often contended (well over 20% of them).
+ *
+ * stats_lock is an adaptive mutex (PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP: glibc spins a
+ * while before it sleeps). With a plain one, on 2 CPUs, a thread that finds it held sleeps
+ * for far longer than a critical section, and the others take it over and over meanwhile:
+ * only 3-6% of the acquisitions were contended; adaptive, about 75%.
+ *
+ * Usage: coarse_lock [seconds=2]
+ * Every acquisition first tries pthread_mutex_trylock; when that fails the acquisition is
+ * contended and the pthread_mutex_lock call that follows is timed as its wait. Prints one line
+ *   truth start_ns=.. end_ns=.. acquisitions=.. contended=.. wait_ns=..
+ * where start_ns and end_ns are CLOCK_MONOTONIC ns (the start of the work, and its end: all
+ * workers joined), and, summed over threads: acquisitions of stats_lock, the contended ones,
+ * and their wait.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "wait_truth.h"
+
+#define THREADS 4
+#define HOLD_NS 500ull
+#define GAP_NS 500ull
+
+pthread_mutex_t stats_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+static uint64_t deadline;
+
+struct worker {
+    unsigned index;
+    uint64_t acquisitions, contended, wait_ns;
+};
+
+NOINL void update_stats(struct worker *w) {
+    if (pthread_mutex_trylock(&stats_lock) != 0) {
+        uint64_t w0 = now_ns();
+        pthread_mutex_lock(&stats_lock);
+        w->wait_ns += now_ns() - w0;
+        w->contended++;
+    }
+    w->acquisitions++;
+    busy_for(HOLD_NS, w->index);
+    pthread_mutex_unlock(&stats_lock);
+}
+
+static void *run_worker(void *arg) {
+    struct worker *w = arg;
+    while (now_ns() < deadline) {
+        update_stats(w);
+        busy_for(GAP_NS, w->index + 100);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    double seconds = argc > 1 ? atof(argv[1]) : 2.0;
+    if (seconds <= 0) {
+        fprintf(stderr, "usage: coarse_lock [seconds]\n");
+        return 2;
+    }
+    static struct worker workers[THREADS];
+    pthread_t t[THREADS];
+    uint64_t start = now_ns();
+    deadline = start + (uint64_t)(seconds * 1e9);
+    for (int i = 0; i < THREADS; i++) {
+        workers[i].index = (unsigned)i;
+        if (pthread_create(&t[i], NULL, run_worker, &workers[i]) != 0) {
+            perror("pthread_create");
+            return 2;
+        }
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    uint64_t end = now_ns();
+    struct worker s = {0};
+    for (int i = 0; i < THREADS; i++) {
+        s.acquisitions += workers[i].acquisitions;
+        s.contended += workers[i].contended;
+        s.wait_ns += workers[i].wait_ns;
+    }
+    printf("truth start_ns=%llu end_ns=%llu acquisitions=%llu contended=%llu wait_ns=%llu\n",
+           (unsigned long long)start, (unsigned long long)end,
+           (unsigned long long)s.acquisitions, (unsigned long long)s.contended,
+           (unsigned long long)s.wait_ns);
+    return 0;
+}
