@@ -40,8 +40,9 @@ type Truth = HashMap<String, u64>;
 type Shows = fn(&Truth) -> Result<(), String>;
 
 /// `blameprof run` of a test program at 200 Hz (one at a time) whose run showed its
-/// property by its own measure (one retry): the profile and the truth it printed.
-fn profiled(name: &str, scratch: &str, shows: Shows) -> (PathBuf, Truth) {
+/// property by its own measure (one retry): the profile, the truth it printed and the run
+/// summary.
+fn profiled(name: &str, scratch: &str, shows: Shows) -> (PathBuf, Truth, String) {
     // A binary of its own per test: a report symbolizes the program's file after the run.
     let prog = compile_c(&format!("{name}.c"), scratch, &["-O2", "-g", "-pthread"]);
     let mut why = Vec::new();
@@ -51,7 +52,7 @@ fn profiled(name: &str, scratch: &str, shows: Shows) -> (PathBuf, Truth) {
         let run = profile_ok(&dir, 200, &prog, &[]);
         let t = truth(&run.stdout);
         match shows(&t) {
-            Ok(()) => return (dir, t),
+            Ok(()) => return (dir, t, run.stderr),
             Err(e) => why.push(e),
         }
     }
@@ -144,7 +145,11 @@ fn shows_long_cs(t: &Truth) -> Result<(), String> {
 
 #[test]
 fn few_long_holds_are_long_critical_sections() {
-    let (dir, t) = profiled("long_cs", "findings-long-cs", shows_long_cs);
+    let (dir, t, summary) = profiled("long_cs", "findings-long-cs", shows_long_cs);
+    assert!(
+        summary.contains("findings: long critical sections (config_lock)"),
+        "the run summary names the finding:\n{summary}"
+    );
     let v = locks_json(&dir, &[]);
     let f = finding(&v, "long_critical_sections", "config_lock");
     assert_eq!(f["lock_kind"], "mutex");
@@ -228,7 +233,7 @@ fn shows_coarse(t: &Truth) -> Result<(), String> {
 
 #[test]
 fn many_contended_acquisitions_are_a_coarse_lock() {
-    let (dir, t) = profiled("coarse_lock", "findings-coarse", shows_coarse);
+    let (dir, t, _) = profiled("coarse_lock", "findings-coarse", shows_coarse);
     let v = locks_json(&dir, &[]);
     let f = finding(&v, "coarse_lock", "stats_lock");
     // The program counts every failed try as contended, the runtime only the acquisitions
@@ -267,7 +272,7 @@ fn shows_many_objects(t: &Truth) -> Result<(), String> {
 
 #[test]
 fn many_rarely_taken_locks_of_one_site_are_lock_overhead_of_their_group() {
-    let (dir, t) = profiled("many_objects", "findings-objects", shows_many_objects);
+    let (dir, t, _) = profiled("many_objects", "findings-objects", shows_many_objects);
     let v = locks_json(&dir, &[]);
     let group = "object_new -> pthread_mutex_init";
     let f = finding(&v, "lock_overhead", group);
@@ -305,7 +310,7 @@ fn shows_asymmetric(t: &Truth) -> Result<(), String> {
 
 #[test]
 fn one_hot_bucket_is_asymmetric_contention_naming_it() {
-    let (dir, t) = profiled("asymmetric", "findings-asymmetric", shows_asymmetric);
+    let (dir, t, _) = profiled("asymmetric", "findings-asymmetric", shows_asymmetric);
     let v = locks_json(&dir, &[]);
     let f = finding(&v, "asymmetric_contention", "buckets[]");
     // The lock view names bucket 0 by its symbol; the finding by its element too.
@@ -352,7 +357,7 @@ fn shows_trylock_spin(t: &Truth) -> Result<(), String> {
 
 #[test]
 fn spinning_on_trylock_is_a_trylock_spin_naming_its_site() {
-    let (dir, t) = profiled("trylock_spin", "findings-trylock", shows_trylock_spin);
+    let (dir, t, _) = profiled("trylock_spin", "findings-trylock", shows_trylock_spin);
     let v = locks_json(&dir, &[]);
     let f = finding(&v, "trylock_spin", "slot_lock");
     assert_eq!(
@@ -392,7 +397,7 @@ fn shows_pipeline(t: &Truth) -> Result<(), String> {
 
 #[test]
 fn a_stage_waiting_for_a_computing_one_is_load_imbalance_suggesting_more_of_the_other() {
-    let (dir, t) = profiled("pipeline", "findings-pipeline", shows_pipeline);
+    let (dir, t, _) = profiled("pipeline", "findings-pipeline", shows_pipeline);
     let v = locks_json(&dir, &[]);
     let f = finding(&v, "load_imbalance", "parse_stage vs render_stage");
     assert_eq!(name(f, "waiting_stage"), "parse_stage");
@@ -421,7 +426,11 @@ fn a_stage_waiting_for_a_computing_one_is_load_imbalance_suggesting_more_of_the_
 
 #[test]
 fn a_program_without_lock_problems_has_no_findings() {
-    let (dir, _) = profiled("no_problem", "findings-none", |_| Ok(()));
+    let (dir, _, summary) = profiled("no_problem", "findings-none", |_| Ok(()));
+    assert!(
+        !summary.contains("findings:"),
+        "no finding in the run summary:\n{summary}"
+    );
     let v = locks_json(&dir, &[]);
     assert!(findings(&v).is_empty(), "{:#}", v["findings"]);
     let text = locks_text(&dir, &[]);

@@ -104,6 +104,12 @@ pub const THREAD_IMBALANCE: f64 = 0.20;
 pub const MIN_IMBALANCE_NS: u64 = 50_000_000;
 /// ...and by at least this share of their mean work.
 pub const MIN_IMBALANCE_OF_MEAN: f64 = 0.10;
+/// What one uncontended lock and unlock costs, about (ns: glibc's mutex pair on current
+/// x86-64, docs/benchmarks.md), to weigh a lock's acquisitions against running time.
+pub const LOCK_PAIR_NS: f64 = 20.0;
+/// The least share of the threads' running time that a lock's acquisitions, at
+/// [`LOCK_PAIR_NS`] each, must cost for lock overhead.
+pub const MIN_OVERHEAD_SHARE: f64 = 0.001;
 /// A lock whose high phases cover less than this share of the run is phased.
 pub const MAX_HIGH_COVERAGE: f64 = 0.80;
 
@@ -565,6 +571,13 @@ fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Findin
     if low < thresholds.rate {
         return None;
     }
+    // What taking the lock costs at all must matter: SyncPerf's rate alone calls a few
+    // thousand uncontended acquisitions a second a problem, a few microseconds of a second.
+    let running = s.rows.iter().map(|r| r.running_ns).max().unwrap_or(0);
+    let cost_share = acquisitions_low(c) * LOCK_PAIR_NS / running.max(1) as f64;
+    if running > 0 && cost_share < MIN_OVERHEAD_SHARE {
+        return None;
+    }
     let per_second = s.per_second(acquisitions as f64)?;
     let mut evidence = vec![
         ("acquisitions_per_s", Value::PerSecond(per_second)),
@@ -573,10 +586,12 @@ fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Findin
         ("acquisition_samples", Value::Count(c.acquisition_samples)),
         ("contention_rate", Value::Share(rate)),
         ("contended", Value::Count(c.contended)),
+        ("cost_share", Value::Share(cost_share)),
     ];
     let mut text = "{acquisitions_per_s} acquisitions/s (~{acquisitions}, at least \
                     {acquisitions_per_s_low}/s within the estimate's error), only \
-                    {contention_rate} contended"
+                    {contention_rate} contended; taking it costs about {cost_share} of the \
+                    threads' running time"
         .to_owned();
     if s.group {
         // Members that are over the threshold on their own, by the same evidence; and the
@@ -1154,6 +1169,17 @@ mod tests {
         }
     }
 
+    /// `rows` in a process that ran 10 ms in all, so that their acquisitions' cost, not
+    /// their running time, decides lock overhead.
+    fn briefly(rows: Vec<LockRow>) -> Vec<LockRow> {
+        rows.into_iter()
+            .map(|r| LockRow {
+                running_ns: 10_000_000,
+                ..r
+            })
+            .collect()
+    }
+
     /// A mutex row of process [`PID`] named `name` (by symbol) with `counts`, its pressure
     /// over 10 s of running time.
     fn row(name: &str, counts: Counts) -> LockRow {
@@ -1382,13 +1408,17 @@ mod tests {
     #[test]
     fn frequent_uncontended_acquisitions_are_lock_overhead_at_the_low_edge_of_the_estimate() {
         // 4000 acquisitions in 2 s from 100 samples: 2000/s, 1600/s at two standard errors.
-        let f = found(&table(vec![row("a", counts(4000, 100, 10, 1000))]), 2);
+        let a = |c| table(briefly(vec![row("a", c)]));
+        let f = found(&a(counts(4000, 100, 10, 1000)), 2);
         assert_eq!(kinds(&f), [(Kind::LockOverhead, "a")]);
         assert!((share(&f[0], "acquisitions_per_s_low") - 1600.0).abs() < 1e-6);
         // 2500 from 100 samples: 1250/s, but 1000/s is within the error.
-        let f = found(&table(vec![row("a", counts(2500, 100, 0, 0))]), 2);
+        let f = found(&a(counts(2500, 100, 0, 0)), 2);
         assert_eq!(f.len(), 1, "exactly 1000/s at the low edge");
-        let f = found(&table(vec![row("a", counts(2490, 100, 0, 0))]), 2);
+        let f = found(&a(counts(2490, 100, 0, 0)), 2);
+        assert!(f.is_empty(), "{f:?}");
+        // The same rate in 10 s of running time costs 0.06% of it: no problem.
+        let f = found(&table(vec![row("a", counts(4000, 100, 10, 1000))]), 2);
         assert!(f.is_empty(), "{f:?}");
         // A large estimate from 9 samples says nothing.
         let f = found(&table(vec![row("a", counts(900_000, 9, 0, 0))]), 2);
@@ -1402,9 +1432,11 @@ mod tests {
     #[test]
     fn lock_overhead_is_found_only_through_the_group_and_not_again_for_members() {
         // 100 locks of 1500 acquisitions each in 2 s (750/s), 6 samples each.
-        let members: Vec<LockRow> = (0..100)
-            .map(|i| row(&format!("objects+{:#x}", i * 64), counts(1500, 6, 0, 0)))
-            .collect();
+        let members: Vec<LockRow> = briefly(
+            (0..100)
+                .map(|i| row(&format!("objects+{:#x}", i * 64), counts(1500, 6, 0, 0)))
+                .collect(),
+        );
         let f = found(&table(members.clone()), 2);
         assert!(f.is_empty(), "no member on its own: {f:?}");
         let t = grouped(members, "objects[]");
@@ -1815,9 +1847,11 @@ mod tests {
         all.extend(found(&table(vec![cs]), 2));
         all.extend(found(&buckets(256_000, 76_800, 25_600, 1280), 2));
         all.extend(found(&buckets(256_000, 76_800, 25_600, 7680), 2));
-        let members = (0..100)
-            .map(|i| row(&format!("o+{:#x}", i * 64), counts(1500, 6, 0, 0)))
-            .collect();
+        let members = briefly(
+            (0..100)
+                .map(|i| row(&format!("o+{:#x}", i * 64), counts(1500, 6, 0, 0)))
+                .collect(),
+        );
         all.extend(found(&grouped(members, "o[]"), 2));
         all.extend(phased(vec![
             phase(0, 1000, 0.6, true),

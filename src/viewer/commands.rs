@@ -396,9 +396,29 @@ pub fn summary(profile_dir: &Path, top: usize, out: &mut dyn Write) -> anyhow::R
     progress.step("symbolizing", Some((symbolizer.resolved(), "addresses")));
     let analysis = analyze(&profile, Filter::default(), &mut symbolizer)?;
     let locks = lock_table(&profile, Filter::default(), &mut symbolizer)?;
+    let phases = super::timeline::lock_phases(
+        &profile,
+        Filter::default(),
+        &locks,
+        &super::timeline::TimelineFlags::default(),
+    );
+    let found = findings(
+        &profile,
+        Filter::default(),
+        &locks,
+        &phases,
+        Thresholds::default(),
+        &mut symbolizer,
+    )?;
     drop(progress);
-    super::summary::write(&analysis, Some(&locks), top, Paint::for_stderr(), out)
-        .map_err(|e| anyhow!("cannot write the summary: {e}"))
+    super::summary::write(
+        &analysis,
+        Some((&locks, &found)),
+        top,
+        Paint::for_stderr(),
+        out,
+    )
+    .map_err(|e| anyhow!("cannot write the summary: {e}"))
 }
 
 /// What `blameprof run -q` still prints: warnings of damage and lost samples, from the

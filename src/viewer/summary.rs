@@ -24,6 +24,7 @@ use super::{
     describe_contention, describe_held, describe_lost, describe_sources, lost_reasons, Prune,
     Report, View,
 };
+use crate::attribution::findings::Finding;
 use crate::attribution::lock_sites::lock_sites;
 use crate::attribution::locks::LockTable;
 use crate::attribution::metrics::{derived_name, Part, BLAME, IDLENESS, WORK};
@@ -184,10 +185,10 @@ fn write_damage<S: std::fmt::Display>(
 }
 
 /// Writes the summary of `analysis` with the `top` heaviest functions, and the top locks
-/// of `locks` (the profile's lock table) when threads waited.
+/// of `locks` (the profile's lock table, and the lock view's findings) when threads waited.
 pub(super) fn write(
     analysis: &Analysis,
-    locks: Option<&LockTable>,
+    locks: Option<(&LockTable, &[Finding])>,
     top: usize,
     paint: Paint,
     out: &mut dyn Write,
@@ -297,8 +298,9 @@ pub(super) fn write(
     let waited = a.total_of(IDLENESS) > 0 || a.total_of(BLAME) > 0;
     if waited {
         lock_lines(a, top, paint, out)?;
-        if let Some(table) = locks {
+        if let Some((table, findings)) = locks {
             top_locks_line(table, out)?;
+            findings_line(findings, out)?;
         }
     }
     writeln!(
@@ -319,7 +321,7 @@ pub(super) fn write(
             "{PREFIX}lock blame by call path: 'blameprof report --metrics {}{effort} {path}'",
             metrics.join(",")
         )?;
-        if locks.is_some_and(|t| t.available) {
+        if locks.is_some_and(|(t, _)| t.available) {
             writeln!(
                 out,
                 "{PREFIX}locks and who waited behind whom: 'blameprof report --view locks {path}'"
@@ -422,6 +424,29 @@ fn top_locks_line(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "{PREFIX}top locks by blame: {}", shown.join("; "))?;
     }
     Ok(())
+}
+
+/// Findings named in the summary's line of findings.
+const TOP_FINDINGS: usize = 4;
+
+/// The lock view's findings, by name, on one line (the view has the evidence and fixes).
+fn findings_line(findings: &[Finding], out: &mut dyn Write) -> io::Result<()> {
+    if findings.is_empty() {
+        return Ok(());
+    }
+    let mut named: Vec<String> = findings
+        .iter()
+        .take(TOP_FINDINGS)
+        .map(|f| format!("{} ({})", f.kind.title(), f.subject))
+        .collect();
+    if findings.len() > TOP_FINDINGS {
+        named.push(format!("{} more", findings.len() - TOP_FINDINGS));
+    }
+    writeln!(
+        out,
+        "{PREFIX}findings: {}; evidence and fixes: 'blameprof report --view locks'",
+        named.join("; ")
+    )
 }
 
 /// Kinds of wait that the "waiting" headline covers by itself when alone (locks).

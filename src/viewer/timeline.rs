@@ -43,6 +43,17 @@ pub struct TimelineFlags {
     pub top: usize,
 }
 
+impl Default for TimelineFlags {
+    /// The flags' defaults (1 s, 10%, 5 locks), for what takes no flags (the run summary).
+    fn default() -> TimelineFlags {
+        TimelineFlags {
+            interval: 1_000_000_000,
+            phase_threshold: 10.0,
+            top: 5,
+        }
+    }
+}
+
 impl TimelineFlags {
     fn options(&self) -> TimelineOptions {
         TimelineOptions {
