@@ -46,7 +46,7 @@
 use super::calibration::Calibration;
 use super::locks::{is_lock_kind, Counts, LockGroup, LockRow, LockTable, Naming, Site};
 use super::symbolize::{CodeAddress, Symbolizer};
-use super::{select, AttributionError, Filter};
+use super::{select_processes, AttributionError, Filter};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::{protocol, WaitKind};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -247,13 +247,7 @@ pub fn findings(
     thresholds: Thresholds,
     symbolizer: &mut Symbolizer,
 ) -> Result<Vec<Finding>, AttributionError> {
-    let selected = select(
-        profile,
-        Filter {
-            tid: None,
-            ..filter
-        },
-    )?;
+    let selected = select_processes(profile, filter)?;
     let procs: Vec<&ProcessProfile> = selected.iter().map(|&p| &profile.processes[p]).collect();
     let mut out = lock_findings(table, &wall_times(&procs), thresholds);
     out.extend(phase_findings(table, phases));

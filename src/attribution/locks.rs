@@ -51,7 +51,7 @@ use super::lock_sites::is_runtime_module;
 use super::lock_wrappers::{is_wrapper, named_caller};
 use super::paths::{expand_each, RawKey};
 use super::symbolize::{CodeAddress, Symbolizer};
-use super::{select, AttributionError, Filter, Loc, Names};
+use super::{select_processes, AttributionError, Filter, Loc, Names};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::{
     protocol, LockStats, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION, SAMPLE_UNBLAMED,
@@ -262,13 +262,7 @@ pub fn lock_table(
     filter: Filter,
     symbolizer: &mut Symbolizer,
 ) -> Result<LockTable, AttributionError> {
-    let selected = select(
-        profile,
-        Filter {
-            tid: None,
-            ..filter
-        },
-    )?;
+    let selected = select_processes(profile, filter)?;
     let mut table = LockTable {
         available: selected
             .iter()

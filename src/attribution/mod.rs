@@ -373,6 +373,19 @@ fn summarize_process(proc: &ProcessProfile) -> ProcessSummary {
 }
 
 /// Indices of the processes `filter` selects; errors when its pid or tid matches nothing.
+/// The processes `filter` selects, whole: a thread filter selects its thread's processes
+/// (the lock table, the timeline and the findings are about locks and stages, not one
+/// thread's samples).
+fn select_processes(profile: &Profile, filter: Filter) -> Result<Vec<usize>, AttributionError> {
+    select(
+        profile,
+        Filter {
+            tid: None,
+            ..filter
+        },
+    )
+}
+
 fn select(profile: &Profile, filter: Filter) -> Result<Vec<usize>, AttributionError> {
     let selected: Vec<usize> = (0..profile.processes.len())
         .filter(|&i| {

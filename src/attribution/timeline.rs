@@ -27,7 +27,7 @@
 
 use super::calibration::Calibration;
 use super::locks::{is_lock_kind, LockTable};
-use super::{select, AttributionError, Filter};
+use super::{select_processes, AttributionError, Filter};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::{protocol, WaitKind, LOCK_INTERVAL_NS, LOCK_INTERVAL_VERSION};
 use std::collections::HashMap;
@@ -243,13 +243,7 @@ pub fn timeline(
     table: &LockTable,
     opts: TimelineOptions,
 ) -> Result<Timeline, AttributionError> {
-    let selected = select(
-        profile,
-        Filter {
-            tid: None,
-            ..filter
-        },
-    )?;
+    let selected = select_processes(profile, filter)?;
     let procs: Vec<&ProcessProfile> = selected.iter().map(|&p| &profile.processes[p]).collect();
     let (origin, end) = span(&procs);
     let interval = opts.interval_ns.max(LOCK_INTERVAL_NS);

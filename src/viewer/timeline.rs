@@ -129,7 +129,7 @@ fn load(
     salvage: bool,
     filter: Filter,
     flags: &TimelineFlags,
-) -> anyhow::Result<(Profile, Timeline)> {
+) -> anyhow::Result<Timeline> {
     let profile = read_named(path, salvage)?;
     let table = lock_table(&profile, filter, &mut Symbolizer::new())?;
     let t = timeline(&profile, filter, &table, flags.options())?;
@@ -139,7 +139,7 @@ fn load(
              profile the program again to see its timeline"
         );
     }
-    Ok((profile, t))
+    Ok(t)
 }
 
 /// The timeline's phases of every lock of `table`, for the findings of the lock view: at
@@ -190,7 +190,7 @@ pub(super) fn lock_phases(
 
 /// `blameprof report --view timeline`.
 pub fn report(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let (_, t) = load(
+    let t = load(
         args.path.as_deref(),
         args.salvage,
         args.filter(),
@@ -210,7 +210,7 @@ pub fn picture(args: &TimelineArgs) -> anyhow::Result<()> {
         pid: args.pid,
         tid: None,
     };
-    let (_, t) = load(args.path.as_deref(), args.salvage, filter, &args.timeline)?;
+    let t = load(args.path.as_deref(), args.salvage, filter, &args.timeline)?;
     let svg = timeline_svg::render(&t);
     std::fs::write(&args.output, svg).map_err(|e| {
         anyhow::anyhow!(
