@@ -65,6 +65,7 @@ fn slot(address: usize) -> &'static AtomicU64 {
 }
 
 /// The lock at `address` was initialised by a call returning to `site`.
+#[inline]
 pub fn note(address: usize, site: usize) {
     if site == 0 {
         return;
@@ -86,6 +87,7 @@ pub fn site_of(address: usize) -> usize {
 }
 
 /// The lock at `address` was destroyed.
+#[inline]
 pub fn forget(address: usize) {
     let s = slot(address);
     let entry = s.load(Ordering::Relaxed);

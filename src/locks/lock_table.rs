@@ -291,6 +291,7 @@ fn probe(address: usize) -> impl Iterator<Item = &'static AtomicU64> {
 }
 
 /// The key of the lock at `address`, and its value, if it has one. Lock-free.
+#[inline]
 fn find_key(address: usize) -> Option<(&'static AtomicU64, u64)> {
     for entry in probe(address) {
         match entry.load(Ordering::Acquire) {
@@ -303,6 +304,7 @@ fn find_key(address: usize) -> Option<(&'static AtomicU64, u64)> {
 }
 
 /// The row of the lock at `address`, if it has one. Lock-free.
+#[inline]
 pub fn find(address: usize) -> Option<&'static Slot> {
     find_key(address).and_then(|(_, k)| row_of(k))
 }
@@ -429,6 +431,7 @@ pub fn take(address: usize) -> Option<(LockStats, Option<LockInterval>)> {
     entry
         .compare_exchange(k, GONE, Ordering::AcqRel, Ordering::Relaxed)
         .ok()?;
+    clear_tombstones(address);
     let row = row_of(k)?;
     not_only_acquisitions(row);
     row.generation.fetch_add(1, Ordering::AcqRel);
@@ -436,6 +439,28 @@ pub fn take(address: usize) -> Option<(LockStats, Option<LockInterval>)> {
     let taken = row.take_counts(address, crate::format::LOCK_DESTROYED);
     ROWS.free(row.me.load(Ordering::Relaxed));
     Some(taken)
+}
+
+/// Turns the freed keys in `address`'s probe window that end a run (the key after them is
+/// 0) back into 0, so that a search for a lock without a row stops at the first key of its
+/// window instead of looking past every freed key: a program that makes and destroys
+/// millions of locks would otherwise leave whole blocks of [`GONE`] keys. Only under the
+/// insert claim (one attempt: when another thread holds it, the keys stay freed, which is
+/// always correct), since no key may be claimed meanwhile. Sound because a live key lies
+/// after its home with no 0 key between: it was claimed at the first free key of its
+/// window, and a key is cleared only when the one after it is 0.
+fn clear_tombstones(address: usize) {
+    let Some(_claim) = Claim::try_once() else {
+        return;
+    };
+    let start = home(address);
+    for i in (0..PROBES).rev() {
+        let entry = &KEYS[(start + i) % CAPACITY];
+        let next = &KEYS[(start + i + 1) % CAPACITY];
+        if entry.load(Ordering::Relaxed) == GONE && next.load(Ordering::Relaxed) == 0 {
+            entry.store(0, Ordering::Release);
+        }
+    }
 }
 
 /// Calls `f` with the counts of every lock in the table since the last call (at the end
@@ -641,6 +666,11 @@ fn bump(c: &AtomicU64, v: u64) {
 struct Claim;
 
 impl Claim {
+    /// The claim if it is free now.
+    fn try_once() -> Option<Claim> {
+        (!INSERT.swap(true, Ordering::Acquire)).then_some(Claim)
+    }
+
     fn try_take() -> Option<Claim> {
         for attempt in 0..CLAIM_ATTEMPTS + CLAIM_YIELDS {
             if !INSERT.swap(true, Ordering::Acquire) {

@@ -104,6 +104,13 @@ impl Linked for MonSpin {
 
 static SLAB: Slab<MonSpin> = Slab::new();
 
+/// Slab records taken for conversions and not yet recycled: raised before a converting CAS
+/// and lowered when its record is freed. While it is 0 no word refers to a record, so
+/// [`reset`] (every `pthread_spin_init`) stores the word as glibc does, without a locked
+/// read-modify-write of what is usually fresh memory: programs that make millions of
+/// spin locks pay for a store, not a cache-missing exchange.
+static CONVERSIONS_LIVE: AtomicU32 = AtomicU32::new(0);
+
 fn monitored(word: u32) -> Option<&'static MonSpin> {
     if word & MONITORED == 0 {
         return None;
@@ -142,10 +149,12 @@ fn demand_monitored(lock: &AtomicU32, address: usize) -> Option<&'static MonSpin
     slot.stamp.store(0, Ordering::Relaxed);
     slot.meta.store(false, Ordering::Relaxed);
     slot.owner.store(address, Ordering::Relaxed);
+    CONVERSIONS_LIVE.fetch_add(1, Ordering::SeqCst);
     let mut current = current;
     loop {
         if let Some(m) = monitored(current) {
             SLAB.free(index); // another thread converted it first
+            CONVERSIONS_LIVE.fetch_sub(1, Ordering::SeqCst);
             return Some(m);
         }
         slot.word
@@ -345,6 +354,12 @@ pub fn unlock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
 /// lock destroyed or initialised while held with spinners. The caller counts it.
 pub fn reset(lock: &AtomicU32, to: u32) -> u64 {
     let address = lock as *const AtomicU32 as usize;
+    if CONVERSIONS_LIVE.load(Ordering::Acquire) == 0 {
+        // No word refers to a record (a conversion of this word would have happened
+        // before this call, which the program orders after every use of the lock).
+        lock.store(to, Ordering::Release);
+        return 0;
+    }
     let current = lock.swap(to, Ordering::AcqRel);
     if current & MONITORED != 0 {
         let index = current & !MONITORED;
@@ -356,6 +371,7 @@ pub fn reset(lock: &AtomicU32, to: u32) -> u64 {
                 // is freed only once that section is over.
                 let left = m.update(0, |m| m.idleness.swap(0, Ordering::Relaxed));
                 SLAB.free(index);
+                CONVERSIONS_LIVE.fetch_sub(1, Ordering::SeqCst);
                 return left;
             }
         }

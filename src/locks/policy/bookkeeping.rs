@@ -79,8 +79,9 @@ pub(super) fn pending<R>(
 }
 
 /// `pthread_*_init`/`destroy`: the object at `address` starts afresh in the wait table.
+#[inline]
 pub(super) fn forget_waits(address: usize) {
-    let unsettled = table::forget(address, monotonic_ns());
+    let unsettled = table::forget(address, monotonic_ns);
     if unsettled > 0 {
         counters::add(Counter::BlameUnsettled, unsettled);
     }

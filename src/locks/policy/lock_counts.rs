@@ -159,6 +159,7 @@ pub fn fold_lock_waits(state: &ThreadState) {
 /// address (a lock there was freed without its destroy) stays: its counts and this lock's
 /// add up in one row, as the report merges the locks of one address anyway. (Looking for
 /// one at every init cost programs that make millions of locks a cache miss each.)
+#[inline]
 pub fn lock_initialised(address: usize, site: usize) {
     forget_waits(address);
     init_site(address, site);
@@ -166,6 +167,7 @@ pub fn lock_initialised(address: usize, site: usize) {
 
 /// The lock at `address` (a spin lock, which the wait table does not keep) is being
 /// initialised by a call that returns to `site`.
+#[inline]
 pub fn init_site(address: usize, site: usize) {
     if sampling_enabled() {
         init_sites::note(address, site);
@@ -181,6 +183,7 @@ pub(super) fn spun(address: usize, ns: u64) {
 
 /// `pthread_*_init`/`destroy`: the object at `address` starts afresh: its row is written
 /// and freed ([`lock_destroyed`]), and its wait-table state forgotten.
+#[inline]
 pub fn forget(address: usize) {
     lock_destroyed(address);
     forget_waits(address);
@@ -188,12 +191,19 @@ pub fn forget(address: usize) {
 
 /// The object at `address` was destroyed or initialised again: its row, if any, is written
 /// to the calling thread's buffer and freed (the report keeps it as a lock of its own).
+#[inline]
 pub fn lock_destroyed(address: usize) {
     // Most locks have no row: one look at the table.
     if lock_table::find(address).is_none() {
         init_sites::forget(address);
         return;
     }
+    row_destroyed(address);
+}
+
+/// [`lock_destroyed`] of a lock with a row.
+#[cold]
+fn row_destroyed(address: usize) {
     // This thread's waits of the lock still pending reach its row first (other threads'
     // find it gone, and count theirs as untabled).
     if let Some(state) = monitored_thread() {

@@ -373,7 +373,7 @@ fn a_condvar_destroyed_after_a_broadcast_leaves_no_phantoms_on_the_mutex() {
     set_partner(cond, mutex);
     assert!(wake_with_proxies(cond, || 40, u32::MAX).is_some());
     // POSIX allows destroying it at once: the woken waiters' departures will not find it.
-    forget(cond, 41);
+    forget(cond, || 41);
     assert_eq!(dirty_count(mutex), 0, "both registrations ended");
     assert_eq!(depart(a, 50, Outcome::Success), Departed::Spurious);
     assert_eq!(depart(b, 51, Outcome::Success), Departed::Spurious);
@@ -431,7 +431,7 @@ fn the_last_to_arrive_at_a_barrier_takes_the_others_wait() {
         Departed::Blamed { .. }
     ));
     assert_eq!(depart(a2, 50, Outcome::Interrupted), Departed::Interrupted);
-    assert_eq!(forget(barrier, 0), 0);
+    assert_eq!(forget(barrier, || 0), 0);
     assert!(matches!(
         barrier_arrive(barrier, 60),
         BarrierArrival::Unknown
@@ -447,7 +447,7 @@ fn unsettled_blame_waits_for_the_next_release() {
     unsettle(rw, WaitKind::RwLock, WaiterTime::exact(taken), false);
     depart(w, 101, Outcome::TimedOut);
     assert_eq!(settle(rw, WaitKind::RwLock, || 120, false), Some(100));
-    assert_eq!(forget(rw, 0), 0);
+    assert_eq!(forget(rw, || 0), 0);
 }
 
 #[test]
@@ -483,7 +483,7 @@ fn sampled_waiters_accrue_apart_from_exact_ones() {
         "the sampled part withdrew"
     );
     depart(exact, 61, Outcome::Success);
-    assert_eq!(forget(mutex, 0), 0);
+    assert_eq!(forget(mutex, || 0), 0);
 }
 
 #[test]
