@@ -271,9 +271,9 @@ pub fn lock_table(
         ..Default::default()
     };
     let mut names = Names::default();
-    // Per (process, address): the row under construction.
-    let mut rows: HashMap<(usize, u64), Building> = HashMap::new();
-    let mut order: Vec<(usize, u64)> = Vec::new();
+    // The rows under construction, in order of first sight, and each (process, address)'s
+    // index among them: memory in proportion to the profile's lock records.
+    let mut rows = Rows::default();
     let mut keys: Vec<RawKey> = Vec::new();
     let mut key_index: HashMap<RawKey, usize> = HashMap::new();
     for &p in &selected {
@@ -284,8 +284,9 @@ pub fn lock_table(
         table.untabled_events += proc.counter(crate::format::counters::LOCK_EVENTS_UNTABLED);
         table.acquisitions_counted &=
             proc.counter(crate::format::counters::ACQUISITIONS_UNCOUNTED) == 0;
+        rows.reserve(proc.locks.len());
         for l in &proc.locks {
-            let row = building(&mut rows, &mut order, p, l.address, running);
+            let row = rows.building(p, l.address, running);
             row.kind = row.kind.or(WaitKind::from_code(l.kind));
             if l.init_site != 0 {
                 row.init_site = l.init_site;
@@ -317,7 +318,7 @@ pub fn lock_table(
                 keys.push(key);
                 keys.len() - 1
             });
-            let row = building(&mut rows, &mut order, p, s.object, running);
+            let row = rows.building(p, s.object, running);
             row.kind = row.kind.or(WaitKind::from_flags(s.flags));
             let value = calibration.apply(s.value, s.flags);
             if is_wait {
@@ -334,8 +335,10 @@ pub fn lock_table(
     let paths = expand_each(profile, &keys, symbolizer, &mut names);
     let sites: Vec<Site> = paths.iter().map(|locs| site_of(locs, &names)).collect();
     let code: Vec<Site> = paths.iter().map(|locs| code_of(locs, &names)).collect();
-    for key in order {
-        let b = rows.remove(&key).expect("each key once");
+    let Rows { index, order, rows } = rows;
+    drop(index);
+    table.locks = Vec::with_capacity(order.len());
+    for (key, b) in order.into_iter().zip(rows) {
         table
             .locks
             .push(finish_row(profile, key, b, (&sites, &code), symbolizer));
@@ -369,20 +372,35 @@ struct Building {
     try_fail_site: u64,
 }
 
-fn building<'a>(
-    rows: &'a mut HashMap<(usize, u64), Building>,
-    order: &mut Vec<(usize, u64)>,
-    p: usize,
-    address: u64,
-    running_ns: u64,
-) -> &'a mut Building {
-    rows.entry((p, address)).or_insert_with(|| {
-        order.push((p, address));
-        Building {
-            running_ns,
-            ..Default::default()
+/// The rows under construction: each (process, address) once, in order of first sight.
+#[derive(Default)]
+struct Rows {
+    index: HashMap<(usize, u64), u32>,
+    order: Vec<(usize, u64)>,
+    rows: Vec<Building>,
+}
+
+impl Rows {
+    /// Room for `more` rows (at most: the records of one lock may share a row).
+    fn reserve(&mut self, more: usize) {
+        self.index.reserve(more);
+        self.order.reserve(more);
+        self.rows.reserve(more);
+    }
+
+    /// The row of the object at `address` in process `p`, new if it has none.
+    fn building(&mut self, p: usize, address: u64, running_ns: u64) -> &mut Building {
+        let next = u32::try_from(self.rows.len()).expect("fewer than 2^32 lock rows");
+        let i = *self.index.entry((p, address)).or_insert(next);
+        if i == next {
+            self.order.push((p, address));
+            self.rows.push(Building {
+                running_ns,
+                ..Default::default()
+            });
         }
-    })
+        &mut self.rows[i as usize]
+    }
 }
 
 fn finish_row(
