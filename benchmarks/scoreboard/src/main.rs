@@ -2,12 +2,14 @@
 //! markdown report (stdout or `--out`), progress on stderr.
 //!
 //! Sections: accuracy (every workload under `blameprof run -q -F 1000`, truth lines against
-//! the report), overhead (vs unprofiled and the peers perf and drd) and scale (`scale_locks`);
+//! the report), overhead (vs unprofiled and the peers perf and drd), scale (`scale_locks`) and
+//! lock churn (`scale_churn`);
 //! `--quick` runs the accuracy section alone at scale 0.2. The exit status is 0 whether or not
 //! the targets are met, non-zero on errors (a workload failing, printing no truth lines or a
 //! malformed one).
 
 mod accuracy;
+mod churn;
 mod fidelity;
 mod hot_layout;
 mod overhead;
@@ -36,8 +38,9 @@ struct Args {
     /// Accuracy only, at scale 0.2 (no overhead, no scale section).
     #[arg(long)]
     quick: bool,
-    /// Only these workloads (file stems; repeat or separate with commas). The scale section
-    /// runs only when `scale_locks` is among them, or without --only.
+    /// Only these workloads (file stems; repeat or separate with commas). The scale and
+    /// churn sections run only when `scale_locks` or `scale_churn` is among them, or without
+    /// --only.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     only: Vec<String>,
     /// Write the markdown report here instead of stdout.
@@ -205,7 +208,8 @@ fn real_main(args: Args) -> Result<bool> {
         }
     }
 
-    let (mut overhead, mut scale_runs, mut fidelity_runs) = (None, None, None);
+    let (mut overhead, mut scale_runs, mut fidelity_runs, mut churn_runs) =
+        (None, None, None, None);
     if !args.quick {
         let peers = Peers::detect();
         let mut notes = peer_notes(&peers);
@@ -224,7 +228,14 @@ fn real_main(args: Args) -> Result<bool> {
             rounds: args.runs as usize,
             notes,
         });
-        if let Some(w) = scale_wl.first() {
+        if let Some(w) = scale_wl.iter().find(|w| w.name == "scale_churn") {
+            note("lock churn section");
+            match churn::run(&tools, w, args.runs as usize) {
+                Ok(r) => churn_runs = Some(r),
+                Err(e) => errors.push(format!("{} (churn): {e:#}", w.name)),
+            }
+        }
+        if let Some(w) = scale_wl.iter().find(|w| w.name == "scale_locks") {
             note("scale section");
             match scale::run(&tools, w, &scale::cases(cpus), args.runs as usize) {
                 Ok(r) => scale_runs = Some(r),
@@ -274,6 +285,7 @@ fn real_main(args: Args) -> Result<bool> {
         overhead,
         scale_runs,
         fidelity_runs,
+        churn_runs,
         errors,
     };
     let text = render::markdown(&results);

@@ -8,15 +8,28 @@ use scoreboard::stats;
 use serde_json::{json, Value};
 
 use crate::accuracy::AccuracyRun;
+use crate::churn::{self, Churn};
 use crate::fidelity::{self, Fidelity};
 use crate::overhead::{Cell, Config, Row};
 use crate::scale::{self, Measured};
 
 /// Overhead targets at 200 Hz (issue 5): geometric mean and worst case of the wall-time
-/// ratios, and the memory ratio.
+/// ratios.
 const GEOMEAN_TARGET: f64 = 1.02;
 const WORST_TARGET: f64 = 1.05;
-const MEMORY_TARGET: f64 = 1.20;
+/// Memory targets (issue 38): the runtime's fixed resident cost at most this (KiB) on any
+/// program, and on programs of [`MEMORY_LARGE_KIB`] or more at most this ratio.
+const MEMORY_FIXED_KIB: f64 = 512.0;
+const MEMORY_LARGE_KIB: f64 = 10.0 * 1024.0;
+const MEMORY_LARGE_RATIO: f64 = 1.10;
+
+/// Whether a program's peak RSS, `plain` unprofiled and `profiled` under blameprof (KiB),
+/// meets the memory targets: an added cost within the fixed allowance, or, on a large
+/// program, within its ratio.
+fn memory_met(plain: f64, profiled: f64) -> bool {
+    profiled - plain <= MEMORY_FIXED_KIB
+        || (plain >= MEMORY_LARGE_KIB && profiled / plain <= MEMORY_LARGE_RATIO)
+}
 
 /// Everything one scoreboard run measured.
 pub struct Results {
@@ -29,6 +42,8 @@ pub struct Results {
     pub scale_runs: Option<Vec<Measured>>,
     /// `None`: not measured (`--quick`, or no `fidelity_*` workload selected).
     pub fidelity_runs: Option<Vec<Fidelity>>,
+    /// `None`: not measured (`--quick`, or `scale_churn` not selected).
+    pub churn_runs: Option<Churn>,
     /// One message per workload that failed.
     pub errors: Vec<String>,
 }
@@ -102,19 +117,14 @@ fn verdicts(r: &Results) -> Vec<String> {
             rankings.len()
         ),
     ];
-    let Some(o) = r.overhead.as_ref().filter(|o| !o.rows.is_empty()) else {
-        v.push("overhead geomean < 2% and worst < 5% at 200 Hz: not measured".into());
-        v.push("memory overhead < 20%: not measured".into());
-        return v;
-    };
-    let ratios: Vec<f64> = o
-        .rows
+    let rows = r.overhead.as_ref().map_or(&[][..], |o| &o.rows[..]);
+    let ratios: Vec<f64> = rows
         .iter()
         .filter_map(|row| row.ratio(Config::Blameprof200))
         .collect();
     let (geo, worst) = (
         stats::geomean(&ratios),
-        worst_row(&o.rows, |row| row.ratio(Config::Blameprof200)),
+        worst_row(rows, |row| row.ratio(Config::Blameprof200)),
     );
     v.push(match (geo, worst) {
         (Some(g), Some((w, name))) => format!(
@@ -123,27 +133,68 @@ fn verdicts(r: &Results) -> Vec<String> {
             pct(g),
             pct(w)
         ),
-        _ => "overhead at 200 Hz: no ratios".into(),
+        _ => "overhead geomean < 2% and worst < 5% at 200 Hz: not measured".into(),
     });
-    let mut mem: Vec<(f64, String)> = o
-        .rows
+    // (unprofiled KiB, profiled KiB, name) of every program measured.
+    let mut mem: Vec<(f64, f64, String)> = rows
         .iter()
-        .map(|row| (row.memory_ratio(), row.name.clone()))
+        .map(|row| (row.plain_kib, row.blameprof_kib, row.name.clone()))
         .collect();
     if let Some(runs) = &r.scale_runs {
         mem.extend(runs.iter().map(|m| {
             let c = m.case;
             (
-                m.blameprof_kib / m.plain_kib,
+                m.plain_kib,
+                m.blameprof_kib,
                 format!("scale_locks {} threads {} locks", c.threads, c.distinct),
             )
         }));
     }
-    if let Some((w, name)) = mem.into_iter().max_by(|a, b| a.0.total_cmp(&b.0)) {
+    if let Some(c) = &r.churn_runs {
+        mem.push((c.plain_kib, c.blameprof_kib, "scale_churn".into()));
+    }
+    if mem.is_empty() {
+        v.push("memory: not measured".into());
+    } else {
+        let missed: Vec<String> = mem
+            .iter()
+            .filter(|(plain, profiled, _)| !memory_met(*plain, *profiled))
+            .map(|(plain, profiled, name)| {
+                format!(
+                    "{name} +{:.0} KiB, {}",
+                    profiled - plain,
+                    pct(profiled / plain)
+                )
+            })
+            .collect();
+        let worst_fixed = mem
+            .iter()
+            .max_by(|a, b| (a.1 - a.0).total_cmp(&(b.1 - b.0)))
+            .map(|(plain, profiled, name)| format!("{:+.0} KiB on {name}", profiled - plain))
+            .unwrap_or_default();
         v.push(format!(
-            "memory overhead < 20%: {} (worst {} on {name})",
-            met(w < MEMORY_TARGET),
-            pct(w)
+            "memory: fixed cost at most {MEMORY_FIXED_KIB:.0} KiB, at most {} on programs of              {} or more: {} (largest added {worst_fixed}{})",
+            pct(MEMORY_LARGE_RATIO),
+            mib(MEMORY_LARGE_KIB),
+            met(missed.is_empty()),
+            if missed.is_empty() {
+                String::new()
+            } else {
+                format!("; missed: {}", missed.join(", "))
+            }
+        ));
+    }
+    if let Some(c) = &r.churn_runs {
+        v.push(format!(
+            "lock churn ({}M spin locks and mutexes) at most {}x the unprofiled time, its run's              summary under {}: {} ({:.2}x: {:.2} s -> {:.2} s; `blameprof run` peak {})",
+            c.locks / 1_000_000,
+            churn::TIME_TARGET,
+            mib(churn::SUMMARY_TARGET_KIB),
+            met(c.met()),
+            c.time_ratio(),
+            c.plain_s,
+            c.blameprof_s,
+            mib(c.cli_kib)
         ));
     }
     if let Some(runs) = r.fidelity_runs.as_ref().filter(|f| !f.is_empty()) {
@@ -202,6 +253,26 @@ pub fn markdown(r: &Results) -> String {
     }
     if let Some(runs) = &r.fidelity_runs {
         fidelity_table(&mut s, runs);
+    }
+    if let Some(c) = &r.churn_runs {
+        let _ = writeln!(
+            s,
+            "\n## Lock churn (`scale_churn {} {} {}`: unprofiled vs `blameprof run -F 200` with \
+             its summary; medians)\n\n| | unprofiled | profiled | ratio |\n|---|---:|---:|---:|\n\
+             | wall time | {:.3} s | {:.3} s | {:.2} |\n| program's peak RSS | {} | {} | {} |\n\
+             | `blameprof run`'s peak RSS (summary) | | {} | |\n| profile size | | {} | |",
+            churn::THREADS,
+            churn::PER_THREAD,
+            churn::LIVE,
+            c.plain_s,
+            c.blameprof_s,
+            c.time_ratio(),
+            mib(c.plain_kib),
+            mib(c.blameprof_kib),
+            pct(c.blameprof_kib / c.plain_kib),
+            mib(c.cli_kib),
+            mib(c.profile_kib)
+        );
     }
     s
 }
