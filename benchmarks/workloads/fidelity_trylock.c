@@ -1,12 +1,13 @@
-/* fidelity_trylock: contention fidelity. Threads take one mutex in a loop, each acquisition a
- * pthread_mutex_trylock first and, only when that fails, pthread_mutex_lock: a failed try is a
- * contended acquisition, counted by the program itself. Holds are `hold` multiply-adds of a
+/* fidelity_trylock: contention fidelity. Threads take one mutex (or, with `spin`, one spin
+ * lock) in a loop, each acquisition a trylock first and, only when that fails, the blocking
+ * lock: a failed try is a contended acquisition, counted by the program itself. Holds are `hold` multiply-adds of a
  * private generator, the work between them `gap` multiply-adds, so the lock's contention is
  * the program's own (no sleeps, no I/O). A profiler that lengthens critical sections or the
  * path around them makes more acquisitions contended: the fraction, profiled vs unprofiled, is
  * what the scoreboard's "contention fidelity" section compares (benchmarks/scoreboard).
  *
- * Usage: fidelity_trylock threads acquisitions_per_thread [hold] [gap]   (defaults 60, 150)
+ * Usage: fidelity_trylock threads acquisitions_per_thread [hold] [gap] [mutex|spin]
+ *        (defaults 60, 150, mutex)
  *
  * Prints "fidelity: contended <fraction> acquisitions <n> contended_n <m> seconds <s>" and
  * "truth ops <n>"; exit status 0.
@@ -16,9 +17,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_spinlock_t spin;
+static int use_spin;
 static volatile uint64_t shared;
 static long per_thread;
 static int hold_n = 60, gap_n = 150;
@@ -30,14 +34,22 @@ static inline uint64_t step(uint64_t x) {
 static void *worker(void *arg) {
     uint64_t x = (uintptr_t)arg, contended = 0;
     for (long i = 0; i < per_thread; i++) {
-        if (pthread_mutex_trylock(&lock) != 0) {
+        if (use_spin) {
+            if (pthread_spin_trylock(&spin) != 0) {
+                contended++;
+                pthread_spin_lock(&spin);
+            }
+        } else if (pthread_mutex_trylock(&lock) != 0) {
             contended++;
             pthread_mutex_lock(&lock);
         }
         for (int k = 0; k < hold_n; k++)
             x = step(x);
         shared += x;
-        pthread_mutex_unlock(&lock);
+        if (use_spin)
+            pthread_spin_unlock(&spin);
+        else
+            pthread_mutex_unlock(&lock);
         for (int k = 0; k < gap_n; k++)
             x = step(x);
     }
@@ -45,8 +57,9 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3 || argc > 5) {
-        fprintf(stderr, "usage: fidelity_trylock threads acquisitions_per_thread [hold] [gap]\n");
+    if (argc < 3 || argc > 6) {
+        fprintf(stderr, "usage: fidelity_trylock threads acquisitions_per_thread [hold] [gap] "
+                        "[mutex|spin]\n");
         return 2;
     }
     int n = atoi(argv[1]);
@@ -55,6 +68,14 @@ int main(int argc, char **argv) {
         hold_n = atoi(argv[3]);
     if (argc > 4)
         gap_n = atoi(argv[4]);
+    if (argc > 5) {
+        use_spin = strcmp(argv[5], "spin") == 0;
+        if (!use_spin && strcmp(argv[5], "mutex") != 0) {
+            fprintf(stderr, "fidelity_trylock: the lock is mutex or spin\n");
+            return 2;
+        }
+    }
+    pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
     if (n < 1 || n > 256 || per_thread < 1 || hold_n < 0 || gap_n < 0) {
         fprintf(stderr, "fidelity_trylock: bad arguments\n");
         return 2;
