@@ -198,28 +198,37 @@ fn a_robust_mutex_whose_owner_died_recovers_as_glibc_does() {
 }
 
 /// A robust mutex nobody made consistent before its unlock cannot be locked again: glibc's
-/// `pthread_mutex_lock` and `pthread_mutex_timedlock` say ENOTRECOVERABLE and leave it
-/// free. glibc's `pthread_mutex_trylock` says ENOTRECOVERABLE too, but leaves the lock word
-/// set to the caller's thread id (glibc 2.36 unlocks only `if (oldval == id)`, and `oldval`
-/// is the 0 it replaced). Our lock calls try first, so after them the word stays set, and
-/// any other thread's lock of the mutex then waits forever where glibc's would fail.
+/// `pthread_mutex_lock`, `pthread_mutex_timedlock` and `pthread_mutex_clocklock` say
+/// ENOTRECOVERABLE and leave it free. glibc's `pthread_mutex_trylock` says ENOTRECOVERABLE
+/// too, but leaves the lock word set to the caller's thread id (glibc 2.36 unlocks only
+/// `if (oldval == id)`, and `oldval` is the 0 it replaced); our lock calls try first, and
+/// must release the word again (`release_unrecoverable`), or any later lock of the mutex
+/// would wait forever where glibc's fails. Every robust type, private and shared, and
+/// priority-inheritance ones (whose trylock releases the word itself).
 #[test]
-#[ignore = "known divergence from glibc: our pthread_mutex_lock of a not-recoverable robust \
-            mutex returns ENOTRECOVERABLE but leaves the lock word set (glibc's trylock \
-            quirk), so other threads' locks hang"]
 fn a_lock_of_an_unrecoverable_mutex_leaves_it_free() {
     use MutexOp::*;
-    for op in [Lock, PAST_TIMED, PAST_CLOCKED] {
-        let t = MutexTwin::new(Some(MutexAttr {
-            robust: true,
-            ..MutexAttr::of_kind(libc::PTHREAD_MUTEX_NORMAL)
-        }));
-        assert_eq!(t.steps_elsewhere(&[Lock]), [0]);
-        assert_eq!(t.step(Lock), libc::EOWNERDEAD);
-        assert_eq!(t.step(Unlock), 0);
-        assert_eq!(t.step(op), libc::ENOTRECOVERABLE, "{op:?}"); // asserts equal states
-        assert_eq!(t.ours_fields().lock, 0, "{op:?}");
-        assert_eq!(t.step(Destroy), 0);
+    let robust = every_kind().into_iter().filter(|a| a.robust);
+    for attr in robust {
+        for op in [Lock, PAST_TIMED, PAST_CLOCKED] {
+            let t = MutexTwin::new(Some(attr));
+            assert_eq!(t.steps_elsewhere(&[Lock]), [0]);
+            assert_eq!(t.step(Lock), libc::EOWNERDEAD);
+            assert_eq!(t.step(Unlock), 0);
+            // Asserts equal states: the word is free.
+            assert_eq!(t.step(op), libc::ENOTRECOVERABLE, "{attr:?} {op:?}");
+            assert_eq!(t.ours_fields().lock, 0, "{attr:?} {op:?}");
+            // Again, and from another thread, whose lock would hang on a word left set.
+            assert_eq!(t.step(op), libc::ENOTRECOVERABLE, "{attr:?} {op:?}");
+            assert_eq!(
+                t.steps_elsewhere(&[op, Lock]),
+                [libc::ENOTRECOVERABLE; 2],
+                "{attr:?} {op:?}"
+            );
+            // The trylock keeps glibc's own answer and state (the word left set).
+            assert_eq!(t.step(TryLock), libc::ENOTRECOVERABLE, "{attr:?}");
+            assert_eq!(t.step(Destroy), 0);
+        }
     }
 }
 
