@@ -15,6 +15,7 @@
 use crate::init_site::export_with_site;
 use crate::plain_mutex;
 use crate::real;
+use crate::timeouts;
 use blameprof_format::WaitKind;
 use blameprof_measure::locks::policy::shared_spin::note_spin_sharing;
 use blameprof_measure::locks::policy::{self, SpinGlue};
@@ -326,7 +327,7 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
     clock: libc::clockid_t,
     abstime: *const timespec,
 ) -> c_int {
-    if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
+    if !timeouts::supported_clock(clock) {
         // glibc rejects other clocks (EINVAL) before it looks at the mutex: no try first,
         // which would take a free mutex.
         // SAFETY: the caller's arguments (this function's contract), forwarded unchanged.

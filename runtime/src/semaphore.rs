@@ -4,12 +4,18 @@
 //! A wait first tries (`sem_trywait`); only when the count is zero is it measured around the
 //! real wait, which runs with the sampling signal blocked (a semaphore wait fails with
 //! `EINTR` whenever a handler runs, whatever `SA_RESTART` says). The waiting is blamed on
-//! the `sem_post` that ends it.
+//! the `sem_post` that ends it. A timed wait whose clock or deadline glibc refuses is
+//! glibc's at once, without the try: glibc checks them before it looks at the count
+//! ([`timeouts`](crate::timeouts)), so a try would take a unit where glibc fails.
 
 use crate::init_site::export_with_site;
 use crate::real;
+#[cfg(test)]
+use crate::tests::support::sampling_enabled;
+use crate::timeouts;
 use blameprof_format::WaitKind;
 use blameprof_measure::locks::policy;
+#[cfg(not(test))]
 use blameprof_measure::sampler::process::sampling_enabled;
 use blameprof_measure::sampler::quiet::Quiet;
 use libc::{c_int, sem_t, timespec};
@@ -20,8 +26,10 @@ fn errno() -> *mut c_int {
 }
 
 /// A wait: `sem_trywait` first; when the count is zero, `block` measured and quiet.
-fn wait(sem: *mut sem_t, block: impl FnOnce() -> c_int) -> c_int {
-    if !sampling_enabled() {
+/// `refused`: glibc refuses the call's clock or deadline before it looks at the count;
+/// `block` is then called as is.
+fn wait(sem: *mut sem_t, refused: bool, block: impl FnOnce() -> c_int) -> c_int {
+    if !sampling_enabled() || refused {
         let _quiet = Quiet::new();
         return block();
     }
@@ -52,15 +60,32 @@ fn wait(sem: *mut sem_t, block: impl FnOnce() -> c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn sem_wait(sem: *mut sem_t) -> c_int {
     // SAFETY: forwarding the caller's semaphore unchanged.
-    wait(sem, || unsafe { real::sem_wait()(sem) })
+    wait(sem, false, || unsafe { real::sem_wait()(sem) })
+}
+
+/// Whether glibc's timed wait on `clock` until `abstime` ends before it looks at the
+/// semaphore: EINVAL for a clock it does not wait on or nanoseconds out of range, and a
+/// fault for a null deadline on a clock it accepts.
+///
+/// # Safety
+/// `abstime` must be null or point at a readable timespec.
+unsafe fn refused(clock: libc::clockid_t, abstime: *const timespec) -> bool {
+    // SAFETY: a non-null `abstime` is readable (this function's contract).
+    !timeouts::supported_clock(clock)
+        || abstime.is_null()
+        || !unsafe { timeouts::valid_nanoseconds(abstime) }
 }
 
 /// # Safety
 /// Same contract as `sem_timedwait(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn sem_timedwait(sem: *mut sem_t, abstime: *const timespec) -> c_int {
+    // SAFETY: `abstime` is null or readable (this function's contract).
+    let refused = unsafe { refused(libc::CLOCK_REALTIME, abstime) };
     // SAFETY: forwarding the caller's arguments unchanged.
-    wait(sem, || unsafe { real::sem_timedwait()(sem, abstime) })
+    wait(sem, refused, || unsafe {
+        real::sem_timedwait()(sem, abstime)
+    })
 }
 
 /// # Safety
@@ -71,8 +96,10 @@ pub unsafe extern "C" fn sem_clockwait(
     clock: libc::clockid_t,
     abstime: *const timespec,
 ) -> c_int {
+    // SAFETY: `abstime` is null or readable (this function's contract).
+    let refused = unsafe { refused(clock, abstime) };
     // SAFETY: forwarding the caller's arguments unchanged.
-    wait(sem, || unsafe {
+    wait(sem, refused, || unsafe {
         real::sem_clockwait()(sem, clock, abstime)
     })
 }

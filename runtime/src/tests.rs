@@ -31,8 +31,9 @@ use libc::{c_char, c_int, c_long, c_uint, c_void, sem_t, timespec};
 use libc::{EAGAIN, EDEADLK, EINVAL, ETIMEDOUT};
 use std::ptr::{null, null_mut};
 use support::{
-    assert_unprofiled, errno, gettid, glibc_symbol, object_of, set_errno, MutexAttr, MutexOp,
-    MutexTwin, Raw, Twin, BAD_NSEC, ERRNO_SENTINEL, PAST, UNSUPPORTED_CLOCK,
+    as_profiled, assert_unprofiled, errno, gettid, glibc_symbol, object_of, set_errno,
+    supported_clock, valid_nanoseconds, MutexAttr, MutexOp, MutexTwin, Raw, Twin, BAD_NSEC, CLOCKS,
+    DEADLINES, ERRNO_SENTINEL, PAST, UNSUPPORTED_CLOCK,
 };
 
 /// Runs `f` with `errno` set to [`ERRNO_SENTINEL`]; its result and `errno` after.
@@ -234,10 +235,17 @@ fn sem_value(s: &Raw<sem_t>) -> c_int {
     v
 }
 
+/// Our semaphores answer as glibc's, unprofiled and on the profiled path (a try first).
 #[test]
 fn semaphores_answer_as_glibc_does() {
-    use SemOp::*;
     assert_unprofiled();
+    for profiled in [false, true] {
+        as_profiled(profiled, semaphore_answers);
+    }
+}
+
+fn semaphore_answers() {
+    use SemOp::*;
     let t = Twin::<sem_t>::zeroed();
     let ok = (0, ERRNO_SENTINEL);
     let failed = |e| (-1, e);
@@ -256,7 +264,7 @@ fn semaphores_answer_as_glibc_does() {
     assert_eq!(sem_step(&t, Post), ok);
     assert_eq!(sem_value(&t.ours), 1);
     // glibc checks the deadline and the clock before the count: these fail although a
-    // unit is there (a profiled process's try-first would take it; see semaphore.rs).
+    // unit is there (a profiled process's try would take it; see semaphore.rs).
     assert_eq!(sem_step(&t, TimedWait(b, bn)), failed(EINVAL));
     assert_eq!(
         sem_step(&t, ClockWait(UNSUPPORTED_CLOCK, p, pn)),
@@ -279,6 +287,46 @@ fn semaphores_answer_as_glibc_does() {
     assert_eq!(sem_step(&t, Post), failed(libc::EOVERFLOW));
     assert_eq!(sem_value(&t.ours), c_int::MAX);
     assert_eq!(sem_step(&t, Destroy), ok);
+}
+
+/// Every clock and deadline through our `sem_timedwait` and `sem_clockwait` and glibc's,
+/// with a unit there and without, unprofiled and on the profiled path: glibc refuses a
+/// clock it does not wait on and nanoseconds out of range (EINVAL) before it looks at the
+/// count, and a valid past deadline only stops a wait that would wait (ETIMEDOUT).
+#[test]
+fn timed_semaphore_waits_check_clock_and_deadline_as_glibc_does() {
+    use SemOp::*;
+    for profiled in [false, true] {
+        as_profiled(profiled, || {
+            let t = Twin::<sem_t>::zeroed();
+            assert_eq!(sem_step(&t, Init(0)), (0, ERRNO_SENTINEL));
+            for units in [0, 1] {
+                for (sec, ns) in DEADLINES {
+                    let valid = valid_nanoseconds(ns);
+                    for clock in CLOCKS {
+                        let clocked = ClockWait(clock, sec, ns);
+                        let realtime = clock == libc::CLOCK_REALTIME;
+                        let ops = [Some(clocked), realtime.then_some(TimedWait(sec, ns))];
+                        for op in ops.into_iter().flatten() {
+                            let expected = match (supported_clock(clock) && valid, units) {
+                                (false, _) => (-1, EINVAL),
+                                (true, 0) => (-1, ETIMEDOUT),
+                                (true, _) => (0, ERRNO_SENTINEL),
+                            };
+                            let what = format!("{op:?}, {units} unit(s), profiled {profiled}");
+                            assert_eq!(sem_step(&t, op), expected, "{what}");
+                            if expected.0 == 0 {
+                                assert_eq!(sem_step(&t, Post), (0, ERRNO_SENTINEL));
+                            }
+                            assert_eq!(sem_value(&t.ours), units, "{what}");
+                        }
+                    }
+                }
+                assert_eq!(sem_step(&t, Post), (0, ERRNO_SENTINEL));
+            }
+            assert_eq!(sem_step(&t, Destroy), (0, ERRNO_SENTINEL));
+        });
+    }
 }
 
 /// Units posted by one thread through our `sem_post` reach a thread blocked in our
