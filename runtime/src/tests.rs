@@ -496,6 +496,20 @@ fn condition_variables_answer_as_glibc_does() {
             "{attr:?}"
         );
         assert_eq!(t.step(TimedWait(BAD_NSEC.tv_sec, BAD_NSEC.tv_nsec)), EINVAL);
+        // Every clock and (past) deadline: glibc refuses nanoseconds out of range and a
+        // clock it does not wait on before it releases the mutex; a valid one times out.
+        for (sec, ns) in DEADLINES {
+            let clocked = CLOCKS.map(|clock| (ClockWait(clock, sec, ns), supported_clock(clock)));
+            let ops = clocked.into_iter().chain([(TimedWait(sec, ns), true)]);
+            for (op, supported) in ops {
+                let expected = if supported && valid_nanoseconds(ns) {
+                    ETIMEDOUT
+                } else {
+                    EINVAL
+                };
+                assert_eq!(t.step(op), expected, "{op:?} with {attr:?}");
+            }
+        }
         assert_eq!(
             t.mutex.ours_fields().owner,
             gettid(),
@@ -633,6 +647,21 @@ fn barriers_answer_as_glibc_does() {
     assert_unprofiled();
     let t = Twin::<libc::pthread_barrier_t>::zeroed();
     assert_eq!(barrier_step(&t, Init(0)), EINVAL);
+    // glibc counts arrivals in an unsigned int, and refuses more parties than half of it
+    // holds (it treats the other half as overflow).
+    for (count, expected) in [
+        (c_uint::MAX, EINVAL),
+        (0x8000_0000, EINVAL),
+        (0x7fff_ffff, EINVAL),
+        (0x7fff_fffe, 0),
+    ] {
+        assert_eq!(
+            barrier_step(&t, Init(count)),
+            expected,
+            "{count:#x} parties"
+        );
+    }
+    assert_eq!(barrier_step(&t, Destroy), 0);
     assert_eq!(barrier_step(&t, Init(1)), 0);
     for _ in 0..3 {
         assert_eq!(barrier_step(&t, Wait), libc::PTHREAD_BARRIER_SERIAL_THREAD);
@@ -986,6 +1015,44 @@ fn joins_answer_as_glibc_does() {
         answers[0],
         [EDEADLK, EDEADLK, ETIMEDOUT, ETIMEDOUT, EINVAL, EINVAL]
     );
+    // Every clock and deadline: glibc's clock join refuses a clock it does not wait on
+    // first; else a join of the caller itself is a deadlock whatever the deadline, a
+    // detached thread cannot be joined, and a running thread's join times out (not tried
+    // with nanoseconds out of range, as above).
+    for (sec, ns) in DEADLINES {
+        let deadline = ts(sec, ns);
+        for clock in CLOCKS {
+            let cases = [(me, EDEADLK), (detached, EINVAL), (running, ETIMEDOUT)];
+            for (thread, expected) in cases {
+                if thread == running && !valid_nanoseconds(ns) {
+                    continue;
+                }
+                let realtime = clock == libc::CLOCK_REALTIME;
+                let answers = sides.map(|(_, timedjoin, clockjoin)| {
+                    let mut ret = null_mut();
+                    // SAFETY: as above; `deadline` lives across the calls.
+                    let rcs = unsafe {
+                        (
+                            clockjoin(thread, &mut ret, clock, &deadline),
+                            realtime.then(|| timedjoin(thread, &mut ret, &deadline)),
+                        )
+                    };
+                    assert!(ret.is_null(), "a failed join returned a value");
+                    rcs
+                });
+                let what = format!("join with clock {clock} until ({sec}, {ns})");
+                assert_eq!(answers[0], answers[1], "{what}: ours vs glibc's");
+                let (clocked, timed) = answers[0];
+                let refused = if supported_clock(clock) {
+                    expected
+                } else {
+                    EINVAL
+                };
+                assert_eq!(clocked, refused, "{what}");
+                assert_eq!(timed.unwrap_or(expected), expected, "{what}");
+            }
+        }
+    }
     // Joins that succeed, each side on a thread of its own.
     for (i, (join, _, _)) in sides.into_iter().enumerate() {
         let value = (0x1000 + i) as *mut c_void;

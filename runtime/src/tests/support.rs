@@ -324,7 +324,7 @@ impl MutexAttr {
 
     /// Runs `f` with a glibc attribute object set to these attributes (the
     /// `pthread_mutexattr_*` functions are not interposed: these are glibc's).
-    fn with<R>(&self, f: impl FnOnce(*const pthread_mutexattr_t) -> R) -> R {
+    pub fn with<R>(&self, f: impl FnOnce(*const pthread_mutexattr_t) -> R) -> R {
         // SAFETY: a zeroed attribute object is initialised by pthread_mutexattr_init before
         // any other use.
         let mut attr: pthread_mutexattr_t = unsafe { std::mem::zeroed() };
