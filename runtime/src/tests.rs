@@ -329,6 +329,97 @@ fn timed_semaphore_waits_check_clock_and_deadline_as_glibc_does() {
     }
 }
 
+/// The signal [`interrupted`] sends: one no other test uses, whose default action (ignore)
+/// is harmless should it arrive before the handler is installed.
+const INTERRUPT: c_int = libc::SIGURG;
+
+extern "C" fn on_interrupt(_: c_int) {}
+
+/// (result, errno) of `wait` (a semaphore wait that would block for good) on a new thread,
+/// on the profiled path or not, which the program's own signal interrupts: a handler
+/// installed without `SA_RESTART`, sent until the wait returns (one sent before the wait
+/// blocks only runs the handler). After 10 s, `sem` is posted, so a wait the signal does
+/// not end returns, with success.
+fn interrupted(
+    profiled: bool,
+    sem: &Raw<sem_t>,
+    wait: impl Fn() -> c_int + Sync,
+) -> (c_int, c_int) {
+    // SAFETY: an all-zero sigaction is valid (empty mask, no flags); it then names a
+    // handler that does nothing, for a signal no other test uses.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_interrupt as extern "C" fn(c_int) as usize;
+        assert_eq!(libc::sigaction(INTERRUPT, &action, null_mut()), 0);
+    }
+    let waiter_id = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            // SAFETY: pthread_self has no preconditions.
+            let me = unsafe { libc::pthread_self() };
+            waiter_id.store(me, std::sync::atomic::Ordering::Release);
+            as_profiled(profiled, || with_errno(&wait))
+        });
+        let thread = loop {
+            match waiter_id.load(std::sync::atomic::Ordering::Acquire) {
+                0 => std::thread::yield_now(),
+                id => break id,
+            }
+        };
+        for _ in 0..2_000 {
+            if waiter.is_finished() {
+                break;
+            }
+            // SAFETY: `thread` is joinable until the scope joins it, so it names a thread.
+            assert_eq!(unsafe { libc::pthread_kill(thread, INTERRUPT) }, 0);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        if !waiter.is_finished() {
+            // SAFETY: an initialised semaphore the waiter waits on.
+            assert_eq!(unsafe { libc::sem_post(sem.ptr()) }, 0);
+        }
+        waiter.join().expect("the waiter")
+    })
+}
+
+/// A semaphore wait that blocks is interrupted by the program's own signal: -1 and EINTR
+/// from our `sem_wait`, `sem_timedwait` and `sem_clockwait` as from glibc's, unprofiled
+/// and on the profiled path (which blocks only the sampling signal while it waits).
+#[test]
+fn a_semaphore_wait_interrupted_by_a_signal_fails_as_glibcs_does() {
+    let sem = Raw::<sem_t>::zeroed();
+    // SAFETY: a fresh semaphore, with no unit.
+    assert_eq!(unsafe { libc::sem_init(sem.ptr(), 0, 0) }, 0);
+    let later = support::deadline(libc::CLOCK_REALTIME, 60);
+    let later_mono = support::deadline(libc::CLOCK_MONOTONIC, 60);
+    for profiled in [false, true] {
+        for (side, api) in [("ours", our_sem()), ("glibc's", glibc_sem())] {
+            let sem = &sem;
+            // SAFETY: the semaphore is initialised and outlives the waits; the deadlines
+            // live across them.
+            let waits: [(&str, &(dyn Fn() -> c_int + Sync)); 3] = [
+                ("sem_wait", &|| unsafe { (api.wait)(sem.ptr()) }),
+                ("sem_timedwait", &|| unsafe {
+                    (api.timedwait)(sem.ptr(), &later)
+                }),
+                ("sem_clockwait", &|| unsafe {
+                    (api.clockwait)(sem.ptr(), libc::CLOCK_MONOTONIC, &later_mono)
+                }),
+            ];
+            for (name, wait) in waits {
+                assert_eq!(
+                    interrupted(profiled, sem, wait),
+                    (-1, libc::EINTR),
+                    "{side} {name}, profiled {profiled}"
+                );
+                assert_eq!(sem_value(sem), 0);
+            }
+        }
+    }
+    // SAFETY: nobody waits on it any more.
+    assert_eq!(unsafe { libc::sem_destroy(sem.ptr()) }, 0);
+}
+
 /// Units posted by one thread through our `sem_post` reach a thread blocked in our
 /// `sem_wait`, one for one.
 #[test]

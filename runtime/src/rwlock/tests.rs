@@ -304,6 +304,44 @@ fn timed_acquisitions_check_clock_and_deadline_as_glibc_does() {
     }
 }
 
+/// glibc's x86-64 `__readers` (the reader count above 3 flag bits), at byte 0, when it
+/// counts all the readers it can: one more would reach `PTHREAD_RWLOCK_READER_OVERFLOW`
+/// (bit 31).
+const ALL_READERS: i32 = 0x7fff_fff8;
+
+/// A lock that counts all the readers it can (glibc would get there after 2^28 - 1 read
+/// locks) refuses one more, by every read acquisition, with EAGAIN (the profiled path's
+/// try says so too, and the blocking call then decides); a writer finds it held.
+#[test]
+fn a_lock_full_of_readers_answers_as_glibc_does() {
+    use RwOp::*;
+    let (p, pn) = (PAST.tv_sec, PAST.tv_nsec);
+    for profiled in [false, true] {
+        as_profiled(profiled, || {
+            let t = initialised();
+            t.ours.set_word(0, ALL_READERS);
+            t.glibc.set_word(0, ALL_READERS);
+            for op in [
+                RdLock,
+                TryRd,
+                TimedRd(p, pn),
+                ClockRd(libc::CLOCK_MONOTONIC, p, pn),
+                ClockRdForever(libc::CLOCK_REALTIME),
+            ] {
+                assert_eq!(step(&t, op), libc::EAGAIN, "{op:?}, profiled {profiled}");
+            }
+            assert_eq!(step(&t, TryWr), EBUSY);
+            assert_eq!(step(&t, TimedWr(p, pn)), ETIMEDOUT);
+            assert_eq!(t.ours.word(0), ALL_READERS);
+            // A deadline glibc refuses still comes first.
+            assert_eq!(step(&t, TimedRd(BAD_NSEC.tv_sec, BAD_NSEC.tv_nsec)), EINVAL);
+            t.ours.set_word(0, 0);
+            t.glibc.set_word(0, 0);
+            assert_eq!(step(&t, Destroy), 0);
+        });
+    }
+}
+
 #[test]
 fn others_hold_reads_glibcs_reader_count_and_writer() {
     let lock = Raw::<pthread_rwlock_t>::zeroed(); // PTHREAD_RWLOCK_INITIALIZER
