@@ -320,6 +320,34 @@ fn timed_locks_of_every_kind_check_clock_and_deadline_as_glibc_does() {
     }
 }
 
+/// Unlocks that POSIX calls errors, on every kind of mutex: of a mutex another thread holds
+/// (EPERM where glibc checks the owner; a normal one it just releases), and of a free one.
+/// Each side then unlocks it again, and destroys it; every answer and state as glibc's.
+#[test]
+fn misplaced_unlocks_answer_as_glibc_does() {
+    use MutexOp::*;
+    let attrs = every_kind().into_iter().map(Some);
+    for attr in std::iter::once(None).chain(attrs) {
+        let t = MutexTwin::new(attr);
+        assert_eq!(t.step(Lock), 0, "{attr:?}");
+        let checks_owner = attr.is_some_and(|a| {
+            a.robust
+                || a.protocol == libc::PTHREAD_PRIO_INHERIT
+                || a.kind == libc::PTHREAD_MUTEX_ERRORCHECK
+                || a.kind == libc::PTHREAD_MUTEX_RECURSIVE
+        });
+        let [elsewhere] = t.steps_elsewhere(&[Unlock])[..] else {
+            unreachable!("one step");
+        };
+        if checks_owner {
+            assert_eq!(elsewhere, EPERM, "{attr:?}");
+        }
+        for op in [Unlock, Unlock, TryLock, Unlock, Destroy] {
+            t.step(op);
+        }
+    }
+}
+
 /// A robust mutex cannot protect priorities (`PTHREAD_PRIO_PROTECT`): our
 /// `pthread_mutex_init` refuses it as glibc's does, and makes a priority-protecting one
 /// that is not robust as glibc's does. (Not locked here: its lock may change the calling
