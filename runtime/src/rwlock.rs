@@ -5,10 +5,11 @@
 //! EBUSY is the wait measured around the real blocking call, so glibc keeps every
 //! semantics and return code. A timed acquisition whose clock or deadline glibc refuses is
 //! glibc's at once, without the try: glibc checks them before it looks at the lock
-//! ([`timeouts`](crate::timeouts)), so a try would take a free lock where glibc fails. At
-//! an unlock, the releasing holder takes the waiter-time of
-//! its hold; a reader that leaves other readers holding keeps the lock counted as held, so
-//! a writer blocked by several readers blames each of them in turn.
+//! ([`timeouts`](crate::timeouts)), so a try would take a free lock where glibc fails.
+//!
+//! At an unlock, the releasing holder takes the waiter-time of its hold; a reader that
+//! leaves other readers holding keeps the lock counted as held, so a writer blocked by
+//! several readers blames each of them in turn.
 
 use crate::init_site::export_with_site;
 use crate::real;

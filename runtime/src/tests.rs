@@ -13,8 +13,10 @@
 //!
 //! The test process is not profiled (no `BLAMEPROF_OUTPUT`): the runtime's start-up leaves
 //! sampling off, so the interposers take their pass-through paths (no try before a wait,
-//! no measurement, no blocked sampling signal); what a profiled process adds is tested by
-//! the integration tests, which preload the built library.
+//! no measurement, no blocked sampling signal); the semaphore tests run again with the
+//! waits on their profiled path ([`support::as_profiled`]: a try first, the measuring
+//! passing through). What a profiled process adds is tested by the integration tests,
+//! which preload the built library.
 //!
 //! Layout of the runtime's unit tests: this module (declared by `mod tests;` in `lib.rs`,
 //! and compiled only for tests by its `#![cfg(test)]`, as each of them is) and the `tests`

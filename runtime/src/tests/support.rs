@@ -1,6 +1,8 @@
 //! Shared helpers of the runtime's unit tests (the `tests` modules): the twin objects on
 //! which a test runs the same calls through our interposed function and through glibc's
-//! real one, and the raw views of glibc's structures that the tests compare.
+//! real one, the raw views of glibc's structures that the tests compare, the clocks and
+//! deadlines they try, and the switch that puts a thread's semaphore and reader-writer lock
+//! calls on their profiled path ([`as_profiled`]).
 //!
 //! How each side is reached, in the test executable: *ours* is the crate's own function
 //! (`crate::locks::pthread_mutex_lock`, ...), which is also what `libc::pthread_mutex_lock`
