@@ -8,7 +8,9 @@
  * timing out, EINVAL, sem_wait interrupted by the program's own signal), rwlocks (shared
  * reads, EBUSY, timed locks timing out, EDEADLK), clocks and deadlines glibc refuses before
  * it looks at the object (EINVAL with a unit there, on a free lock), a robust mutex that is
- * not recoverable (ENOTRECOVERABLE, and left free for the next locker), barriers (exactly one serial thread per
+ * not recoverable (ENOTRECOVERABLE, and left free for the next locker), a pending
+ * cancellation request at semaphore waits with a unit there (sem_wait and sem_timedwait act
+ * on it first; sem_clockwait takes the unit, and its thread returns), barriers (exactly one serial thread per
  * round), joins (values, tryjoin EBUSY, timed join timing out, EDEADLK), and raw
  * syscall(SYS_futex, ...) (wake, EAGAIN, timeouts, bitset, requeue, EINTR from the
  * program's own signal) plus other system calls made through syscall() and errno kept.
@@ -382,6 +384,38 @@ static void check_unrecoverable_mutex(void) {
     pthread_mutex_destroy(&robust);
 }
 
+static sem_t cancel_sem;
+
+static void *cancelled_waiter(void *arg) {
+    int which = (int)(intptr_t)arg;
+    pthread_cancel(pthread_self()); /* deferred: pending until a cancellation point */
+    struct timespec far = abs_after(CLOCK_REALTIME, 10000000000ull);
+    int r = which == 0   ? sem_wait(&cancel_sem)
+            : which == 1 ? sem_timedwait(&cancel_sem, &far)
+                         : sem_clockwait(&cancel_sem, CLOCK_REALTIME, &far);
+    return (void *)(intptr_t)(r == 0 ? 1 : 2);
+}
+
+static void check_cancellation_points(void) {
+    char buf[256], *at = buf;
+    int ok = 1;
+    for (int which = 0; which < 3; which++) {
+        sem_init(&cancel_sem, 0, 1);
+        pthread_t t;
+        void *v;
+        pthread_create(&t, NULL, cancelled_waiter, (void *)(intptr_t)which);
+        pthread_join(t, &v);
+        int val = -1;
+        sem_getvalue(&cancel_sem, &val);
+        sem_destroy(&cancel_sem);
+        const char *end = v == PTHREAD_CANCELED ? "cancelled" : v == (void *)1 ? "took" : "failed";
+        at += snprintf(at, (size_t)(buf + sizeof buf - at), "%s%s value=%d",
+                       which ? " " : "", end, val);
+        ok &= which < 2 ? v == PTHREAD_CANCELED && val == 1 : v == (void *)1 && val == 0;
+    }
+    check("sem cancellation points", buf, ok);
+}
+
 /* ---------------------------------------------------------------- barriers */
 
 #define BAR_THREADS 4
@@ -614,6 +648,7 @@ int main(void) {
     check_rwlocks();
     check_refused_deadlines();
     check_unrecoverable_mutex();
+    check_cancellation_points();
     check_barriers();
     check_joins();
     check_futexes();
