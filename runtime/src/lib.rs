@@ -29,6 +29,7 @@ mod real;
 mod rwlock;
 mod semaphore;
 mod threads;
+mod timeouts;
 mod waits;
 
 use blameprof_measure::lifecycle;

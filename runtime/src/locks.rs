@@ -7,17 +7,20 @@
 //! attempts (for a plain mutex, [`plain_mutex`]: glibc's compare-and-swap; for any other
 //! mutex and every timed lock, the real trylock), and only when that says EBUSY does the
 //! wait get measured around the real blocking call (a plain mutex's is glibc's own wait).
+//! Where glibc's trylock and lock part ways, the lock's way is kept: a robust mutex that is
+//! not recoverable is left free, as glibc's lock leaves it (its trylock leaves it taken).
 //! The release of a plain mutex is [`plain_mutex`]'s too (glibc's exchange, and its wake
 //! when a waiter sleeps).
 
 use crate::init_site::export_with_site;
 use crate::plain_mutex;
 use crate::real;
+use crate::timeouts;
 use blameprof_format::WaitKind;
 use blameprof_measure::locks::policy::shared_spin::note_spin_sharing;
 use blameprof_measure::locks::policy::{self, SpinGlue};
 use blameprof_measure::locks::spin;
-use libc::{c_int, pthread_mutex_t, pthread_spinlock_t, timespec};
+use libc::{c_int, c_long, pthread_mutex_t, pthread_spinlock_t, timespec};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// # Safety
@@ -155,12 +158,81 @@ fn count_sampled_acquisition(m: *mut pthread_mutex_t, by_try: bool) {
 #[inline(always)]
 unsafe fn lock_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
     // SAFETY: `m` is the caller's valid mutex.
-    let rc = unsafe { try_lock(m) };
+    let rc = unsafe { try_for_lock(m) };
     if rc != libc::EBUSY {
         acquired(m, rc, false);
         return rc;
     }
     kept_on_the_stack(wait_measured(m, block))
+}
+
+/// The try of a blocking acquisition: as [`try_lock`], but a robust mutex that the try finds
+/// not recoverable is left free, as glibc's lock leaves it
+/// ([`release_unrecoverable`]); a plain mutex never is robust, so its inline try is as is.
+///
+/// # Safety
+/// `m` must be a valid mutex pointer for glibc's trylock.
+#[inline(always)]
+unsafe fn try_for_lock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: `m` is valid (this function's contract); forwarded to glibc unchanged.
+    unsafe {
+        plain_mutex::try_lock(m).unwrap_or_else(|| {
+            let rc = real::pthread_mutex_trylock()(m);
+            if rc == libc::ENOTRECOVERABLE {
+                release_unrecoverable(m);
+            }
+            rc
+        })
+    }
+}
+
+/// glibc's `__kind` bits of a robust mutex and of a priority-inheritance one
+/// (`PTHREAD_MUTEX_ROBUST_NORMAL_NP`, `PTHREAD_MUTEX_PRIO_INHERIT_NP`).
+const KIND_ROBUST: i32 = 16;
+const KIND_PRIO_INHERIT: i32 = 32;
+/// The kernel's mask of the owner's thread id in a robust lock word.
+const FUTEX_TID_MASK: i32 = 0x3fff_ffff;
+
+/// After glibc's trylock said ENOTRECOVERABLE: releases the lock word of a robust mutex
+/// that the try took, as glibc's lock and timed lock release it before they say the same.
+/// glibc 2.36's trylock of a robust mutex (not priority-inheritance: that one releases it
+/// itself) takes the word by a compare-and-swap 0 → its thread id, finds the owner field
+/// `PTHREAD_MUTEX_NOTRECOVERABLE`, and then releases the word only `if (oldval == id)`,
+/// where `oldval` is the 0 it replaced: the word stays set, and every later lock of the
+/// mutex would wait forever where glibc's own fails at once. The release is glibc's
+/// `lll_unlock` of a robust mutex: an exchange to 0 and, when the old value says a thread
+/// may sleep on it (over 1), a shared `FUTEX_WAKE` of one.
+///
+/// # Safety
+/// `m` must point at a valid mutex, for which glibc's trylock has just returned
+/// ENOTRECOVERABLE to the calling thread.
+#[cold]
+#[inline(never)]
+unsafe fn release_unrecoverable(m: *mut pthread_mutex_t) {
+    // SAFETY: `m` is valid (this function's contract).
+    let (lock, kind) = unsafe {
+        (
+            plain_mutex::field(m, plain_mutex::LOCK),
+            plain_mutex::field(m, plain_mutex::KIND).load(Ordering::Relaxed),
+        )
+    };
+    if kind & (KIND_ROBUST | KIND_PRIO_INHERIT) != KIND_ROBUST {
+        return;
+    }
+    // Others only add their waiting mark to a word the caller's id is in (the thread id
+    // bits stay), so the word is the caller's exactly when its id is there.
+    let me = blameprof_measure::sys::gettid() as i32;
+    if lock.load(Ordering::Relaxed) & FUTEX_TID_MASK != me {
+        return;
+    }
+    let word = lock.as_ptr() as c_long;
+    if lock.swap(0, Ordering::Release) > 1 {
+        let (wake, one): (c_long, c_long) = (libc::FUTEX_WAKE.into(), 1);
+        // SAFETY: FUTEX_WAKE reads no memory (the address is only looked up among the
+        // sleepers). glibc's `syscall`, not ours: the wake is glibc's lock's, not the
+        // program's.
+        unsafe { real::syscall()(libc::SYS_futex, word, wake, one) };
+    }
 }
 
 /// A try: glibc's own fast path inline for a plain mutex, else glibc's trylock.
@@ -255,7 +327,7 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
     clock: libc::clockid_t,
     abstime: *const timespec,
 ) -> c_int {
-    if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
+    if !timeouts::supported_clock(clock) {
         // glibc rejects other clocks (EINVAL) before it looks at the mutex: no try first,
         // which would take a free mutex.
         // SAFETY: the caller's arguments (this function's contract), forwarded unchanged.

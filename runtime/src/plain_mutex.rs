@@ -49,7 +49,7 @@ static LOCK_WAIT: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut())
 /// glibc's x86-64 `pthread_mutex_t` layout (fixed by the ABI of its static initialisers):
 /// byte offsets of the lock word, the recursion count, the owner, the users and the kind
 /// (whose low 2 bits are the type), each a 32-bit field.
-const LOCK: usize = 0;
+pub const LOCK: usize = 0;
 pub const COUNT: usize = 4;
 const OWNER: usize = 8;
 const NUSERS: usize = 12;

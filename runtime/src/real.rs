@@ -112,6 +112,7 @@ real_fns! {
     sem_clockwait = b"sem_clockwait\0":
         unsafe extern "C" fn(*mut libc::sem_t, libc::clockid_t, *const timespec) -> c_int;
     sem_trywait = b"sem_trywait\0": unsafe extern "C" fn(*mut libc::sem_t) -> c_int;
+    pthread_testcancel = b"pthread_testcancel\0": unsafe extern "C" fn();
     sem_post = b"sem_post\0": unsafe extern "C" fn(*mut libc::sem_t) -> c_int;
     sem_init = b"sem_init\0": unsafe extern "C" fn(*mut libc::sem_t, c_int, libc::c_uint) -> c_int;
     sem_destroy = b"sem_destroy\0": unsafe extern "C" fn(*mut libc::sem_t) -> c_int;

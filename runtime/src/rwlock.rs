@@ -3,25 +3,35 @@
 //!
 //! As with mutexes, an acquisition first tries (glibc's try call); only when that says
 //! EBUSY is the wait measured around the real blocking call, so glibc keeps every
-//! semantics and return code. At an unlock, the releasing holder takes the waiter-time of
-//! its hold; a reader that leaves other readers holding keeps the lock counted as held, so
-//! a writer blocked by several readers blames each of them in turn.
+//! semantics and return code. A timed acquisition whose clock or deadline glibc refuses is
+//! glibc's at once, without the try: glibc checks them before it looks at the lock
+//! ([`timeouts`](crate::timeouts)), so a try would take a free lock where glibc fails.
+//!
+//! At an unlock, the releasing holder takes the waiter-time of its hold; a reader that
+//! leaves other readers holding keeps the lock counted as held, so a writer blocked by
+//! several readers blames each of them in turn.
 
 use crate::init_site::export_with_site;
 use crate::real;
+#[cfg(test)]
+use crate::tests::support::sampling_enabled;
+use crate::timeouts;
 use blameprof_format::WaitKind;
 use blameprof_measure::locks::policy;
 use blameprof_measure::sampler::clock::current_tid;
+#[cfg(not(test))]
 use blameprof_measure::sampler::process::sampling_enabled;
 use libc::{c_int, pthread_rwlock_t, timespec};
 
-/// An acquisition: `try_` first; on EBUSY, `block` measured.
+/// An acquisition: `try_` first; on EBUSY, `block` measured. `refused`: glibc refuses the
+/// call's clock or deadline before it looks at the lock; `block` is then called as is.
 fn acquire(
     rw: *mut pthread_rwlock_t,
+    refused: bool,
     try_: impl FnOnce() -> c_int,
     block: impl FnOnce() -> c_int,
 ) -> c_int {
-    if !sampling_enabled() {
+    if !sampling_enabled() || refused {
         return block();
     }
     match try_() {
@@ -65,6 +75,18 @@ fn tried(rw: *mut pthread_rwlock_t, rc: c_int, site: usize) -> c_int {
     rc
 }
 
+/// Whether glibc's timed acquisition on `clock` until `abstime` fails with EINVAL before it
+/// looks at the lock: given a deadline (null is none), a clock it does not wait on or
+/// nanoseconds out of range.
+///
+/// # Safety
+/// `abstime` must be null or point at a readable timespec.
+unsafe fn refused(clock: libc::clockid_t, abstime: *const timespec) -> bool {
+    // SAFETY: a non-null `abstime` is readable (this function's contract).
+    !abstime.is_null()
+        && (!timeouts::supported_clock(clock) || !unsafe { timeouts::valid_nanoseconds(abstime) })
+}
+
 fn try_read(rw: *mut pthread_rwlock_t) -> impl FnOnce() -> c_int {
     // SAFETY: forwarding the caller's lock to glibc unchanged.
     move || unsafe { real::pthread_rwlock_tryrdlock()(rw) }
@@ -80,7 +102,7 @@ fn try_write(rw: *mut pthread_rwlock_t) -> impl FnOnce() -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: forwarding the caller's lock to glibc unchanged.
-    acquire(rw, try_read(rw), || unsafe {
+    acquire(rw, false, try_read(rw), || unsafe {
         real::pthread_rwlock_rdlock()(rw)
     })
 }
@@ -90,7 +112,7 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(rw: *mut pthread_rwlock_t) -> c_i
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_wrlock(rw: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: forwarding the caller's lock to glibc unchanged.
-    acquire(rw, try_write(rw), || unsafe {
+    acquire(rw, false, try_write(rw), || unsafe {
         real::pthread_rwlock_wrlock()(rw)
     })
 }
@@ -102,8 +124,10 @@ pub unsafe extern "C" fn pthread_rwlock_timedrdlock(
     rw: *mut pthread_rwlock_t,
     abstime: *const timespec,
 ) -> c_int {
+    // SAFETY: `abstime` is null or readable (this function's contract).
+    let refused = unsafe { refused(libc::CLOCK_REALTIME, abstime) };
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
-    acquire(rw, try_read(rw), || unsafe {
+    acquire(rw, refused, try_read(rw), || unsafe {
         real::pthread_rwlock_timedrdlock()(rw, abstime)
     })
 }
@@ -115,8 +139,10 @@ pub unsafe extern "C" fn pthread_rwlock_timedwrlock(
     rw: *mut pthread_rwlock_t,
     abstime: *const timespec,
 ) -> c_int {
+    // SAFETY: `abstime` is null or readable (this function's contract).
+    let refused = unsafe { refused(libc::CLOCK_REALTIME, abstime) };
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
-    acquire(rw, try_write(rw), || unsafe {
+    acquire(rw, refused, try_write(rw), || unsafe {
         real::pthread_rwlock_timedwrlock()(rw, abstime)
     })
 }
@@ -129,8 +155,10 @@ pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
     clock: libc::clockid_t,
     abstime: *const timespec,
 ) -> c_int {
+    // SAFETY: `abstime` is null or readable (this function's contract).
+    let refused = unsafe { refused(clock, abstime) };
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
-    acquire(rw, try_read(rw), || unsafe {
+    acquire(rw, refused, try_read(rw), || unsafe {
         real::pthread_rwlock_clockrdlock()(rw, clock, abstime)
     })
 }
@@ -143,8 +171,10 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
     clock: libc::clockid_t,
     abstime: *const timespec,
 ) -> c_int {
+    // SAFETY: `abstime` is null or readable (this function's contract).
+    let refused = unsafe { refused(clock, abstime) };
     // SAFETY: forwarding the caller's arguments to glibc unchanged.
-    acquire(rw, try_write(rw), || unsafe {
+    acquire(rw, refused, try_write(rw), || unsafe {
         real::pthread_rwlock_clockwrlock()(rw, clock, abstime)
     })
 }

@@ -5,11 +5,21 @@
 //! real wait, which runs with the sampling signal blocked (a semaphore wait fails with
 //! `EINTR` whenever a handler runs, whatever `SA_RESTART` says). The waiting is blamed on
 //! the `sem_post` that ends it.
+//!
+//! Before the try, what glibc checks before it looks at the count ([`Checks`]): a timed
+//! wait whose clock or deadline glibc refuses is glibc's at once, without the try
+//! ([`timeouts`](crate::timeouts)); and `sem_wait` and `sem_timedwait` act on a pending
+//! cancellation request first, as glibc's do (a try would take a unit, and the thread would
+//! be cancelled later, somewhere else).
 
 use crate::init_site::export_with_site;
 use crate::real;
+#[cfg(test)]
+use crate::tests::support::sampling_enabled;
+use crate::timeouts;
 use blameprof_format::WaitKind;
 use blameprof_measure::locks::policy;
+#[cfg(not(test))]
 use blameprof_measure::sampler::process::sampling_enabled;
 use blameprof_measure::sampler::quiet::Quiet;
 use libc::{c_int, sem_t, timespec};
@@ -19,11 +29,31 @@ fn errno() -> *mut c_int {
     unsafe { libc::__errno_location() }
 }
 
-/// A wait: `sem_trywait` first; when the count is zero, `block` measured and quiet.
-fn wait(sem: *mut sem_t, block: impl FnOnce() -> c_int) -> c_int {
-    if !sampling_enabled() {
+/// What glibc's wait checks before it looks at the count (glibc 2.36).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Checks {
+    /// A pending cancellation request, which ends the thread (`sem_wait`, and
+    /// `sem_timedwait` with a valid deadline).
+    Cancellation,
+    /// Nothing (`sem_clockwait` with a valid clock and deadline: its only cancellation
+    /// point is its sleep).
+    Nothing,
+    /// The clock or the deadline, which it refuses: the wait ends there.
+    Refused,
+}
+
+/// A wait: `sem_trywait` first, after the `checks` glibc makes first; when the count is
+/// zero, `block` measured and quiet. Refused, `block` is called as is.
+fn wait(sem: *mut sem_t, checks: Checks, block: impl FnOnce() -> c_int) -> c_int {
+    if !sampling_enabled() || checks == Checks::Refused {
         let _quiet = Quiet::new();
         return block();
+    }
+    if checks == Checks::Cancellation {
+        // SAFETY: no preconditions. With a request pending, the thread ends here, by an
+        // unwind through frames that hold nothing (none of the runtime's locks or guards),
+        // where glibc's wait would have ended it.
+        unsafe { real::pthread_testcancel()() };
     }
     // SAFETY: reading and restoring the thread's own errno around the try.
     let saved = unsafe { *errno() };
@@ -52,15 +82,37 @@ fn wait(sem: *mut sem_t, block: impl FnOnce() -> c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn sem_wait(sem: *mut sem_t) -> c_int {
     // SAFETY: forwarding the caller's semaphore unchanged.
-    wait(sem, || unsafe { real::sem_wait()(sem) })
+    wait(sem, Checks::Cancellation, || unsafe {
+        real::sem_wait()(sem)
+    })
+}
+
+/// Whether glibc's timed wait on `clock` until `abstime` ends before it looks at the
+/// semaphore: EINVAL for a clock it does not wait on or nanoseconds out of range, and a
+/// fault for a null deadline on a clock it accepts.
+///
+/// # Safety
+/// `abstime` must be null or point at a readable timespec.
+unsafe fn refused(clock: libc::clockid_t, abstime: *const timespec) -> bool {
+    // SAFETY: a non-null `abstime` is readable (this function's contract).
+    !timeouts::supported_clock(clock)
+        || abstime.is_null()
+        || !unsafe { timeouts::valid_nanoseconds(abstime) }
 }
 
 /// # Safety
 /// Same contract as `sem_timedwait(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn sem_timedwait(sem: *mut sem_t, abstime: *const timespec) -> c_int {
+    // SAFETY: `abstime` is null or readable (this function's contract).
+    let checks = match unsafe { refused(libc::CLOCK_REALTIME, abstime) } {
+        true => Checks::Refused,
+        false => Checks::Cancellation,
+    };
     // SAFETY: forwarding the caller's arguments unchanged.
-    wait(sem, || unsafe { real::sem_timedwait()(sem, abstime) })
+    wait(sem, checks, || unsafe {
+        real::sem_timedwait()(sem, abstime)
+    })
 }
 
 /// # Safety
@@ -71,8 +123,13 @@ pub unsafe extern "C" fn sem_clockwait(
     clock: libc::clockid_t,
     abstime: *const timespec,
 ) -> c_int {
+    // SAFETY: `abstime` is null or readable (this function's contract).
+    let checks = match unsafe { refused(clock, abstime) } {
+        true => Checks::Refused,
+        false => Checks::Nothing,
+    };
     // SAFETY: forwarding the caller's arguments unchanged.
-    wait(sem, || unsafe {
+    wait(sem, checks, || unsafe {
         real::sem_clockwait()(sem, clock, abstime)
     })
 }

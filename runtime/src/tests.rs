@@ -13,8 +13,10 @@
 //!
 //! The test process is not profiled (no `BLAMEPROF_OUTPUT`): the runtime's start-up leaves
 //! sampling off, so the interposers take their pass-through paths (no try before a wait,
-//! no measurement, no blocked sampling signal); what a profiled process adds is tested by
-//! the integration tests, which preload the built library.
+//! no measurement, no blocked sampling signal); the semaphore tests run again with the
+//! waits on their profiled path ([`support::as_profiled`]: a try first, the measuring
+//! passing through). What a profiled process adds is tested by the integration tests,
+//! which preload the built library.
 //!
 //! Layout of the runtime's unit tests: this module (declared by `mod tests;` in `lib.rs`,
 //! and compiled only for tests by its `#![cfg(test)]`, as each of them is) and the `tests`
@@ -31,8 +33,9 @@ use libc::{c_char, c_int, c_long, c_uint, c_void, sem_t, timespec};
 use libc::{EAGAIN, EDEADLK, EINVAL, ETIMEDOUT};
 use std::ptr::{null, null_mut};
 use support::{
-    assert_unprofiled, errno, gettid, glibc_symbol, object_of, set_errno, MutexAttr, MutexOp,
-    MutexTwin, Raw, Twin, BAD_NSEC, ERRNO_SENTINEL, PAST, UNSUPPORTED_CLOCK,
+    as_profiled, assert_unprofiled, errno, gettid, glibc_symbol, object_of, set_errno,
+    supported_clock, valid_nanoseconds, MutexAttr, MutexOp, MutexTwin, Raw, Twin, BAD_NSEC, CLOCKS,
+    DEADLINES, ERRNO_SENTINEL, PAST, UNSUPPORTED_CLOCK,
 };
 
 /// Runs `f` with `errno` set to [`ERRNO_SENTINEL`]; its result and `errno` after.
@@ -234,10 +237,17 @@ fn sem_value(s: &Raw<sem_t>) -> c_int {
     v
 }
 
+/// Our semaphores answer as glibc's, unprofiled and on the profiled path (a try first).
 #[test]
 fn semaphores_answer_as_glibc_does() {
-    use SemOp::*;
     assert_unprofiled();
+    for profiled in [false, true] {
+        as_profiled(profiled, semaphore_answers);
+    }
+}
+
+fn semaphore_answers() {
+    use SemOp::*;
     let t = Twin::<sem_t>::zeroed();
     let ok = (0, ERRNO_SENTINEL);
     let failed = |e| (-1, e);
@@ -256,7 +266,7 @@ fn semaphores_answer_as_glibc_does() {
     assert_eq!(sem_step(&t, Post), ok);
     assert_eq!(sem_value(&t.ours), 1);
     // glibc checks the deadline and the clock before the count: these fail although a
-    // unit is there (a profiled process's try-first would take it; see semaphore.rs).
+    // unit is there (a profiled process's try would take it; see semaphore.rs).
     assert_eq!(sem_step(&t, TimedWait(b, bn)), failed(EINVAL));
     assert_eq!(
         sem_step(&t, ClockWait(UNSUPPORTED_CLOCK, p, pn)),
@@ -279,6 +289,137 @@ fn semaphores_answer_as_glibc_does() {
     assert_eq!(sem_step(&t, Post), failed(libc::EOVERFLOW));
     assert_eq!(sem_value(&t.ours), c_int::MAX);
     assert_eq!(sem_step(&t, Destroy), ok);
+}
+
+/// Every clock and deadline through our `sem_timedwait` and `sem_clockwait` and glibc's,
+/// with a unit there and without, unprofiled and on the profiled path: glibc refuses a
+/// clock it does not wait on and nanoseconds out of range (EINVAL) before it looks at the
+/// count, and a valid past deadline only stops a wait that would wait (ETIMEDOUT).
+#[test]
+fn timed_semaphore_waits_check_clock_and_deadline_as_glibc_does() {
+    use SemOp::*;
+    for profiled in [false, true] {
+        as_profiled(profiled, || {
+            let t = Twin::<sem_t>::zeroed();
+            assert_eq!(sem_step(&t, Init(0)), (0, ERRNO_SENTINEL));
+            for units in [0, 1] {
+                for (sec, ns) in DEADLINES {
+                    let valid = valid_nanoseconds(ns);
+                    for clock in CLOCKS {
+                        let clocked = ClockWait(clock, sec, ns);
+                        let realtime = clock == libc::CLOCK_REALTIME;
+                        let ops = [Some(clocked), realtime.then_some(TimedWait(sec, ns))];
+                        for op in ops.into_iter().flatten() {
+                            let expected = match (supported_clock(clock) && valid, units) {
+                                (false, _) => (-1, EINVAL),
+                                (true, 0) => (-1, ETIMEDOUT),
+                                (true, _) => (0, ERRNO_SENTINEL),
+                            };
+                            let what = format!("{op:?}, {units} unit(s), profiled {profiled}");
+                            assert_eq!(sem_step(&t, op), expected, "{what}");
+                            if expected.0 == 0 {
+                                assert_eq!(sem_step(&t, Post), (0, ERRNO_SENTINEL));
+                            }
+                            assert_eq!(sem_value(&t.ours), units, "{what}");
+                        }
+                    }
+                }
+                assert_eq!(sem_step(&t, Post), (0, ERRNO_SENTINEL));
+            }
+            assert_eq!(sem_step(&t, Destroy), (0, ERRNO_SENTINEL));
+        });
+    }
+}
+
+/// The signal [`interrupted`] sends: one no other test uses, whose default action (ignore)
+/// is harmless should it arrive before the handler is installed.
+const INTERRUPT: c_int = libc::SIGURG;
+
+extern "C" fn on_interrupt(_: c_int) {}
+
+/// (result, errno) of `wait` (a semaphore wait that would block for good) on a new thread,
+/// on the profiled path or not, which the program's own signal interrupts: a handler
+/// installed without `SA_RESTART`, sent until the wait returns (one sent before the wait
+/// blocks only runs the handler). After 10 s, `sem` is posted, so a wait the signal does
+/// not end returns, with success.
+fn interrupted(
+    profiled: bool,
+    sem: &Raw<sem_t>,
+    wait: impl Fn() -> c_int + Sync,
+) -> (c_int, c_int) {
+    // SAFETY: an all-zero sigaction is valid (empty mask, no flags); it then names a
+    // handler that does nothing, for a signal no other test uses.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_interrupt as extern "C" fn(c_int) as usize;
+        assert_eq!(libc::sigaction(INTERRUPT, &action, null_mut()), 0);
+    }
+    let waiter_id = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            // SAFETY: pthread_self has no preconditions.
+            let me = unsafe { libc::pthread_self() };
+            waiter_id.store(me, std::sync::atomic::Ordering::Release);
+            as_profiled(profiled, || with_errno(&wait))
+        });
+        let thread = loop {
+            match waiter_id.load(std::sync::atomic::Ordering::Acquire) {
+                0 => std::thread::yield_now(),
+                id => break id,
+            }
+        };
+        for _ in 0..2_000 {
+            if waiter.is_finished() {
+                break;
+            }
+            // SAFETY: `thread` is joinable until the scope joins it, so it names a thread.
+            assert_eq!(unsafe { libc::pthread_kill(thread, INTERRUPT) }, 0);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        if !waiter.is_finished() {
+            // SAFETY: an initialised semaphore the waiter waits on.
+            assert_eq!(unsafe { libc::sem_post(sem.ptr()) }, 0);
+        }
+        waiter.join().expect("the waiter")
+    })
+}
+
+/// A semaphore wait that blocks is interrupted by the program's own signal: -1 and EINTR
+/// from our `sem_wait`, `sem_timedwait` and `sem_clockwait` as from glibc's, unprofiled
+/// and on the profiled path (which blocks only the sampling signal while it waits).
+#[test]
+fn a_semaphore_wait_interrupted_by_a_signal_fails_as_glibcs_does() {
+    let sem = Raw::<sem_t>::zeroed();
+    // SAFETY: a fresh semaphore, with no unit.
+    assert_eq!(unsafe { libc::sem_init(sem.ptr(), 0, 0) }, 0);
+    let later = support::deadline(libc::CLOCK_REALTIME, 60);
+    let later_mono = support::deadline(libc::CLOCK_MONOTONIC, 60);
+    for profiled in [false, true] {
+        for (side, api) in [("ours", our_sem()), ("glibc's", glibc_sem())] {
+            let sem = &sem;
+            // SAFETY: the semaphore is initialised and outlives the waits; the deadlines
+            // live across them.
+            let waits: [(&str, &(dyn Fn() -> c_int + Sync)); 3] = [
+                ("sem_wait", &|| unsafe { (api.wait)(sem.ptr()) }),
+                ("sem_timedwait", &|| unsafe {
+                    (api.timedwait)(sem.ptr(), &later)
+                }),
+                ("sem_clockwait", &|| unsafe {
+                    (api.clockwait)(sem.ptr(), libc::CLOCK_MONOTONIC, &later_mono)
+                }),
+            ];
+            for (name, wait) in waits {
+                assert_eq!(
+                    interrupted(profiled, sem, wait),
+                    (-1, libc::EINTR),
+                    "{side} {name}, profiled {profiled}"
+                );
+                assert_eq!(sem_value(sem), 0);
+            }
+        }
+    }
+    // SAFETY: nobody waits on it any more.
+    assert_eq!(unsafe { libc::sem_destroy(sem.ptr()) }, 0);
 }
 
 /// Units posted by one thread through our `sem_post` reach a thread blocked in our
@@ -448,6 +589,20 @@ fn condition_variables_answer_as_glibc_does() {
             "{attr:?}"
         );
         assert_eq!(t.step(TimedWait(BAD_NSEC.tv_sec, BAD_NSEC.tv_nsec)), EINVAL);
+        // Every clock and (past) deadline: glibc refuses nanoseconds out of range and a
+        // clock it does not wait on before it releases the mutex; a valid one times out.
+        for (sec, ns) in DEADLINES {
+            let clocked = CLOCKS.map(|clock| (ClockWait(clock, sec, ns), supported_clock(clock)));
+            let ops = clocked.into_iter().chain([(TimedWait(sec, ns), true)]);
+            for (op, supported) in ops {
+                let expected = if supported && valid_nanoseconds(ns) {
+                    ETIMEDOUT
+                } else {
+                    EINVAL
+                };
+                assert_eq!(t.step(op), expected, "{op:?} with {attr:?}");
+            }
+        }
         assert_eq!(
             t.mutex.ours_fields().owner,
             gettid(),
@@ -585,6 +740,21 @@ fn barriers_answer_as_glibc_does() {
     assert_unprofiled();
     let t = Twin::<libc::pthread_barrier_t>::zeroed();
     assert_eq!(barrier_step(&t, Init(0)), EINVAL);
+    // glibc counts arrivals in an unsigned int, and refuses more parties than half of it
+    // holds (it treats the other half as overflow).
+    for (count, expected) in [
+        (c_uint::MAX, EINVAL),
+        (0x8000_0000, EINVAL),
+        (0x7fff_ffff, EINVAL),
+        (0x7fff_fffe, 0),
+    ] {
+        assert_eq!(
+            barrier_step(&t, Init(count)),
+            expected,
+            "{count:#x} parties"
+        );
+    }
+    assert_eq!(barrier_step(&t, Destroy), 0);
     assert_eq!(barrier_step(&t, Init(1)), 0);
     for _ in 0..3 {
         assert_eq!(barrier_step(&t, Wait), libc::PTHREAD_BARRIER_SERIAL_THREAD);
@@ -938,6 +1108,44 @@ fn joins_answer_as_glibc_does() {
         answers[0],
         [EDEADLK, EDEADLK, ETIMEDOUT, ETIMEDOUT, EINVAL, EINVAL]
     );
+    // Every clock and deadline: glibc's clock join refuses a clock it does not wait on
+    // first; else a join of the caller itself is a deadlock whatever the deadline, a
+    // detached thread cannot be joined, and a running thread's join times out (not tried
+    // with nanoseconds out of range, as above).
+    for (sec, ns) in DEADLINES {
+        let deadline = ts(sec, ns);
+        for clock in CLOCKS {
+            let cases = [(me, EDEADLK), (detached, EINVAL), (running, ETIMEDOUT)];
+            for (thread, expected) in cases {
+                if thread == running && !valid_nanoseconds(ns) {
+                    continue;
+                }
+                let realtime = clock == libc::CLOCK_REALTIME;
+                let answers = sides.map(|(_, timedjoin, clockjoin)| {
+                    let mut ret = null_mut();
+                    // SAFETY: as above; `deadline` lives across the calls.
+                    let rcs = unsafe {
+                        (
+                            clockjoin(thread, &mut ret, clock, &deadline),
+                            realtime.then(|| timedjoin(thread, &mut ret, &deadline)),
+                        )
+                    };
+                    assert!(ret.is_null(), "a failed join returned a value");
+                    rcs
+                });
+                let what = format!("join with clock {clock} until ({sec}, {ns})");
+                assert_eq!(answers[0], answers[1], "{what}: ours vs glibc's");
+                let (clocked, timed) = answers[0];
+                let refused = if supported_clock(clock) {
+                    expected
+                } else {
+                    EINVAL
+                };
+                assert_eq!(clocked, refused, "{what}");
+                assert_eq!(timed.unwrap_or(expected), expected, "{what}");
+            }
+        }
+    }
     // Joins that succeed, each side on a thread of its own.
     for (i, (join, _, _)) in sides.into_iter().enumerate() {
         let value = (0x1000 + i) as *mut c_void;

@@ -305,8 +305,31 @@ pub fn thread_routine_returned() {
     state.in_runtime.store(false, Ordering::Relaxed);
 }
 
+extern "C" {
+    /// glibc's `pthread_setcancelstate(3)` (which the libc crate does not declare for
+    /// Linux).
+    fn pthread_setcancelstate(state: libc::c_int, old: *mut libc::c_int) -> libc::c_int;
+}
+
+/// glibc's `PTHREAD_CANCEL_DISABLE`.
+const PTHREAD_CANCEL_DISABLE: libc::c_int = 1;
+
 /// The thread-exit hook (pthread key destructor): stop the timer, flush, record the end.
+/// Runs with cancellation disabled: a thread whose cancellation request is pending (a
+/// request glibc acts on only at a cancellation point, and the thread may have returned
+/// without reaching one) must not be cancelled at the hook's own file calls, which would
+/// make its joiner see it cancelled and leave its end unrecorded.
 extern "C" fn thread_exit(value: *mut libc::c_void) {
+    let mut cancel_state = 0;
+    // SAFETY: a valid state and a writable out-value.
+    unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &mut cancel_state) };
+    record_thread_exit(value);
+    // SAFETY: as above; restores the thread's own state for the destructors after this.
+    unsafe { pthread_setcancelstate(cancel_state, &mut cancel_state) };
+}
+
+/// [`thread_exit`]'s work.
+fn record_thread_exit(value: *mut libc::c_void) {
     // SAFETY: the key's values are only ever set to 'static ThreadStates.
     let state: &'static ThreadState = unsafe { &*(value as *const ThreadState) };
     let tid = gettid();

@@ -1,5 +1,5 @@
-//! Direct system calls for the process and thread ids, the CPU affinity mask, and closing
-//! the runtime's own descriptors.
+//! Direct system calls for the process and thread ids, the CPU affinity mask, closing
+//! the runtime's own descriptors, and writing the profile.
 //!
 //! Job: ask the kernel without going through libc's wrappers. What that saves is memory,
 //! not time: every libc function the runtime calls and the program does not makes the
@@ -60,6 +60,19 @@ fn syscall4(number: i64, a: u64, b: u64, c: u64, d: u64) -> i64 {
         );
     }
     ret
+}
+
+/// `write(2)` without libc: glibc's `write` is a cancellation point, and a thread whose
+/// cancellation is pending must not be ended inside the runtime's own writes (it would
+/// leave its buffer locked, and the process's exit waiting for it). The count written, or
+/// the negative error number.
+pub fn write(fd: libc::c_int, data: &[u8]) -> i64 {
+    syscall3(
+        libc::SYS_write,
+        fd as u64,
+        data.as_ptr() as u64,
+        data.len() as u64,
+    )
 }
 
 /// `rt_sigprocmask(2)` without libc: the runtime exports `pthread_sigmask` and

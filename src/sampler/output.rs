@@ -252,10 +252,10 @@ fn errno() -> i32 {
 fn write_all(fd: libc::c_int, data: &[u8]) -> Result<(), i32> {
     // Bounded: only an interruption before anything was written is retried.
     for _ in 0..8 {
-        // SAFETY: `data` is a valid readable slice; write is async-signal-safe.
-        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+        // Not libc's `write`, a cancellation point (`sys::write`).
+        let n = crate::sys::write(fd, data);
         if n < 0 {
-            match errno() {
+            match -n as i32 {
                 libc::EINTR => continue,
                 e => return Err(e),
             }

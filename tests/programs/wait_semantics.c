@@ -6,7 +6,11 @@
  * from run to run. Covered: condition variables (signal, broadcast, timed wait timing out
  * on both clocks, EINVAL, mutex owned again on return), semaphores (trywait, timed wait
  * timing out, EINVAL, sem_wait interrupted by the program's own signal), rwlocks (shared
- * reads, EBUSY, timed locks timing out, EDEADLK), barriers (exactly one serial thread per
+ * reads, EBUSY, timed locks timing out, EDEADLK), clocks and deadlines glibc refuses before
+ * it looks at the object (EINVAL with a unit there, on a free lock), a robust mutex that is
+ * not recoverable (ENOTRECOVERABLE, and left free for the next locker), a pending
+ * cancellation request at semaphore waits with a unit there (sem_wait and sem_timedwait act
+ * on it first; sem_clockwait takes the unit, and its thread returns), barriers (exactly one serial thread per
  * round), joins (values, tryjoin EBUSY, timed join timing out, EDEADLK), and raw
  * syscall(SYS_futex, ...) (wake, EAGAIN, timeouts, bitset, requeue, EINTR from the
  * program's own signal) plus other system calls made through syscall() and errno kept.
@@ -304,6 +308,114 @@ static void check_rwlocks(void) {
               r3 == 0 && r4 == EDEADLK && r == EBUSY * 1000 + ETIMEDOUT && u3 == 0);
 }
 
+/* ------------------------------------------------- refused deadlines, robust */
+
+/* glibc refuses these before it looks at the semaphore or the lock: EINVAL although a unit
+ * is there and the lock is free (the profiler's try first must not take them). */
+static void check_refused_deadlines(void) {
+    char buf[256];
+    struct timespec bad = {0, -1}, past = {0, 0};
+    sem_t s;
+    sem_init(&s, 0, 1);
+    errno = 0;
+    int r1 = sem_timedwait(&s, &bad);
+    int e1 = errno;
+    errno = 0;
+    int r2 = sem_clockwait(&s, CLOCK_PROCESS_CPUTIME_ID, &past);
+    int e2 = errno;
+    int val = -1;
+    sem_getvalue(&s, &val);
+    sem_destroy(&s);
+    pthread_rwlock_t l = PTHREAD_RWLOCK_INITIALIZER;
+    int r3 = pthread_rwlock_timedrdlock(&l, &bad);
+    int r4 = pthread_rwlock_clockwrlock(&l, CLOCK_PROCESS_CPUTIME_ID, &past);
+    int r5 = pthread_rwlock_trywrlock(&l);
+    snprintf(buf, sizeof buf, "sem_timedwait=%d/%s sem_clockwait=%d/%s value=%d"
+             " timedrdlock=%s clockwrlock=%s then trywrlock=%s", r1, ename(e1), r2, ename(e2),
+             val, ename(r3), ename(r4), ename(r5));
+    check("refused deadlines", buf,
+          r1 == -1 && e1 == EINVAL && r2 == -1 && e2 == EINVAL && val == 1 && r3 == EINVAL &&
+              r4 == EINVAL && r5 == 0);
+}
+
+static pthread_mutex_t robust;
+
+static void *robust_dies_holding(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&robust);
+    return NULL;
+}
+
+static void *robust_locks(void *arg) {
+    (void)arg;
+    return (void *)(intptr_t)pthread_mutex_lock(&robust);
+}
+
+static const char *rname(int e) {
+    return e == EOWNERDEAD ? "EOWNERDEAD" : e == ENOTRECOVERABLE ? "ENOTRECOVERABLE" : ename(e);
+}
+
+/* Its owner died and nobody made it consistent: every later lock fails at once, in this
+ * thread and in another (which would wait forever if a lock left the word set). */
+static void check_unrecoverable_mutex(void) {
+    char buf[256];
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&robust, &a);
+    pthread_mutexattr_destroy(&a);
+    pthread_t t;
+    void *v;
+    pthread_create(&t, NULL, robust_dies_holding, NULL);
+    pthread_join(t, NULL);
+    int r1 = pthread_mutex_lock(&robust);
+    int u = pthread_mutex_unlock(&robust);
+    int r2 = pthread_mutex_lock(&robust);
+    struct timespec dl = abs_after(CLOCK_REALTIME, 30000000ull);
+    int r3 = pthread_mutex_timedlock(&robust, &dl);
+    pthread_create(&t, NULL, robust_locks, NULL);
+    pthread_join(t, &v);
+    int r4 = (int)(intptr_t)v;
+    snprintf(buf, sizeof buf, "lock=%s unlock=%s lock=%s timedlock=%s other_lock=%s",
+             rname(r1), ename(u), rname(r2), rname(r3), rname(r4));
+    check("robust not recoverable", buf,
+          r1 == EOWNERDEAD && u == 0 && r2 == ENOTRECOVERABLE && r3 == ENOTRECOVERABLE &&
+              r4 == ENOTRECOVERABLE);
+    pthread_mutex_destroy(&robust);
+}
+
+static sem_t cancel_sem;
+
+static void *cancelled_waiter(void *arg) {
+    int which = (int)(intptr_t)arg;
+    pthread_cancel(pthread_self()); /* deferred: pending until a cancellation point */
+    struct timespec far = abs_after(CLOCK_REALTIME, 10000000000ull);
+    int r = which == 0   ? sem_wait(&cancel_sem)
+            : which == 1 ? sem_timedwait(&cancel_sem, &far)
+                         : sem_clockwait(&cancel_sem, CLOCK_REALTIME, &far);
+    return (void *)(intptr_t)(r == 0 ? 1 : 2);
+}
+
+static void check_cancellation_points(void) {
+    char buf[256], *at = buf;
+    int ok = 1;
+    for (int which = 0; which < 3; which++) {
+        sem_init(&cancel_sem, 0, 1);
+        pthread_t t;
+        void *v;
+        pthread_create(&t, NULL, cancelled_waiter, (void *)(intptr_t)which);
+        pthread_join(t, &v);
+        int val = -1;
+        sem_getvalue(&cancel_sem, &val);
+        sem_destroy(&cancel_sem);
+        const char *end = v == PTHREAD_CANCELED ? "cancelled" : v == (void *)1 ? "took" : "failed";
+        at += snprintf(at, (size_t)(buf + sizeof buf - at), "%s%s value=%d",
+                       which ? " " : "", end, val);
+        ok &= which < 2 ? v == PTHREAD_CANCELED && val == 1 : v == (void *)1 && val == 0;
+    }
+    check("sem cancellation points", buf, ok);
+}
+
 /* ---------------------------------------------------------------- barriers */
 
 #define BAR_THREADS 4
@@ -534,6 +646,9 @@ int main(void) {
     check_condvars();
     check_semaphores();
     check_rwlocks();
+    check_refused_deadlines();
+    check_unrecoverable_mutex();
+    check_cancellation_points();
     check_barriers();
     check_joins();
     check_futexes();

@@ -15,10 +15,11 @@
 
 use super::unlock_releases;
 use crate::tests::support::{
-    assert_unprofiled, gettid, glibc_symbol, mutex_fields, our_mutex, MutexAttr, MutexOp,
-    MutexTwin, Raw, Twin, MUTEX_COUNT_AT, PAST, PTHREAD_MUTEX_ADAPTIVE_NP,
+    assert_unprofiled, gettid, glibc_mutex, glibc_symbol, mutex_fields, our_mutex, supported_clock,
+    MutexAttr, MutexOp, MutexTwin, Raw, Twin, CLOCKS, DEADLINES, MUTEX_COUNT_AT, PAST,
+    PTHREAD_MUTEX_ADAPTIVE_NP,
 };
-use libc::{c_int, pthread_mutex_t, pthread_spinlock_t, EBUSY, EDEADLK, EPERM, ETIMEDOUT};
+use libc::{c_int, pthread_mutex_t, pthread_spinlock_t, EBUSY, EDEADLK, EINVAL, EPERM, ETIMEDOUT};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 const PAST_TIMED: MutexOp = MutexOp::TimedLock(PAST.tv_sec, PAST.tv_nsec);
@@ -198,28 +199,180 @@ fn a_robust_mutex_whose_owner_died_recovers_as_glibc_does() {
 }
 
 /// A robust mutex nobody made consistent before its unlock cannot be locked again: glibc's
-/// `pthread_mutex_lock` and `pthread_mutex_timedlock` say ENOTRECOVERABLE and leave it
-/// free. glibc's `pthread_mutex_trylock` says ENOTRECOVERABLE too, but leaves the lock word
-/// set to the caller's thread id (glibc 2.36 unlocks only `if (oldval == id)`, and `oldval`
-/// is the 0 it replaced). Our lock calls try first, so after them the word stays set, and
-/// any other thread's lock of the mutex then waits forever where glibc's would fail.
+/// `pthread_mutex_lock`, `pthread_mutex_timedlock` and `pthread_mutex_clocklock` say
+/// ENOTRECOVERABLE and leave it free. glibc's `pthread_mutex_trylock` says ENOTRECOVERABLE
+/// too, but leaves the lock word set to the caller's thread id (glibc 2.36 unlocks only
+/// `if (oldval == id)`, and `oldval` is the 0 it replaced); our lock calls try first, and
+/// must release the word again (`release_unrecoverable`), or any later lock of the mutex
+/// would wait forever where glibc's fails. Every robust type, private and shared, and
+/// priority-inheritance ones (whose trylock releases the word itself).
 #[test]
-#[ignore = "known divergence from glibc: our pthread_mutex_lock of a not-recoverable robust \
-            mutex returns ENOTRECOVERABLE but leaves the lock word set (glibc's trylock \
-            quirk), so other threads' locks hang"]
 fn a_lock_of_an_unrecoverable_mutex_leaves_it_free() {
     use MutexOp::*;
-    for op in [Lock, PAST_TIMED, PAST_CLOCKED] {
-        let t = MutexTwin::new(Some(MutexAttr {
-            robust: true,
+    let robust = every_kind().into_iter().filter(|a| a.robust);
+    for attr in robust {
+        for op in [Lock, PAST_TIMED, PAST_CLOCKED] {
+            let t = MutexTwin::new(Some(attr));
+            assert_eq!(t.steps_elsewhere(&[Lock]), [0]);
+            assert_eq!(t.step(Lock), libc::EOWNERDEAD);
+            assert_eq!(t.step(Unlock), 0);
+            // Asserts equal states: the word is free.
+            assert_eq!(t.step(op), libc::ENOTRECOVERABLE, "{attr:?} {op:?}");
+            assert_eq!(t.ours_fields().lock, 0, "{attr:?} {op:?}");
+            // Again, and from another thread, whose lock would hang on a word left set.
+            assert_eq!(t.step(op), libc::ENOTRECOVERABLE, "{attr:?} {op:?}");
+            assert_eq!(
+                t.steps_elsewhere(&[op, Lock]),
+                [libc::ENOTRECOVERABLE; 2],
+                "{attr:?} {op:?}"
+            );
+            // The trylock keeps glibc's own answer and state (the word left set).
+            assert_eq!(t.step(TryLock), libc::ENOTRECOVERABLE, "{attr:?}");
+            assert_eq!(t.step(Destroy), 0);
+        }
+    }
+}
+
+/// How a mutex of a twin is held when the calling thread makes a timed lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    Free,
+    ByCaller,
+    Elsewhere,
+    Destroyed,
+}
+
+/// Runs `f` while another thread holds both mutexes of `t` (taken and, once `f` is done or
+/// has failed, released by that thread's own steps).
+fn while_held_elsewhere<R>(t: &MutexTwin, f: impl FnOnce() -> R) -> R {
+    let (taken, wait_taken) = std::sync::mpsc::channel();
+    let (done, wait_done) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            assert_eq!(t.step(MutexOp::Lock), 0);
+            taken.send(()).expect("the test waits");
+            // Ok when `f` is done, Err when it failed: either way, release.
+            let _ = wait_done.recv();
+            assert_eq!(t.step(MutexOp::Unlock), 0);
+        });
+        wait_taken.recv().expect("the holder took both mutexes");
+        let r = f();
+        drop(done);
+        r
+    })
+}
+
+/// Every deadline and clock through our timed and clock locks and glibc's, on every kind of
+/// mutex, free, held by the caller, held by another thread and destroyed: the same answers
+/// and states. glibc checks the clock of `pthread_mutex_clocklock` first (EINVAL whatever
+/// the mutex), and a deadline's nanoseconds only when it would wait, after the checks of
+/// the caller's own hold (EDEADLK, or a recursive count).
+#[test]
+fn timed_locks_of_every_kind_check_clock_and_deadline_as_glibc_does() {
+    use MutexOp::*;
+    let mut ops = Vec::new();
+    for (sec, ns) in DEADLINES {
+        ops.push(TimedLock(sec, ns));
+        ops.extend(CLOCKS.map(|clock| ClockLock(clock, sec, ns)));
+    }
+    let attrs = every_kind().into_iter().map(Some);
+    for attr in std::iter::once(None).chain(attrs) {
+        for held in [Held::Free, Held::ByCaller, Held::Elsewhere, Held::Destroyed] {
+            let t = MutexTwin::new(attr);
+            let answers = |t: &MutexTwin| {
+                for &op in &ops {
+                    let rc = t.step(op);
+                    let what = format!("{op:?} on {attr:?}, {held:?}");
+                    if let ClockLock(clock, ..) = op {
+                        if !supported_clock(clock) {
+                            assert_eq!(rc, EINVAL, "{what}");
+                        }
+                    }
+                    match held {
+                        Held::Elsewhere => assert_ne!(rc, 0, "{what}"),
+                        Held::Destroyed => assert_eq!(rc, EINVAL, "{what}"),
+                        // Free, or a recursive mutex counting one more hold.
+                        _ if rc == 0 => assert_eq!(t.step(Unlock), 0, "{what}"),
+                        _ => {}
+                    }
+                }
+            };
+            match held {
+                Held::Free => answers(&t),
+                Held::ByCaller => {
+                    assert_eq!(t.step(Lock), 0);
+                    answers(&t);
+                    assert_eq!(t.step(Unlock), 0);
+                }
+                Held::Elsewhere => while_held_elsewhere(&t, || answers(&t)),
+                Held::Destroyed => {
+                    assert_eq!(t.step(Destroy), 0);
+                    answers(&t);
+                    for op in [Lock, TryLock, Unlock] {
+                        assert_eq!(t.step(op), EINVAL, "{op:?} on {attr:?}, destroyed");
+                    }
+                }
+            }
+            let f = t.ours_fields();
+            assert_eq!((f.lock, f.owner, f.nusers), (0, 0, 0), "{attr:?}, {held:?}");
+            t.step(Destroy);
+        }
+    }
+}
+
+/// Unlocks that POSIX calls errors, on every kind of mutex: of a mutex another thread holds
+/// (EPERM where glibc checks the owner; a normal one it just releases), and of a free one.
+/// Each side then unlocks it again, and destroys it; every answer and state as glibc's.
+#[test]
+fn misplaced_unlocks_answer_as_glibc_does() {
+    use MutexOp::*;
+    let attrs = every_kind().into_iter().map(Some);
+    for attr in std::iter::once(None).chain(attrs) {
+        let t = MutexTwin::new(attr);
+        assert_eq!(t.step(Lock), 0, "{attr:?}");
+        let checks_owner = attr.is_some_and(|a| {
+            a.robust
+                || a.protocol == libc::PTHREAD_PRIO_INHERIT
+                || a.kind == libc::PTHREAD_MUTEX_ERRORCHECK
+                || a.kind == libc::PTHREAD_MUTEX_RECURSIVE
+        });
+        let [elsewhere] = t.steps_elsewhere(&[Unlock])[..] else {
+            unreachable!("one step");
+        };
+        if checks_owner {
+            assert_eq!(elsewhere, EPERM, "{attr:?}");
+        }
+        for op in [Unlock, Unlock, TryLock, Unlock, Destroy] {
+            t.step(op);
+        }
+    }
+}
+
+/// A robust mutex cannot protect priorities (`PTHREAD_PRIO_PROTECT`): our
+/// `pthread_mutex_init` refuses it as glibc's does, and makes a priority-protecting one
+/// that is not robust as glibc's does. (Not locked here: its lock may change the calling
+/// thread's scheduling policy.)
+#[test]
+fn mutex_init_refuses_what_glibcs_refuses() {
+    for robust in [false, true] {
+        let attr = MutexAttr {
+            robust,
+            protocol: libc::PTHREAD_PRIO_PROTECT,
             ..MutexAttr::of_kind(libc::PTHREAD_MUTEX_NORMAL)
-        }));
-        assert_eq!(t.steps_elsewhere(&[Lock]), [0]);
-        assert_eq!(t.step(Lock), libc::EOWNERDEAD);
-        assert_eq!(t.step(Unlock), 0);
-        assert_eq!(t.step(op), libc::ENOTRECOVERABLE, "{op:?}"); // asserts equal states
-        assert_eq!(t.ours_fields().lock, 0, "{op:?}");
-        assert_eq!(t.step(Destroy), 0);
+        };
+        let t = Twin::<pthread_mutex_t>::zeroed();
+        let rcs = attr.with(|a| {
+            // SAFETY: both mutexes are writable and unused; `a` is initialised.
+            unsafe {
+                (
+                    (our_mutex().init)(t.ours.ptr(), a),
+                    (glibc_mutex().init)(t.glibc.ptr(), a),
+                )
+            }
+        });
+        let expected = if robust { libc::ENOTSUP } else { 0 };
+        assert_eq!(rcs, (expected, expected), "{attr:?}");
+        t.assert_same_image(&attr);
     }
 }
 
@@ -398,6 +551,13 @@ fn spin_locks_answer_and_store_as_glibc_does() {
     );
     assert_eq!(spin_step(&t, Init(libc::PTHREAD_PROCESS_SHARED)), (0, 1));
     assert_eq!(spin_step(&t, Destroy), (0, 1));
+    // glibc does not look at the sharing it is given, nor at the lock's state: any value
+    // initialises it, held or not.
+    for shared in [2, -1, c_int::MAX] {
+        assert_eq!(spin_step(&t, Lock), (0, 0));
+        assert_eq!(spin_step(&t, Init(shared)), (0, 1), "sharing {shared}");
+        assert_eq!(spin_step(&t, Destroy), (0, 1));
+    }
 }
 
 /// Threads increment a counter under one spin lock taken by our lock and trylock.

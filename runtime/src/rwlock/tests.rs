@@ -5,15 +5,16 @@
 //! glibc's layout right.
 //!
 //! The test process is not profiled (no `BLAMEPROF_OUTPUT`): sampling is off, so the
-//! acquisitions go straight to glibc's blocking calls, without the try first that a
-//! profiled process makes.
+//! acquisitions go straight to glibc's blocking calls; the tests that compare answers run
+//! again on the profiled path ([`as_profiled`]), which tries first.
 
 #![cfg(test)]
 
 use super::others_hold;
 use crate::real;
 use crate::tests::support::{
-    assert_unprofiled, gettid, Raw, Twin, BAD_NSEC, PAST, UNSUPPORTED_CLOCK,
+    as_profiled, assert_unprofiled, gettid, profiled, supported_clock, valid_nanoseconds, Raw,
+    Twin, BAD_NSEC, CLOCKS, DEADLINES, PAST, UNSUPPORTED_CLOCK,
 };
 use libc::{c_int, clockid_t, pthread_rwlock_t, timespec, EBUSY, EDEADLK, EINVAL, ETIMEDOUT};
 
@@ -80,6 +81,9 @@ enum RwOp {
     TimedWr(i64, i64),
     ClockRd(clockid_t, i64, i64),
     ClockWr(clockid_t, i64, i64),
+    /// `pthread_rwlock_clockrdlock` and `_clockwrlock` with a null deadline (none).
+    ClockRdForever(clockid_t),
+    ClockWrForever(clockid_t),
     Unlock,
     Destroy,
 }
@@ -103,6 +107,8 @@ impl RwApi {
                 RwOp::TimedWr(s, ns) => (self.timedwrlock)(rw, &ts(s, ns)),
                 RwOp::ClockRd(c, s, ns) => (self.clockrdlock)(rw, c, &ts(s, ns)),
                 RwOp::ClockWr(c, s, ns) => (self.clockwrlock)(rw, c, &ts(s, ns)),
+                RwOp::ClockRdForever(c) => (self.clockrdlock)(rw, c, std::ptr::null()),
+                RwOp::ClockWrForever(c) => (self.clockwrlock)(rw, c, std::ptr::null()),
                 RwOp::Unlock => (self.unlock)(rw),
                 RwOp::Destroy => (self.destroy)(rw),
             }
@@ -124,9 +130,11 @@ fn step(t: &Twin<pthread_rwlock_t>, op: RwOp) -> c_int {
     a
 }
 
+/// [`step`]s `ops` on a new thread, on the calling thread's path (profiled or not).
 fn steps_elsewhere(t: &Twin<pthread_rwlock_t>, ops: &[RwOp]) -> Vec<c_int> {
+    let profiled = profiled();
     std::thread::scope(|s| {
-        s.spawn(|| ops.iter().map(|&op| step(t, op)).collect())
+        s.spawn(|| as_profiled(profiled, || ops.iter().map(|&op| step(t, op)).collect()))
             .join()
             .unwrap()
     })
@@ -135,10 +143,9 @@ fn steps_elsewhere(t: &Twin<pthread_rwlock_t>, ops: &[RwOp]) -> Vec<c_int> {
 /// glibc's x86-64 `__cur_writer` (the writing holder's thread id), at byte 24.
 const CUR_WRITER_AT: usize = 24;
 
-#[test]
-fn reader_writer_locks_answer_as_glibc_does() {
-    use RwOp::*;
-    assert_unprofiled();
+/// A twin pair of locks, each initialised by its side's `pthread_rwlock_init` (default
+/// attributes).
+fn initialised() -> Twin<pthread_rwlock_t> {
     let t = Twin::<pthread_rwlock_t>::zeroed();
     // SAFETY: both locks are writable and unused; null asks for default attributes.
     let (a, b) = unsafe {
@@ -149,6 +156,22 @@ fn reader_writer_locks_answer_as_glibc_does() {
     };
     assert_eq!((a, b), (0, 0));
     t.assert_same_image(&"init");
+    t
+}
+
+/// Our reader-writer locks answer as glibc's, unprofiled and on the profiled path (a try
+/// first).
+#[test]
+fn reader_writer_locks_answer_as_glibc_does() {
+    assert_unprofiled();
+    for profiled in [false, true] {
+        as_profiled(profiled, reader_writer_lock_answers);
+    }
+}
+
+fn reader_writer_lock_answers() {
+    use RwOp::*;
+    let t = initialised();
     let (p, pn) = (PAST.tv_sec, PAST.tv_nsec);
     let (b, bn) = (BAD_NSEC.tv_sec, BAD_NSEC.tv_nsec);
     let mono = libc::CLOCK_MONOTONIC;
@@ -208,6 +231,115 @@ fn reader_writer_locks_answer_as_glibc_does() {
     assert_eq!(step(&t, ClockRd(mono, p, pn)), 0);
     assert_eq!(step(&t, Unlock), 0);
     assert_eq!(step(&t, Destroy), 0);
+}
+
+/// How the calling thread holds the lock of a twin before a timed acquisition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    Free,
+    Reading,
+    Writing,
+}
+
+/// Every clock and deadline through our timed and clock locks and glibc's, on a free lock,
+/// one this thread reads and one it writes, unprofiled and on the profiled path: glibc
+/// refuses a clock it does not wait on and nanoseconds out of range (EINVAL) before it
+/// looks at the lock, even before it reports the caller's own write hold (EDEADLK), and a
+/// valid past deadline only stops an acquisition that would wait (ETIMEDOUT). With no
+/// deadline (null), the clock goes unchecked.
+#[test]
+fn timed_acquisitions_check_clock_and_deadline_as_glibc_does() {
+    use RwOp::*;
+    for profiled in [false, true] {
+        as_profiled(profiled, || {
+            let t = initialised();
+            for held in [Held::Free, Held::Reading, Held::Writing] {
+                let hold = match held {
+                    Held::Free => None,
+                    Held::Reading => Some(RdLock),
+                    Held::Writing => Some(WrLock),
+                };
+                if let Some(op) = hold {
+                    assert_eq!(step(&t, op), 0);
+                }
+                for (sec, ns) in DEADLINES {
+                    for clock in CLOCKS {
+                        let mut ops = vec![ClockRd(clock, sec, ns), ClockWr(clock, sec, ns)];
+                        if clock == libc::CLOCK_REALTIME {
+                            ops.extend([TimedRd(sec, ns), TimedWr(sec, ns)]);
+                        }
+                        for op in ops {
+                            let write = matches!(op, ClockWr(..) | TimedWr(..));
+                            let expected = if !supported_clock(clock) || !valid_nanoseconds(ns) {
+                                EINVAL
+                            } else {
+                                match held {
+                                    Held::Free => 0,
+                                    Held::Reading if write => ETIMEDOUT,
+                                    Held::Reading => 0,
+                                    Held::Writing => EDEADLK,
+                                }
+                            };
+                            let what = format!("{op:?} while {held:?}, profiled {profiled}");
+                            assert_eq!(step(&t, op), expected, "{what}");
+                            if expected == 0 {
+                                assert_eq!(step(&t, Unlock), 0, "{what}");
+                            }
+                        }
+                    }
+                }
+                if held == Held::Free {
+                    for clock in CLOCKS {
+                        for op in [ClockRdForever(clock), ClockWrForever(clock)] {
+                            assert_eq!(step(&t, op), 0, "{op:?}, profiled {profiled}");
+                            assert_eq!(step(&t, Unlock), 0);
+                        }
+                    }
+                } else {
+                    assert_eq!(step(&t, Unlock), 0);
+                }
+            }
+            assert_eq!(step(&t, Destroy), 0);
+        });
+    }
+}
+
+/// glibc's x86-64 `__readers` (the reader count above 3 flag bits), at byte 0, when it
+/// counts all the readers it can: one more would reach `PTHREAD_RWLOCK_READER_OVERFLOW`
+/// (bit 31).
+const ALL_READERS: i32 = 0x7fff_fff8;
+
+/// A lock that counts all the readers it can (glibc would get there after 2^28 - 1 read
+/// locks) refuses one more, by every read acquisition, with EAGAIN (the profiled path's
+/// try says so too, and the blocking call then decides); a writer finds it held.
+#[test]
+fn a_lock_full_of_readers_answers_as_glibc_does() {
+    use RwOp::*;
+    let (p, pn) = (PAST.tv_sec, PAST.tv_nsec);
+    for profiled in [false, true] {
+        as_profiled(profiled, || {
+            let t = initialised();
+            t.ours.set_word(0, ALL_READERS);
+            t.glibc.set_word(0, ALL_READERS);
+            for op in [
+                RdLock,
+                TryRd,
+                TimedRd(p, pn),
+                ClockRd(libc::CLOCK_MONOTONIC, p, pn),
+                ClockRdForever(libc::CLOCK_REALTIME),
+            ] {
+                assert_eq!(step(&t, op), libc::EAGAIN, "{op:?}, profiled {profiled}");
+            }
+            assert_eq!(step(&t, TryWr), EBUSY);
+            assert_eq!(step(&t, TimedWr(p, pn)), ETIMEDOUT);
+            assert_eq!(t.ours.word(0), ALL_READERS);
+            // A deadline glibc refuses still comes first.
+            assert_eq!(step(&t, TimedRd(BAD_NSEC.tv_sec, BAD_NSEC.tv_nsec)), EINVAL);
+            t.ours.set_word(0, 0);
+            t.glibc.set_word(0, 0);
+            assert_eq!(step(&t, Destroy), 0);
+        });
+    }
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Shared helpers of the runtime's unit tests (the `tests` modules): the twin objects on
 //! which a test runs the same calls through our interposed function and through glibc's
-//! real one, and the raw views of glibc's structures that the tests compare.
+//! real one, the raw views of glibc's structures that the tests compare, the clocks and
+//! deadlines they try, and the switch that puts a thread's semaphore and reader-writer lock
+//! calls on their profiled path ([`as_profiled`]).
 //!
 //! How each side is reached, in the test executable: *ours* is the crate's own function
 //! (`crate::locks::pthread_mutex_lock`, ...), which is also what `libc::pthread_mutex_lock`
@@ -11,9 +13,38 @@
 
 use crate::real;
 use libc::{c_int, c_void, clockid_t, pthread_mutex_t, pthread_mutexattr_t, timespec};
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicI32, Ordering};
+
+thread_local! {
+    /// Whether the calling thread takes the interposers' profiled paths ([`as_profiled`]).
+    static PROFILED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// What the interposers that try before they wait (semaphores, reader-writer locks) ask in
+/// the unit tests for `blameprof_measure`'s `sampling_enabled`: whether sampling is on, or
+/// the calling thread runs [`as_profiled`]. Their profiled path (a try first, then the
+/// measured wait) must answer as glibc does too; with sampling off, the measuring itself
+/// passes through.
+pub fn sampling_enabled() -> bool {
+    blameprof_measure::sampler::process::sampling_enabled() || PROFILED.with(Cell::get)
+}
+
+/// Runs `f` on the calling thread with the interposers on their profiled paths when
+/// `profiled` ([`sampling_enabled`]); threads it starts inherit nothing (see
+/// [`profiled`]).
+pub fn as_profiled<R>(profiled: bool, f: impl FnOnce() -> R) -> R {
+    let before = PROFILED.with(|p| p.replace(profiled));
+    let r = f();
+    PROFILED.with(|p| p.set(before));
+    r
+}
+
+/// Whether the calling thread runs [`as_profiled`]`(true, ...)`.
+pub fn profiled() -> bool {
+    PROFILED.with(Cell::get)
+}
 
 /// The calling thread's kernel id (glibc's `gettid`, which the runtime does not interpose).
 pub fn gettid() -> i32 {
@@ -52,6 +83,39 @@ pub const BAD_NSEC: timespec = timespec {
 /// A clock glibc does not accept for timed waits (it accepts only the realtime and the
 /// monotonic clock).
 pub const UNSUPPORTED_CLOCK: clockid_t = libc::CLOCK_PROCESS_CPUTIME_ID;
+
+/// Clocks a timed wait may name: the two glibc waits on, and others it refuses (real
+/// clocks, and numbers that name none).
+pub const CLOCKS: [libc::clockid_t; 7] = [
+    libc::CLOCK_REALTIME,
+    libc::CLOCK_MONOTONIC,
+    UNSUPPORTED_CLOCK,
+    libc::CLOCK_BOOTTIME,
+    libc::CLOCK_REALTIME_COARSE,
+    99,
+    -1,
+];
+
+/// Deadlines (seconds, nanoseconds), all past: valid ones (before the epoch too) and
+/// nanoseconds out of range either way; [`valid_nanoseconds`] tells which.
+pub const DEADLINES: [(i64, i64); 6] = [
+    (0, 0),
+    (-1, 999_999_999),
+    (0, -1),
+    (0, 1_000_000_000),
+    (BAD_NSEC.tv_sec, BAD_NSEC.tv_nsec),
+    (i64::MIN, i64::MIN),
+];
+
+/// Whether glibc takes `nanoseconds` for a deadline's.
+pub fn valid_nanoseconds(nanoseconds: i64) -> bool {
+    (0..1_000_000_000).contains(&nanoseconds)
+}
+
+/// Whether glibc waits on `clock` (the realtime and the monotonic clock only).
+pub fn supported_clock(clock: clockid_t) -> bool {
+    clock == libc::CLOCK_REALTIME || clock == libc::CLOCK_MONOTONIC
+}
 
 /// `seconds` from now on `clock` (a deadline a test never reaches unless it is broken).
 pub fn deadline(clock: clockid_t, seconds: i64) -> timespec {
@@ -262,7 +326,7 @@ impl MutexAttr {
 
     /// Runs `f` with a glibc attribute object set to these attributes (the
     /// `pthread_mutexattr_*` functions are not interposed: these are glibc's).
-    fn with<R>(&self, f: impl FnOnce(*const pthread_mutexattr_t) -> R) -> R {
+    pub fn with<R>(&self, f: impl FnOnce(*const pthread_mutexattr_t) -> R) -> R {
         // SAFETY: a zeroed attribute object is initialised by pthread_mutexattr_init before
         // any other use.
         let mut attr: pthread_mutexattr_t = unsafe { std::mem::zeroed() };
