@@ -477,7 +477,7 @@ pub fn perf_refused() -> Option<String> {
                     0,
                     -1,
                     -1,
-                    libc::O_CLOEXEC as libc::c_ulong,
+                    8 as libc::c_ulong, // PERF_FLAG_FD_CLOEXEC
                 )
             };
             if fd >= 0 {
