@@ -4,8 +4,9 @@
 //! interposition), reopens stdout with dup2, then runs contended threads that measure their
 //! own CPU time and waiting. Each test proves that the program's output and exit status are
 //! those of an unprofiled run, that no sample or byte was lost, and that the work inside and
-//! outside the lock and the waiting and blame are in the profile within tolerance of the
-//! program's own figures.
+//! outside the lock (within 15% together, and each within the sampling error of its share),
+//! the waiting and the blame (each within 15%) are in the profile as the program measured
+//! them.
 
 mod common;
 
@@ -14,7 +15,11 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-const ROUNDS: &str = "120";
+/// Rounds of 1 ms inside the lock and 1 ms outside, per thread: 1.8 s of CPU time in all,
+/// about 120 samples of the CPU-time timer (which expires on scheduler ticks: about 65 of its
+/// 200 Hz reach threads that run 1 ms at a time), so that each function's share of the
+/// work is within 16 pp of the program's at 3.5 standard errors.
+const ROUNDS: &str = "300";
 
 fn within(profiled: u64, truth: u64, tolerance: f64) -> bool {
     (profiled as f64 - truth as f64).abs() <= tolerance * truth as f64
@@ -52,22 +57,43 @@ fn survives_at(mode: &str, freq: u32) -> (Run, PathBuf) {
     let (prepare, _) = flat_values(&flat, "prepare_entry");
     let measured = t["update_ns"] + t["prepare_ns"];
     // A lost part would lose nearly all of it: the descriptors are dealt with before the
-    // threads start. (Under the load of a parallel test run, CPU time a thread uses just
-    // before a measured wait is not always charged, hence the lower bound's slack.)
+    // threads start. Each thread's last period is not recorded (at 200 Hz, about 15 ms).
     assert!(
-        update + prepare >= measured * 3 / 5 && update + prepare <= measured * 23 / 20,
+        within(update + prepare, measured, 0.15),
         "{mode}: update_table and prepare_entry profiled {update} + {prepare} ns, measured {measured} ns\n{}",
         run.describe()
     );
+    // Each function's share of that work is a sampled estimate: within 3.5 standard errors
+    // of the program's share, for the samples the run got (never more than a quarter of
+    // the work: no function may pass with half of its own).
+    let samples = work_samples(&run, update + prepare);
+    for (function, got, key) in [
+        ("update_table", update, "update_ns"),
+        ("prepare_entry", prepare, "prepare_ns"),
+    ] {
+        let want = t[key] as f64 / measured as f64;
+        let share = got as f64 / (update + prepare).max(1) as f64;
+        let tolerance = (3.5 * (want * (1.0 - want) / samples).sqrt()).min(0.25);
+        assert!(
+            (share - want).abs() <= tolerance,
+            "{mode}: {function}'s share of the work {share:.3}, the program's {want:.3} \
+             (tolerance {tolerance:.3} for {samples:.0} samples)\n{}",
+            run.describe()
+        );
+    }
     let idle = report_json_metric(&out, "idleness.mutex", &["--view", "flat"]);
     let blame = report_json_metric(&out, "blame.mutex", &["--view", "flat"]);
     let waited = total_of(&idle, "idleness.mutex");
     let blamed = total_of(&blame, "blame.mutex");
-    // Blame is at most the waiting: a woken waiter not yet running is nobody's to blame.
+    // Blame is the waits' overlap with the holds, which the program measures too: a woken
+    // waiter not yet running is nobody's to blame (on a loaded machine, a third of the
+    // waiting and more).
     assert!(
-        within(waited, t["wait_ns"], 0.3) && blamed >= t["wait_ns"] * 2 / 5 && blamed <= waited,
-        "{mode}: idleness {waited} ns and blame {blamed} ns, measured waiting {} ns\n{}",
+        within(waited, t["wait_ns"], 0.15) && within(blamed, t["blame_ns"], 0.15),
+        "{mode}: idleness {waited} ns and blame {blamed} ns, measured waiting {} ns and its \
+         overlap with the holds {} ns\n{}",
         t["wait_ns"],
+        t["blame_ns"],
         run.describe()
     );
     let (_, unlock_blame) = flat_metric(&blame, "pthread_mutex_unlock", "blame.mutex");
@@ -75,25 +101,24 @@ fn survives_at(mode: &str, freq: u32) -> (Run, PathBuf) {
     (run, out)
 }
 
-/// [`survives_at`] with the CPU-time timer (200 Hz), and each function present. (Their
-/// split is sampling accuracy, which the accuracy tests prove on quieter programs: these
-/// runs share two cores with the other tests, and 3 threads alternate with 1 ms slices.)
+/// The CPU samples of a run that recorded `work_ns`: its effective rate (the summary's
+/// `sample source:` line) times that work.
+fn work_samples(run: &Run, work_ns: u64) -> f64 {
+    let hz: f64 = run
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("blameprof: sample source: "))
+        .and_then(|l| l.split("effective ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|hz| hz.parse().ok())
+        .unwrap_or_else(|| panic!("no effective rate in the summary\n{}", run.describe()));
+    (hz * work_ns as f64 / 1e9).max(1.0)
+}
+
+/// [`survives_at`] with the CPU-time timer (200 Hz).
 fn survives(mode: &str) -> Run {
-    let (run, out) = survives_at(mode, 200);
-    let t = truth(&run.stdout);
-    let flat = report_json(&out, &["--view", "flat"]);
-    for (function, key) in [
-        ("update_table", "update_ns"),
-        ("prepare_entry", "prepare_ns"),
-    ] {
-        let (work, _) = flat_values(&flat, function);
-        assert!(
-            work > t[key] / 3,
-            "{mode}: {function} profiled {work} ns, measured {} ns\n{}",
-            t[key],
-            run.describe()
-        );
-    }
+    let (run, _) = survives_at(mode, 200);
+    assert_sampled_by(&run, "cpu-timer");
     run
 }
 
@@ -148,15 +173,15 @@ fn profile_is_reopened_after_a_raw_dup2_and_the_program_keeps_its_descriptors() 
 
 /// At 1000 Hz the timers are perf counters, one descriptor per thread, which the program's
 /// close_range and dup2 loops reach too when they run while the threads do: the samples keep
-/// coming, and the work is all there (where the kernel lets the runtime use perf; otherwise
-/// this checks the CPU-time timer again, and says so).
+/// coming, and the work is all there (skipped, and said so, where the kernel refuses perf).
 #[test]
 fn perf_timers_survive_close_range_and_dup2() {
+    if !perf_or_skip() {
+        return;
+    }
     // Late: done while the workers run, whose perf descriptors then exist.
     for mode in ["close_range_late", "dup2_late"] {
         let (run, _) = survives_at(mode, 1000);
-        if !run.stderr.contains("sample source: perf-task-clock") {
-            eprintln!("note: perf is not available here; {mode} checked with the CPU-time timer");
-        }
+        assert_sampled_by(&run, "perf-task-clock");
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Proves that (1) a lock held long by few acquisitions is `long_critical_sections`
 //! naming the code its holders ran, and its contended acquisitions are the program's own
-//! count; (2) a lock taken hundreds of thousands of times a second and often contended is
+//! count; (2) a lock taken tens of thousands of times a second and often contended is
 //! `coarse_lock`, at the program's contention rate and acquisition rate; (3) locks made at
 //! one init site, each taken rarely but together very often, are `lock_overhead` found only
 //! through their group, and not for any one member; (4) one hot bucket of an array of locks
@@ -12,7 +12,9 @@
 //! exact count of failures; (6) a pipeline whose first stage waits while its second
 //! computes is `load_imbalance` suggesting more threads for the second; (7) a program
 //! without such problems has no finding at all; and that the thresholds given on the
-//! command line are the ones used, and echoed.
+//! command line are the ones used, and echoed. Contended acquisitions and waiting are the
+//! program's exactly (within 3%), acquisition rates within the error of their sampled
+//! estimates.
 //!
 //! Each workload prints its own measure of the property it is made to show, and a test
 //! first checks that the run showed it: on a 2-CPU machine a competing workload can keep
@@ -131,6 +133,14 @@ fn close(got: f64, want: f64, tolerance: f64) -> bool {
     (got - want).abs() <= tolerance
 }
 
+/// The relative tolerance of a count the runtime estimates from sampled acquisitions (one in
+/// about 256, docs/findings.md), for `acquisitions` the program counted: 3.5 standard errors
+/// (1/sqrt(samples)), so that a run fails by chance about once in 2000; never more than half.
+fn estimate_error(acquisitions: u64) -> f64 {
+    let samples = (acquisitions as f64 / 256.0).max(1.0);
+    (3.5 / samples.sqrt()).min(0.5)
+}
+
 /// config_lock is held 5 ms by each of a few hundred acquisitions.
 fn shows_long_cs(t: &Truth) -> Result<(), String> {
     let rate = fraction(t["contended"], t["acquisitions"]);
@@ -203,27 +213,36 @@ fn few_long_holds_are_long_critical_sections() {
     let one = locks_text(&dir, &["--lock", "config_lock"]);
     assert!(one.contains("Findings about config_lock ("), "{one}");
 
-    // The thresholds given are the ones used: at 100 acquisitions a second it is a coarse
-    // lock; and they are echoed.
-    let v = locks_json(&dir, &["--rate-threshold", "100"]);
-    assert_eq!(v["findings_thresholds"]["acquisitions_per_s"], 100.0);
+    // The thresholds given are the ones used: at half the rate of its contended
+    // acquisitions (which the estimate never goes under) it is a coarse lock; and they are
+    // echoed. (About 100 a second on an idle machine, 40 on a loaded one, where the holders
+    // take longer to come back.)
+    let threshold = ((t["contended"] as f64 / seconds(&t) / 2.0).floor() as u64).max(1);
+    let given = threshold.to_string();
+    let v = locks_json(&dir, &["--rate-threshold", &given]);
+    assert_eq!(
+        v["findings_thresholds"]["acquisitions_per_s"],
+        threshold as f64
+    );
     finding(&v, "coarse_lock", "config_lock");
     assert!(of_kind(&v, "long_critical_sections").is_empty());
     let text = locks_text(
         &dir,
-        &["--rate-threshold", "100", "--contention-threshold", "5"],
+        &["--rate-threshold", &given, "--contention-threshold", "5"],
     );
     assert!(
-        text.contains("(contention >= 5%, >= 100 acquisitions/s):\n  1. coarse lock: config_lock"),
+        text.contains(&format!(
+            "(contention >= 5%, >= {threshold} acquisitions/s):\n  1. coarse lock: config_lock"
+        )),
         "{text}"
     );
 }
 
-/// stats_lock is taken hundreds of thousands of times a second, and mostly contended.
+/// stats_lock is taken tens of thousands of times a second, and often contended.
 fn shows_coarse(t: &Truth) -> Result<(), String> {
     let rate = fraction(t["contended"], t["acquisitions"]);
     let per_second = t["acquisitions"] as f64 / seconds(t);
-    match rate >= 0.2 && per_second >= 100_000.0 {
+    match rate >= 0.2 && per_second >= 5_000.0 {
         true => Ok(()),
         false => Err(format!(
             "contention {rate:.3}, {per_second:.0} acquisitions/s"
@@ -236,19 +255,33 @@ fn many_contended_acquisitions_are_a_coarse_lock() {
     let (dir, t, _) = profiled("coarse_lock", "findings-coarse", shows_coarse);
     let v = locks_json(&dir, &[]);
     let f = finding(&v, "coarse_lock", "stats_lock");
-    // The program counts every failed try as contended, the runtime only the acquisitions
-    // that then waited (the adaptive mutex is often free again by its lock call: 40 to 60%
-    // of the failed tries waited in runs on 2 CPUs): the program's rate bounds the report's.
+    // A failed try finds the holder asleep inside its hold, and its lock call waits: the
+    // program's contended acquisitions and their waiting are the runtime's (exact).
+    let contended = number(f, "contended") as u64;
+    assert!(
+        contended <= t["contended"] && contended as f64 >= 0.97 * t["contended"] as f64,
+        "contended {contended}, program {}",
+        t["contended"]
+    );
+    let wait = number(f, "wait_ns");
+    let want = t["wait_ns"] as f64;
+    assert!(
+        close(wait, want, 0.1 * want),
+        "waited {wait:.0} ns, program {want:.0} ns"
+    );
+    // The acquisitions of the one lock are the sum of the sampling periods its threads
+    // finished: all but each thread's last, unfinished one (at most 512 acquisitions of the
+    // tens of thousands: 4% at most), so the rates are the program's within 10%.
     let want = fraction(t["contended"], t["acquisitions"]);
     let rate = number(f, "contention_rate");
     assert!(
-        (0.3 * want..=want + 0.05).contains(&rate),
+        close(rate, want, 0.1 * want),
         "contention {rate:.3}, program {want:.3}"
     );
     let want = t["acquisitions"] as f64 / seconds(&t);
     let per_second = number(f, "acquisitions_per_s");
     assert!(
-        close(per_second, want, 0.15 * want),
+        close(per_second, want, 0.1 * want),
         "{per_second:.0} acquisitions/s, program {want:.0}"
     );
     // Its tries before blocking fail at most once per acquisition: no spin; contended, so
@@ -258,14 +291,19 @@ fn many_contended_acquisitions_are_a_coarse_lock() {
     }
 }
 
-/// The object locks together are taken very often, each one rarely, never contended.
+/// The object locks together are taken very often, each one rarely, never contended; and
+/// often enough that taking them costs: at 20 ns a pair, 1.5 times the finding's 0.1% of the
+/// four workers' running time (wall-clock: on a loaded machine they take fewer a second).
 fn shows_many_objects(t: &Truth) -> Result<(), String> {
     let per_second = t["acquisitions"] as f64 / seconds(t);
     let most = t["max_object_acq"] as f64 / seconds(t);
-    match per_second >= 100_000.0 && most < 1000.0 && t["contended"] == 0 {
+    let cost = t["acquisitions"] as f64 * 20.0 / (4.0 * seconds(t) * 1e9);
+    match per_second >= 100_000.0 && most < 1000.0 && t["contended"] == 0 && cost >= 0.0015 {
         true => Ok(()),
         false => Err(format!(
-            "{per_second:.0} acquisitions/s, the busiest object {most:.0}/s"
+            "{per_second:.0} acquisitions/s, the busiest object {most:.0}/s, their cost \
+             {:.2}% of the running time",
+            cost * 100.0
         )),
     }
 }
@@ -317,8 +355,15 @@ fn one_hot_bucket_is_asymmetric_contention_naming_it() {
     assert_eq!(name(f, "member"), "buckets");
     assert_eq!(name(f, "element"), "buckets[0]");
     assert!(f["text"].as_str().unwrap().contains("buckets[0]"), "{f:#}");
-    // The program counts every failed try as contended, the runtime only the acquisitions
-    // that then waited: the program's rates bound the report's.
+    // A failed try finds a holder asleep inside its hold, and its lock call waits: the
+    // program's contended acquisitions are the runtime's (exact).
+    let contended = number(f, "member_contended") as u64;
+    assert!(
+        contended <= t["contended_hot"] && contended as f64 >= 0.97 * t["contended_hot"] as f64,
+        "bucket 0 contended {contended}, program {}",
+        t["contended_hot"]
+    );
+    // The rates divide by the sampled estimates of the acquisitions.
     let (hot_want, cold_want) = (
         fraction(t["contended_hot"], t["acq_hot"]),
         fraction(t["contended_cold"], t["acq_cold"]),
@@ -327,13 +372,16 @@ fn one_hot_bucket_is_asymmetric_contention_naming_it() {
         number(f, "member_contention_rate"),
         number(f, "others_contention_rate"),
     );
+    let (hot_tol, cold_tol) = (estimate_error(t["acq_hot"]), estimate_error(t["acq_cold"]));
     assert!(
-        (0.1..=hot_want + 0.05).contains(&hot),
-        "bucket 0 {hot:.3}, program {hot_want:.3}"
+        close(hot, hot_want, hot_tol * hot_want),
+        "bucket 0 {hot:.3}, program {hot_want:.3} (tolerance {:.0}%)",
+        hot_tol * 100.0
     );
     assert!(
-        cold <= cold_want + 0.01 && hot >= 2.0 * cold,
-        "the others {cold:.4} (program {cold_want:.4}), bucket 0 {hot:.3}"
+        close(cold, cold_want, cold_tol * cold_want) && hot >= 2.0 * cold,
+        "the others {cold:.4} (program {cold_want:.4}, tolerance {:.0}%), bucket 0 {hot:.3}",
+        cold_tol * 100.0
     );
     // The skew explains the group's contention: no other finding about its locks.
     for other in findings(&v)
@@ -402,14 +450,19 @@ fn a_stage_waiting_for_a_computing_one_is_load_imbalance_suggesting_more_of_the_
     let f = finding(&v, "load_imbalance", "parse_stage vs render_stage");
     assert_eq!(name(f, "waiting_stage"), "parse_stage");
     assert_eq!(name(f, "computing_stage"), "render_stage");
+    // Each stage's waiting over its work (CPU time) and waiting, as the program measures it.
     let want = waiting_share(&t, "parse");
     let parse = number(f, "waiting_stage_share");
     assert!(
-        close(parse, want, 0.15),
+        close(parse, want, 0.05),
         "parsers wait {parse:.3}, program {want:.3}"
     );
+    let want = waiting_share(&t, "render");
     let render = number(f, "computing_stage_share");
-    assert!(render <= 0.1, "renderers wait {render:.3}");
+    assert!(
+        render <= 0.1 && close(render, want, 0.03),
+        "renderers wait {render:.3}, program {want:.3}"
+    );
     let suggested = &f["evidence"]["suggested_threads"];
     let threads = |stage: &str| suggested[stage].as_u64().unwrap_or(0);
     assert!(

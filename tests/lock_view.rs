@@ -194,14 +194,20 @@ fn locks_are_named_grouped_and_counted_as_the_program_counts_them() {
         "tries {tries}, program {}",
         t["cache_try"]
     );
-    if t["cache_wait_ns"] > 5_000_000 {
-        let wait = count(cache, "wait_ns");
-        assert!(
-            within(wait, t["cache_wait_ns"], 0.15),
-            "cache wait {wait} ns, program {} ns",
-            t["cache_wait_ns"]
-        );
-    }
+    // The program times the lock call after each failed try, also when it then found the
+    // cache free (the runtime's fast path: no wait): 2 us each at most (a lock call and a
+    // clock read, under load). Those are all its waiting on an idle machine, where the
+    // cache is seldom contended; a loaded one preempts holders, and the waits are long.
+    let wait = count(cache, "wait_ns");
+    let (want, fails) = (t["cache_wait_ns"], t["cache_try_fail"]);
+    assert!(
+        (wait as f64 - want as f64).abs() <= 0.15 * want as f64 + fails as f64 * 2000.0,
+        "cache wait {wait} ns, program {want} ns after {fails} failed tries"
+    );
+    assert!(
+        count(cache, "contended") <= fails,
+        "more contended acquisitions than failed tries: {cache}"
+    );
 
     // The text view leads with the lock that made others wait most, and names it.
     let text = locks_text(&dir, &[]);
@@ -300,11 +306,24 @@ fn ping_pong_reads_half_pressure_and_one_thread_none() {
         "about half: {pressure:.3}"
     );
 
-    // One thread: nobody waits for anything but the join.
+    // One thread: nobody waits for anything but the join; the ball is in the table, taken
+    // and never waited for.
     let (dir, _) = profiled("ping_pong", "lock-view-solo", &["1", "0.3"]);
     let v = locks_json(&dir, &[]);
+    let ball = lock(&v, "ball");
+    assert!(count(ball, "acquisitions") > 0, "{ball}");
+    assert_eq!(
+        (count(ball, "contended"), count(ball, "wait_ns")),
+        (0, 0),
+        "{ball}"
+    );
     for l in v["locks"].as_array().unwrap() {
-        let pressure = l["counts"]["pressure"].as_f64().unwrap_or(0.0);
+        if l["kind"] == "join" {
+            continue;
+        }
+        let pressure = l["counts"]["pressure"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no pressure for {l}"));
         assert_eq!(pressure, 0.0, "{l}");
     }
 }

@@ -363,6 +363,14 @@ fn successive_holders_each_take_the_waiting_of_their_own_hold() {
         bad.is_empty(),
         "blame of {bad:?} off by more than 15%:\n{lines}"
     );
+    // The pokes' 2 us holds take the little waiting that happened during them, not the
+    // holders' (the last holder before each wake would take it all): within 20% of the
+    // program's overlap, and a 200 us allowance for the clock reads around so short holds.
+    let want = t["blame_poke_ns"];
+    assert!(
+        (poke as f64 - want as f64).abs() <= 0.2 * want as f64 + 200e3,
+        "poke's blame off by more than 20%:\n{lines}"
+    );
 }
 
 /// A recursive mutex is held from the outermost lock to the outermost unlock: an inner
@@ -392,6 +400,18 @@ fn recursive_mutex_is_blamed_for_the_whole_hold() {
     assert!(
         within(outer, t["blame_outer_ns"], 0.15),
         "recursive hold: {text}"
+    );
+    // The inner unlock released nothing: no blame at it.
+    assert_eq!(inner, 0, "blame at the inner unlock: {text}");
+    // The waiters' own 10 us holds take the outer holder's short waits behind them: within
+    // 20% of the program's overlap, and a 200 us allowance for the clock reads around them.
+    let (short, want) = (
+        flat_metric(&flat, "short_hold", "blame.mutex").0,
+        t["blame_short_ns"],
+    );
+    assert!(
+        (short as f64 - want as f64).abs() <= 0.2 * want as f64 + 200e3,
+        "short_hold's blame off by more than 20%: {text}"
     );
 }
 

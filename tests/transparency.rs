@@ -1,9 +1,12 @@
 //! Transparency: a program behaves the same with and without `blameprof run`. Proves that
 //! stdout (byte for byte, including more than a pipe buffer), stderr (apart from blameprof's
 //! own `blameprof:` lines) and the exit status are unchanged, for exit codes 0 and 3 and for
-//! death by SIGTERM (reported as 128+15), at 200 Hz and 1000 Hz, while the program runs its own
-//! SIGPROF itimer, keeps a sentinel in errno, uses threads and blocks in read/nanosleep/usleep;
-//! that its mutexes look the same to it; and that C++ exceptions still unwind.
+//! death by SIGTERM (reported as 128+15), at 200 Hz and 1000 Hz, with each sample source (the
+//! CPU-time timer, and the perf task clock: skipped, and said so, where the kernel refuses
+//! perf; each run checked to have been sampled by the source it forced), while the program
+//! runs its own SIGPROF itimer, keeps a sentinel in errno, uses threads and blocks in
+//! read/nanosleep/usleep; that its mutexes look the same to it; and that C++ exceptions still
+//! unwind.
 
 mod common;
 
@@ -15,7 +18,13 @@ fn transparency_prog() -> std::path::PathBuf {
     compile_c("transparency.c", "transparency", &["-O2", "-g", "-pthread"])
 }
 
-fn check(arg: &str) {
+/// The sample sources a check runs under, each at its rates.
+const CPU_TIMER: &[(u32, &str)] = &[(200, "cpu-timer"), (1000, "cpu-timer")];
+const PERF_TASK_CLOCK: &[(u32, &str)] = &[(200, "perf-task-clock"), (1000, "perf-task-clock")];
+
+/// `transparency ARG` unprofiled, then profiled with each of `sources` forced (each checked
+/// to be the one that sampled every thread).
+fn check(arg: &str, sources: &[(u32, &str)]) {
     let prog = transparency_prog();
     let plain = run_with_timeout(Command::new(&prog).arg(arg), RUN_TIMEOUT);
     // Sanity-check the baseline itself so a broken workload cannot make the test vacuous.
@@ -44,14 +53,7 @@ fn check(arg: &str) {
         plain.describe()
     );
 
-    // Both sample sources: the perf task clock (the default) and the tick-driven CPU-time
-    // timer that threads fall back to where perf is refused.
-    let sources = [
-        (200, "perf-task-clock"),
-        (1000, "perf-task-clock"),
-        (1000, "cpu-timer"),
-    ];
-    for (freq, source) in sources {
+    for &(freq, source) in sources {
         let out = scratch_dir(&format!("transparency-{arg}-{freq}-{source}")).join("prof");
         let env = [("BLAMEPROF_SOURCE", std::ffi::OsStr::new(source))];
         let prof = profile_run(&out, freq, &prog, &[arg], &env);
@@ -83,6 +85,7 @@ fn check(arg: &str) {
             "{what}: no part files in {}",
             out.display()
         );
+        assert_sampled_by(&prof, source);
     }
 }
 
@@ -106,19 +109,43 @@ fn first_difference(a: &str, b: &str) -> (String, String) {
     (show(&al), show(&bl))
 }
 
+// Both sample sources: the tick-driven CPU-time timer (the default up to 250 Hz, and what
+// threads fall back to where perf is refused) and the perf task clock (the default above).
+
 #[test]
 fn exit_0_is_transparent() {
-    check("0");
+    check("0", CPU_TIMER);
 }
 
 #[test]
 fn exit_3_is_transparent() {
-    check("3");
+    check("3", CPU_TIMER);
 }
 
 #[test]
 fn death_by_sigterm_is_transparent() {
-    check("signal");
+    check("signal", CPU_TIMER);
+}
+
+#[test]
+fn exit_0_is_transparent_with_the_perf_task_clock() {
+    if perf_or_skip() {
+        check("0", PERF_TASK_CLOCK);
+    }
+}
+
+#[test]
+fn exit_3_is_transparent_with_the_perf_task_clock() {
+    if perf_or_skip() {
+        check("3", PERF_TASK_CLOCK);
+    }
+}
+
+#[test]
+fn death_by_sigterm_is_transparent_with_the_perf_task_clock() {
+    if perf_or_skip() {
+        check("signal", PERF_TASK_CLOCK);
+    }
 }
 
 #[test]

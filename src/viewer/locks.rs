@@ -567,6 +567,7 @@ fn findings_json(found: Findings, opts: &LockOptions) -> (Value, Value) {
         "min_imbalance_ns": findings::MIN_IMBALANCE_NS,
         "min_imbalance_of_mean": findings::MIN_IMBALANCE_OF_MEAN,
         "max_high_coverage": findings::MAX_HIGH_COVERAGE,
+        "min_high_waiting_share": findings::MIN_HIGH_WAITING_SHARE,
     });
     (Value::Array(list), thresholds)
 }

@@ -433,3 +433,98 @@ pub fn assert_clean_error(run: &Run, what: &str) {
 pub fn split_c() -> PathBuf {
     compile_c("split.c", "split", &["-O2", "-g", "-pthread"])
 }
+
+/// Reports the calling test as skipped: one line `skipped: <test name>: <reason>` on the
+/// real stdout (libtest captures `print!`, not writes to `std::io::stdout()`), which
+/// `.ci/run` counts as a skipped test rather than a passed one. The caller returns at once
+/// after it, checking nothing more: a test skips whole or not at all. libtest runs each test
+/// on a thread named after it.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let name = thread.name().unwrap_or("unnamed-test");
+    let line = format!("skipped: {name}: {reason}\n");
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line.as_bytes());
+    let _ = out.flush();
+}
+
+/// Why the kernel refuses this process a perf task clock (as the runtime opens it: a
+/// software event of the calling thread, user mode only), or None when it grants one.
+pub fn perf_refused() -> Option<String> {
+    static REFUSED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    REFUSED
+        .get_or_init(|| {
+            // struct perf_event_attr, PERF_ATTR_SIZE_VER5 (112 bytes): type, size | config |
+            // sample_period | sample_type | read_format | flags | ...
+            let mut attr = [0u64; 14];
+            const PERF_TYPE_SOFTWARE: u64 = 1;
+            const PERF_ATTR_SIZE: u64 = 112;
+            const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
+            const DISABLED: u64 = 1;
+            const EXCLUDE_KERNEL: u64 = 1 << 5;
+            const EXCLUDE_HV: u64 = 1 << 6;
+            attr[0] = PERF_TYPE_SOFTWARE | PERF_ATTR_SIZE << 32;
+            attr[1] = PERF_COUNT_SW_TASK_CLOCK;
+            attr[2] = 1_000_000;
+            attr[5] = DISABLED | EXCLUDE_KERNEL | EXCLUDE_HV;
+            // SAFETY: `attr` is a valid perf_event_attr of the stated size; pid 0 / cpu -1:
+            // the calling thread on any CPU; the descriptor is closed at once.
+            let fd = unsafe {
+                libc::syscall(
+                    libc::SYS_perf_event_open,
+                    attr.as_ptr(),
+                    0,
+                    -1,
+                    -1,
+                    8 as libc::c_ulong, // PERF_FLAG_FD_CLOEXEC
+                )
+            };
+            if fd >= 0 {
+                // SAFETY: our own descriptor.
+                unsafe { libc::close(fd as i32) };
+                return None;
+            }
+            let err = std::io::Error::last_os_error();
+            let paranoid = fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(|_| "unreadable".into());
+            Some(format!(
+                "perf_event_open of a task clock is refused here ({err}; \
+                 /proc/sys/kernel/perf_event_paranoid = {paranoid})"
+            ))
+        })
+        .clone()
+}
+
+/// True when the kernel grants a perf task clock; otherwise reports the calling test as
+/// skipped ([`skip`]) and returns false, and the test must return.
+pub fn perf_or_skip() -> bool {
+    match perf_refused() {
+        None => true,
+        Some(why) => {
+            skip(&why);
+            false
+        }
+    }
+}
+
+/// Asserts that every thread of the run was sampled by `source` (`perf-task-clock` or
+/// `cpu-timer`): the summary names it alone, and no thread fell back to the other source
+/// or went without a timer.
+pub fn assert_sampled_by(run: &Run, source: &str) {
+    let line = run
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("blameprof: sample source: "))
+        .unwrap_or_else(|| panic!("no sample source in the summary\n{}", run.describe()));
+    assert!(
+        line.split("; ")
+            .all(|s| s.starts_with(&format!("{source}, "))),
+        "sampled by {line}, not {source} alone\n{}",
+        run.describe()
+    );
+    for counter in ["timer_fallbacks", "timer_failures"] {
+        assert_eq!(run.noted(counter), 0, "{counter}\n{}", run.describe());
+    }
+}

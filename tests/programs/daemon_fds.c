@@ -20,8 +20,11 @@
  *
  * Prints "mode=.. threads=.. rounds=.." (deterministic; after the exec, with " leaked_parts=N",
  * the descriptors of the first image's part still open) and
- * "truth update_ns=.. prepare_ns=.. wait_ns=.." (CPU time inside, outside, and the time
- * spent in pthread_mutex_lock).
+ * "truth update_ns=.. prepare_ns=.. wait_ns=.. blame_ns=.." (CPU time inside, outside, the
+ * time spent in pthread_mutex_lock, and the blame truth: over every wait, its overlap with
+ * the holds of table_lock, from return of the lock call to the unlock call, as
+ * truth_log.h's truth_mutex_totals() has it; a woken waiter not yet running overlaps no
+ * hold, and on a loaded machine such waits are long).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -46,6 +49,7 @@ static volatile uint64_t sink;
 
 struct counts {
     uint64_t update_ns, prepare_ns, wait_ns;
+    tlog_t *log;
 };
 
 static void compute(uint64_t ns) {
@@ -74,9 +78,12 @@ static void *worker(void *arg) {
         prepare_entry(c);
         uint64_t w0 = now_ns();
         pthread_mutex_lock(&table_lock);
-        c->wait_ns += now_ns() - w0;
+        uint64_t h0 = now_ns();
+        c->wait_ns += h0 - w0;
         update_table(c);
+        uint64_t h1 = now_ns();
         pthread_mutex_unlock(&table_lock);
+        log_iv(c->log, 0, w0, h0, h1);
     }
     return NULL;
 }
@@ -166,8 +173,13 @@ int main(int argc, char **argv) {
         unsettle(mode, argv[0], rounds_arg);
     pthread_t t[THREADS];
     struct counts c[THREADS] = {0};
-    for (int i = 0; i < THREADS; i++)
+    tlog_t *logs = truth_alloc_logs(THREADS, (size_t)rounds);
+    if (!logs)
+        return 2;
+    for (int i = 0; i < THREADS; i++) {
+        c[i].log = &logs[i];
         pthread_create(&t[i], NULL, worker, &c[i]);
+    }
     if (late) {
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);
@@ -187,8 +199,11 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "exec_child"))
         printf(" leaked_parts=%d", leaked_parts());
     printf("\n");
-    printf("truth update_ns=%llu prepare_ns=%llu wait_ns=%llu\n",
+    uint64_t blame[1] = {0}, idle[1] = {0}, held[1] = {0}, count[1] = {0};
+    if (truth_mutex_totals(logs, THREADS, "daemon_fds", blame, idle, held, count, NULL) != 0)
+        return 2;
+    printf("truth update_ns=%llu prepare_ns=%llu wait_ns=%llu blame_ns=%llu\n",
            (unsigned long long)sum.update_ns, (unsigned long long)sum.prepare_ns,
-           (unsigned long long)sum.wait_ns);
+           (unsigned long long)sum.wait_ns, (unsigned long long)blame[0]);
     return 0;
 }

@@ -12,13 +12,17 @@
  *
  * Usage: diff_workload [FACTOR=1] [SCALE=1]
  * Prints the program's own measures, summed over threads:
- *   truth heavy_ns=.. steady_ns=.. constant_ns=.. cpu_ns=.. wall_ns=.. hot_wait_ns=..
- *         calm_wait_ns=.. hot_hold_ns=.. calm_hold_ns=..
+ *   truth heavy_ns=.. steady_ns=.. constant_ns=.. main_ns=.. cpu_ns=.. wall_ns=..
+ *         running_ns=.. hot_wait_ns=.. calm_wait_ns=.. hot_hold_ns=.. calm_hold_ns=..
  * heavy_ns, steady_ns and constant_ns: the thread CPU time of every call
- * (CLOCK_THREAD_CPUTIME_ID); cpu_ns: the process's CPU time at the end
+ * (CLOCK_THREAD_CPUTIME_ID); main_ns: the main thread's CPU time from the start of main to
+ * the end (the lock threads' is the rest: waking up and going to sleep, more of it on a
+ * loaded machine); cpu_ns: the process's CPU time at the end
  * (CLOCK_PROCESS_CPUTIME_ID); wall_ns: the time from the start of main to the end
- * (CLOCK_MONOTONIC); a wait: from calling pthread_mutex_lock to its return; a hold: from
- * that return to calling unlock.
+ * (CLOCK_MONOTONIC); running_ns: the threads' running time, as blameprof shares lock
+ * waiting out of (their lifetimes less their waits for events: the main thread's join), the
+ * sum of the lock threads' lifetimes and the main thread's time until it joins them; a wait:
+ * from calling pthread_mutex_lock to its return; a hold: from that return to calling unlock.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -46,7 +50,7 @@ static volatile uint64_t sink;
 struct side {
     pthread_mutex_t *lock;
     long hold_us;
-    uint64_t wait_ns, hold_ns;
+    uint64_t wait_ns, hold_ns, life_ns;
 };
 
 /* The bodies differ (their constants), so that identical-code folding cannot merge
@@ -81,6 +85,7 @@ static void sleep_us(long us) {
 /* One thread's turns at its lock; the side's sums are updated under the lock itself. */
 NOINL void *take_turns(void *arg) {
     struct side *s = arg;
+    uint64_t born = now_ns();
     for (long i = 0; i < ITERS * scale; i++) {
         uint64_t t0 = now_ns();
         pthread_mutex_lock(s->lock);
@@ -92,11 +97,15 @@ NOINL void *take_turns(void *arg) {
         pthread_mutex_unlock(s->lock);
         sleep_us(GAP_US);
     }
+    uint64_t life = now_ns() - born;
+    pthread_mutex_lock(s->lock);
+    s->life_ns += life;
+    pthread_mutex_unlock(s->lock);
     return NULL;
 }
 
 int main(int argc, char **argv) {
-    uint64_t start = now_ns();
+    uint64_t start = now_ns(), main_start_cpu = cpu_ns();
     if (argc > 1)
         factor = atol(argv[1]);
     if (argc > 2)
@@ -105,8 +114,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: diff_workload [FACTOR>=1] [SCALE>=1]\n");
         return 2;
     }
-    struct side hot = {&hot_lock, HOT_US * factor, 0, 0};
-    struct side calm = {&calm_lock, CALM_US, 0, 0};
+    struct side hot = {&hot_lock, HOT_US * factor, 0, 0, 0};
+    struct side calm = {&calm_lock, CALM_US, 0, 0, 0};
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
         if (pthread_create(&t[i], NULL, take_turns, i < 2 ? &hot : &calm) != 0) {
@@ -126,14 +135,18 @@ int main(int argc, char **argv) {
         steady_ns += c2 - c1;
         constant_ns += c3 - c2;
     }
+    uint64_t joining = now_ns();
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
-    printf("truth heavy_ns=%llu steady_ns=%llu constant_ns=%llu cpu_ns=%llu wall_ns=%llu "
-           "hot_wait_ns=%llu calm_wait_ns=%llu hot_hold_ns=%llu calm_hold_ns=%llu\n",
+    uint64_t main_ns = cpu_ns() - main_start_cpu;
+    uint64_t running_ns = (joining - start) + hot.life_ns + calm.life_ns;
+    printf("truth heavy_ns=%llu steady_ns=%llu constant_ns=%llu main_ns=%llu cpu_ns=%llu "
+           "wall_ns=%llu running_ns=%llu hot_wait_ns=%llu calm_wait_ns=%llu hot_hold_ns=%llu "
+           "calm_hold_ns=%llu\n",
            (unsigned long long)heavy_ns, (unsigned long long)steady_ns,
-           (unsigned long long)constant_ns,
+           (unsigned long long)constant_ns, (unsigned long long)main_ns,
            (unsigned long long)clock_ns(CLOCK_PROCESS_CPUTIME_ID),
-           (unsigned long long)(now_ns() - start),
+           (unsigned long long)(now_ns() - start), (unsigned long long)running_ns,
            (unsigned long long)hot.wait_ns, (unsigned long long)calm.wait_ns,
            (unsigned long long)hot.hold_ns, (unsigned long long)calm.hold_ns);
     return 0;

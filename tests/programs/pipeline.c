@@ -1,11 +1,12 @@
 /* pipeline: an imbalanced two-stage pipeline over a bounded queue of CAPACITY items (the
  * mutex `queue_lock` and the condition variables `not_full` and `not_empty`).
- * PARSERS threads run `parse_stage`: make an item in `parse_item` (PARSE_NS of work), then
+ * PARSERS threads run `parse_stage`: make an item in `parse_item` (PARSE_NS of CPU time), then
  * push it, waiting on not_full while the queue is full. RENDERERS threads run
  * `render_stage`: pop an item, waiting on not_empty while the queue is empty, then work on
  * it in `render_item` (RENDER_NS, four times as long). So the renderers are the bottleneck:
  * they compute nearly all the time, and the parsers spend most of theirs waiting on
- * not_full. After `seconds` the main thread sets `stop` and broadcasts both condition
+ * not_full. The main thread starts the renderers once the parsers have filled the queue.
+ * After `seconds` the main thread sets `stop` and broadcasts both condition
  * variables; parsers stop pushing, renderers render what is left in the queue and return,
  * and main joins them all.
  *
@@ -15,8 +16,10 @@
  *   truth start_ns=.. end_ns=.. parse_work_ns=.. render_work_ns=.. parse_wait_ns=..
  *         render_wait_ns=.. parse_threads=3 render_threads=3 items=..
  * where start_ns and end_ns are CLOCK_MONOTONIC ns (the start of the work, and its end: all
- * threads joined); parse_work_ns / render_work_ns are the time spent in parse_item /
- * render_item summed over each stage's threads, parse_wait_ns / render_wait_ns each stage's
+ * threads joined); parse_work_ns / render_work_ns are the CPU time spent in parse_item /
+ * render_item summed over each stage's threads (CPU time, as the profile's work: on a loaded
+ * machine a thread spends much of its wall-clock time in them waiting for a CPU, which is
+ * neither work nor waiting), parse_wait_ns / render_wait_ns each stage's
  * time in pthread_cond_wait plus its waits for queue_lock (as above), and items the number
  * of items that went through the pipeline (pushed, and so popped and rendered).
  */
@@ -32,11 +35,13 @@
 #define PARSERS 3
 #define RENDERERS 3
 #define CAPACITY 8
-/* Items take milliseconds: every queue operation may wait for a CPU (six threads on two
- * CPUs), and with items of 50 and 200 us those waits had the renderers wait a fifth to a
- * third of their time; with these, a few percent. */
-#define PARSE_NS 1000000ull
-#define RENDER_NS 4000000ull
+/* Items take tens of milliseconds of CPU time: a renderer that blocks for queue_lock waits
+ * for a CPU once woken, tens of milliseconds on a loaded machine. With items of 50 and 200 us
+ * those waits had the renderers wait a fifth to a third of their time; with 1 and 4 ms, a
+ * few percent on an idle machine but a fifth beside two CPU hogs; with 5 and 20 ms, up to a
+ * tenth there; with these, under 1%. */
+#define PARSE_NS 12500000ull
+#define RENDER_NS 50000000ull
 
 pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t not_full = PTHREAD_COND_INITIALIZER;
@@ -68,17 +73,26 @@ struct stage {
         (s)->wait_ns += now_ns() - w0;                                                        \
     } while (0)
 
+/* Burns `ns` of the calling thread's CPU time; returns the CPU time it took. */
+static NOINL uint64_t busy_cpu(uint64_t ns, unsigned seed) {
+    uint64_t t0 = cpu_ns(), now;
+    unsigned x = seed | 1;
+    do {
+        for (int i = 0; i < 256; i++) {
+            x = x * 1103515245u + 12345u;
+            wt_sink[x & 1023] += x;
+        }
+    } while ((now = cpu_ns()) - t0 < ns);
+    return now - t0;
+}
+
 NOINL unsigned parse_item(struct stage *s, unsigned n) {
-    uint64_t t0 = now_ns();
-    busy_for(PARSE_NS, s->index + n);
-    s->work_ns += now_ns() - t0;
+    s->work_ns += busy_cpu(PARSE_NS, s->index + n);
     return s->index * 1000000u + n;
 }
 
 NOINL void render_item(struct stage *s, unsigned item) {
-    uint64_t t0 = now_ns();
-    busy_for(RENDER_NS, item);
-    s->work_ns += now_ns() - t0;
+    s->work_ns += busy_cpu(RENDER_NS, item);
 }
 
 NOINL void *parse_stage(void *arg) {
@@ -128,17 +142,24 @@ int main(int argc, char **argv) {
     }
     static struct stage parsers[PARSERS], renderers[RENDERERS];
     pthread_t tp[PARSERS], tr[RENDERERS];
+    /* The parsers first, and the renderers once the queue is full: started together, the
+     * renderers waited on not_empty for the first items, tens of milliseconds each on a
+     * loaded machine (a tenth of their time). */
     uint64_t start = now_ns();
-    for (int i = 0; i < RENDERERS; i++) {
-        renderers[i].index = (unsigned)i + 100;
-        if (pthread_create(&tr[i], NULL, render_stage, &renderers[i]) != 0) {
+    for (int i = 0; i < PARSERS; i++) {
+        parsers[i].index = (unsigned)i;
+        if (pthread_create(&tp[i], NULL, parse_stage, &parsers[i]) != 0) {
             perror("pthread_create");
             return 2;
         }
     }
-    for (int i = 0; i < PARSERS; i++) {
-        parsers[i].index = (unsigned)i;
-        if (pthread_create(&tp[i], NULL, parse_stage, &parsers[i]) != 0) {
+    pthread_mutex_lock(&queue_lock);
+    while (count < CAPACITY)
+        pthread_cond_wait(&not_empty, &queue_lock);
+    pthread_mutex_unlock(&queue_lock);
+    for (int i = 0; i < RENDERERS; i++) {
+        renderers[i].index = (unsigned)i + 100;
+        if (pthread_create(&tr[i], NULL, render_stage, &renderers[i]) != 0) {
             perror("pthread_create");
             return 2;
         }
