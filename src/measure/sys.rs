@@ -156,4 +156,18 @@ mod tests {
         // available_parallelism may also apply a cgroup quota, which only lowers it.
         assert!(usable_cpus() >= expected, "{} < {expected}", usable_cpus());
     }
+
+    #[test]
+    fn write_writes_or_says_the_error_number() {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` is writable for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        assert_eq!(write(fds[1], b"ping"), 4);
+        let mut got = [0u8; 8];
+        // SAFETY: `got` is writable for its length; the pipe holds 4 bytes.
+        let n = unsafe { libc::read(fds[0], got.as_mut_ptr().cast(), got.len()) };
+        assert_eq!(&got[..n as usize], b"ping");
+        assert!(close(fds[0]) && close(fds[1]));
+        assert_eq!(write(-1, b"x"), -i64::from(libc::EBADF));
+    }
 }
