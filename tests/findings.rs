@@ -141,11 +141,13 @@ fn estimate_error(acquisitions: u64) -> f64 {
     (3.5 / samples.sqrt()).min(0.5)
 }
 
-/// config_lock is held 5 ms by each of a few hundred acquisitions.
+/// config_lock is held 5 ms by each of a few hundred acquisitions, a good part of them
+/// contended (three quarters on an idle machine, 35-40% beside CPU hogs: the workers
+/// seldom run at once; the finding's threshold is 10%).
 fn shows_long_cs(t: &Truth) -> Result<(), String> {
     let rate = fraction(t["contended"], t["acquisitions"]);
     let per_second = t["acquisitions"] as f64 / seconds(t);
-    match rate >= 0.5 && per_second < 1000.0 {
+    match rate >= 0.25 && per_second < 1000.0 {
         true => Ok(()),
         false => Err(format!(
             "contention {rate:.3}, {per_second:.0} acquisitions/s"

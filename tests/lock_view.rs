@@ -301,9 +301,12 @@ fn ping_pong_reads_half_pressure_and_one_thread_none() {
         (pressure - truth).abs() <= 0.15 * truth,
         "pressure {pressure:.3}, program {truth:.3}"
     );
+    // The workload's own property: its two threads take turns, so each waits about half its
+    // life on an idle machine, and less on a loaded one, where a thread whose turn it is
+    // waits for a CPU too (0.25 beside two CPU hogs): the report follows the program.
     assert!(
-        (0.35..=0.55).contains(&pressure),
-        "about half: {pressure:.3}"
+        (0.2..=0.55).contains(&truth),
+        "the program waited {truth:.3} of its threads' lives: no ping-pong"
     );
 
     // One thread: nobody waits for anything but the join; the ball is in the table, taken
