@@ -14,7 +14,10 @@
 //! posix_spawn, posix_spawnp): each new image is profiled as a process image of its own
 //! (`--pid`), with its arguments and environment intact, its part ended cleanly whether it
 //! returned from main or called `_exit` or `_Exit`, and its work (`image_work`, and the
-//! process's total) within 15% of the CPU time it measured of itself.
+//! process's total) within 15% of the CPU time it measured of itself;
+//! (4) an exec given an environment without the profiler's variables (the program's own
+//! making) runs as it would, is not in the profile, and the run's summary says so
+//! (`execs_unprofiled`) rather than showing a profile that looks complete.
 
 mod common;
 
@@ -347,6 +350,25 @@ fn every_exec_variant_starts_a_profiled_image_with_its_arguments_and_work() {
         lines.push(line);
     }
     println!("{}", lines.join("\n"));
+
+    // The image started with an environment of its own is missing, and named missing.
+    let bare = t["pid_execve_bare"];
+    let flat = report_json(&out, &["--view", "flat", "--pid", &bare.to_string()]);
+    let images = images_of(&flat, bare);
+    assert!(
+        images.iter().all(|p| p["exec_generation"] == 0) && flat_values(&flat, "image_work").1 == 0,
+        "execve_bare: an image without the profiler's environment cannot be profiled: {images:?}"
+    );
+    assert!(
+        run.stdout.contains("image execve_bare: argv ok env ok"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stderr.contains("blameprof: warning: 1 exec call gave the new program an environment without the profiler"),
+        "the summary does not name the exec whose image is not profiled\n{}",
+        run.describe()
+    );
     assert!(
         failures.is_empty(),
         "exec'd images' work against their own CPU time (tolerance {:.0}%):\n  {}\nall:\n  {}",

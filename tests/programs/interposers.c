@@ -21,7 +21,9 @@
  * fexecve; and posix_spawn, posix_spawnp) starts a process that runs this program as
  * "image VARIANT CPU_SECONDS" with the arguments "two words" and "" after them, and
  * INTERPOSERS_VARIANT=VARIANT in its environment (set with setenv for the variants that
- * pass the caller's environment, in the envp given for the others). Prints
+ * pass the caller's environment, in the envp given for the others: the caller's
+ * environment and that variable). Last, execve_bare: execve with an environment of two
+ * variables only (INTERPOSERS_VARIANT and PATH), without the profiler's. Prints
  * "exec VARIANT: status=S" and "truth pid_VARIANT=PID" per process.
  *
  * image: checks its arguments and environment ("image VARIANT: argv ok env ok"), runs
@@ -663,7 +665,7 @@ static char self_path[PATH_MAX], self_dir[PATH_MAX], self_name[NAME_MAX + 1];
  * profiling) carries on. */
 NOINL void failing_execs(void) {
     char *argv[] = {"nothing", NULL};
-    char *envp[] = {"A=1", NULL};
+    char **envp = environ; /* one that would profile the image, had it started */
     const char *missing = "/nonexistent/interposers-missing";
     int rcs[8], errs[8], n = 0;
 #define TRY(call)                                                                              \
@@ -883,8 +885,9 @@ NOINL void image_work(double secs, uint64_t *took) {
     *took = cpu_ns() - start;
 }
 
-static const char *variants[] = {"execl",  "execlp",  "execle",  "execv",       "execvp",
-                                 "execvpe", "execve", "fexecve", "posix_spawn", "posix_spawnp"};
+static const char *variants[] = {"execl",   "execlp",      "execle",       "execv",
+                                 "execvp",  "execvpe",     "execve",       "fexecve",
+                                 "posix_spawn", "posix_spawnp", "execve_bare"};
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
 
 /* The caller's environment and INTERPOSERS_VARIANT=variant, for the variants given one. */
@@ -908,7 +911,7 @@ static char **env_with(const char *variant) {
 static void exec_by(const char *variant, char *secs) {
     char *argv[] = {"interposers-image", "image", (char *)variant, secs, "two words", "", NULL};
     char **envp = env_with(variant);
-    if (strcmp(variant, "execle") && strcmp(variant, "execvpe") && strcmp(variant, "execve") &&
+    if (strcmp(variant, "execle") && strcmp(variant, "execvpe") && strncmp(variant, "execve", 6) &&
         strcmp(variant, "fexecve"))
         setenv("INTERPOSERS_VARIANT", variant, 1); /* these pass the caller's environment */
     if (!strcmp(variant, "execl"))
@@ -925,6 +928,11 @@ static void exec_by(const char *variant, char *secs) {
         execvpe(self_name, argv, envp);
     else if (!strcmp(variant, "execve"))
         execve(self_path, argv, envp);
+    else if (!strcmp(variant, "execve_bare")) {
+        /* An environment of the program's own making, without the profiler's variables. */
+        char *bare[] = {"INTERPOSERS_VARIANT=execve_bare", "PATH=/usr/bin:/bin", NULL};
+        execve(self_path, argv, bare);
+    }
     else if (!strcmp(variant, "fexecve")) {
         int fd = open(self_path, O_RDONLY | O_CLOEXEC);
         fexecve(fd, argv, envp);
