@@ -105,6 +105,7 @@ const QUIET_WAITS: &[(&str, &str)] = &[
     ("w_pselect", "pselect"),
     ("w_epoll_wait", "epoll_wait"),
     ("w_epoll_pwait", "epoll_pwait"),
+    ("w_epoll_pwait2", "epoll_pwait2"),
     ("w_pause", "pause"),
     ("w_sigsuspend", "sigsuspend"),
     ("w_sigtimedwait", "sigtimedwait"),

@@ -544,6 +544,16 @@ NOINL void w_epoll_pwait(void) {
     note("w_epoll_pwait", rc == 0, w, "rc=%d", rc);
 }
 
+NOINL void w_epoll_pwait2(void) {
+    uint64_t w;
+    struct epoll_event ev[2];
+    struct timespec ts = {0, SHORT_MS * 1000000L};
+    sigset_t mask;
+    sigemptyset(&mask);
+    int rc = TIMED(w, epoll_pwait2(epfd, ev, 2, &ts, &mask));
+    note("w_epoll_pwait2", rc == 0, w, "rc=%d", rc);
+}
+
 /* --- signal waits: the program's own signals ------------------------------------------- */
 
 static volatile sig_atomic_t usr1_count, pause_done;
@@ -856,6 +866,7 @@ static int waits(void) {
     w_pselect();
     w_epoll_wait();
     w_epoll_pwait();
+    w_epoll_pwait2();
     w_pause();
     w_sigsuspend();
     w_sigtimedwait();
