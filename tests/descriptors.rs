@@ -1,6 +1,6 @@
 //! The profile survives what a program does to its descriptors. `daemon_fds` does, at
 //! start, what daemons do to every descriptor above 2 (close_range, closefrom, a close loop,
-//! dup2 over each, fcntl games then exec, and the same through `syscall`, past any
+//! dup2 or dup3 over each, fcntl games then exec, and the same through `syscall`, past any
 //! interposition), reopens stdout with dup2, then runs contended threads that measure their
 //! own CPU time and waiting. Each test proves that the program's output and exit status are
 //! those of an unprofiled run, that no sample or byte was lost, and that the work inside and
@@ -141,6 +141,17 @@ fn profile_survives_closefrom() {
 #[test]
 fn profile_survives_a_close_loop() {
     let run = survives("close_loop");
+    assert_eq!(run.noted("part_reopened"), 0, "{}", run.describe());
+}
+
+#[test]
+fn profile_survives_dup3_over_every_descriptor() {
+    let run = survives("dup3");
+    assert!(
+        run.noted("runtime_descriptors_moved") > 0,
+        "{}",
+        run.describe()
+    );
     assert_eq!(run.noted("part_reopened"), 0, "{}", run.describe());
 }
 

@@ -83,8 +83,23 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     rc
 }
 
+extern "C" {
+    static environ: *const *const c_char;
+}
+
+/// The calling process's environment, which `execv` and `execvp` pass on.
+fn own_environment() -> *const *const c_char {
+    // SAFETY: reading libc's `environ` pointer (the program may change it; exec reads it
+    // the same way).
+    unsafe { environ }
+}
+
 /// Flushes the image's profile part, runs `exec`, and resumes profiling if it failed.
-fn around_exec(exec: impl FnOnce() -> c_int) -> c_int {
+/// `envp` is the environment the new image gets: an image it does not profile is counted.
+fn around_exec(envp: *const *const c_char, exec: impl FnOnce() -> c_int) -> c_int {
+    // SAFETY: `envp` is the caller's exec environment (null-terminated, per exec's contract)
+    // or `environ`.
+    unsafe { lifecycle::exec_environment(envp) };
     let finished = lifecycle::before_exec();
     let rc = exec();
     // SAFETY: __errno_location is always valid for the calling thread.
@@ -104,7 +119,7 @@ pub unsafe extern "C" fn execve(
     envp: *const *const c_char,
 ) -> c_int {
     // SAFETY: forwarding the caller's arguments unchanged.
-    around_exec(|| unsafe { real::execve()(path, argv, envp) })
+    around_exec(envp, || unsafe { real::execve()(path, argv, envp) })
 }
 
 /// # Safety
@@ -112,7 +127,7 @@ pub unsafe extern "C" fn execve(
 #[no_mangle]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
     // SAFETY: forwarding the caller's arguments unchanged.
-    around_exec(|| unsafe { real::execv()(path, argv) })
+    around_exec(own_environment(), || unsafe { real::execv()(path, argv) })
 }
 
 /// # Safety
@@ -120,7 +135,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 #[no_mangle]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     // SAFETY: forwarding the caller's arguments unchanged.
-    around_exec(|| unsafe { real::execvp()(file, argv) })
+    around_exec(own_environment(), || unsafe { real::execvp()(file, argv) })
 }
 
 /// # Safety
@@ -132,7 +147,7 @@ pub unsafe extern "C" fn execvpe(
     envp: *const *const c_char,
 ) -> c_int {
     // SAFETY: forwarding the caller's arguments unchanged.
-    around_exec(|| unsafe { real::execvpe()(file, argv, envp) })
+    around_exec(envp, || unsafe { real::execvpe()(file, argv, envp) })
 }
 
 /// # Safety
@@ -144,7 +159,7 @@ pub unsafe extern "C" fn fexecve(
     envp: *const *const c_char,
 ) -> c_int {
     // SAFETY: forwarding the caller's arguments unchanged.
-    around_exec(|| unsafe { real::fexecve()(fd, argv, envp) })
+    around_exec(envp, || unsafe { real::fexecve()(fd, argv, envp) })
 }
 
 /// # Safety

@@ -65,6 +65,32 @@ macro_rules! real_fns {
     };
 }
 
+/// `epoll_pwait2`'s C signature.
+pub type EpollPwait2 = unsafe extern "C" fn(
+    c_int,
+    *mut libc::epoll_event,
+    c_int,
+    *const timespec,
+    *const sigset_t,
+) -> c_int;
+
+/// glibc's `epoll_pwait2` (2.35 on), resolved at its first call rather than up front: an
+/// older glibc has none, and the runtime must load there. `None` where it is absent.
+pub fn epoll_pwait2() -> Option<EpollPwait2> {
+    /// The function's address; 0 before resolution, 1 when absent.
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let mut p = SLOT.load(Ordering::Acquire);
+    if p == 0 {
+        // SAFETY: a NUL-terminated name; RTLD_NEXT finds libc's definition, if any.
+        let found = unsafe { libc::dlsym(libc::RTLD_NEXT, c"epoll_pwait2".as_ptr()) } as usize;
+        p = if found == 0 { 1 } else { found };
+        SLOT.store(p, Ordering::Release);
+    }
+    // SAFETY: `p` is the address of libc's `epoll_pwait2`, whose C signature is
+    // `EpollPwait2`.
+    (p != 1).then(|| unsafe { std::mem::transmute::<usize, EpollPwait2>(p) })
+}
+
 type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
 type Argv = *const *const c_char;
 

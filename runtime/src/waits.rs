@@ -146,6 +146,30 @@ pub unsafe extern "C" fn epoll_pwait(
 }
 
 /// # Safety
+/// Same contract as `epoll_pwait2(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait2(
+    epfd: c_int,
+    events: *mut libc::epoll_event,
+    max: c_int,
+    timeout: *const timespec,
+    mask: *const sigset_t,
+) -> c_int {
+    let Some(real) = real::epoll_pwait2() else {
+        // Only a program that found no epoll_pwait2 in its libc either gets here.
+        // SAFETY: the calling thread's errno slot.
+        unsafe { *libc::__errno_location() = libc::ENOSYS };
+        return -1;
+    };
+    let _quiet = Quiet::new();
+    // SAFETY: `mask` is the caller's (null or valid); the rest is forwarded unchanged.
+    unsafe {
+        let copy = mask_with_sampling(mask);
+        real(epfd, events, max, timeout, or_own(&copy, mask))
+    }
+}
+
+/// # Safety
 /// Same contract as `pause(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn pause() -> c_int {

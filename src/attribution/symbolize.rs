@@ -155,8 +155,20 @@ impl Symbolizer {
             return None;
         };
         let (raw, within) = m.symbols.find_data(offset)?;
-        let name = addr2line::demangle_auto(raw.into(), None).into_owned();
+        let name = demangle_symbol(raw);
         Some((strip_rust_hash(&name).to_owned(), within))
+    }
+}
+
+/// A symbol table name, demangled if it is mangled: only C++ (`_Z…`) and Rust (`_ZN…E`,
+/// `_R…`) names are. A C name is kept as written: short ones are valid C++ *type*
+/// encodings that a demangler would otherwise turn into types (`m` into "unsigned long",
+/// `rw` into "wchar_t restrict", `f` into "float").
+fn demangle_symbol(raw: &str) -> String {
+    if raw.starts_with("_Z") || raw.starts_with("__Z") || raw.starts_with("_R") {
+        addr2line::demangle_auto(raw.into(), None).into_owned()
+    } else {
+        raw.to_owned()
     }
 }
 
@@ -311,7 +323,7 @@ impl LoadedModule {
 
     fn symbol_name(&self, probe: u64) -> Option<String> {
         let raw = self.symbols.find(probe)?;
-        Some(addr2line::demangle_auto(raw.into(), None).into_owned())
+        Some(demangle_symbol(raw))
     }
 }
 

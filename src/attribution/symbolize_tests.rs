@@ -207,6 +207,38 @@ fn cxx_names_are_demangled() {
     assert_eq!(functions(&frames), ["geo::area(int, int)"]);
 }
 
+/// C names that are also C++ type encodings stay C names: a lock `m` or `rw` and a
+/// function `f` (in a module without DWARF, named from its symbol table) were reported as
+/// "unsigned long", "wchar_t restrict" and "float".
+#[test]
+fn c_names_are_not_demangled_as_types() {
+    let tmp = TempDir::new("sym-c-names");
+    let dir = &tmp.0;
+    let source = "int m[4], rw[4];\n\
+                  __attribute__((noinline)) int f(int x) { return x * m[x & 3] + rw[x & 3]; }\n\
+                  int main(int c, char **v) { (void)v; return f(c); }\n";
+    let binary = compile(dir, "prog", source, false, &["-O1"]);
+    let data = std::fs::read(&binary).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let address = |name: &str| {
+        file.symbols()
+            .find(|s| s.name() == Ok(name))
+            .unwrap_or_else(|| panic!("no symbol {name}"))
+            .address()
+    };
+    let build_id = file.build_id().unwrap().unwrap_or_default().to_vec();
+    let module = module(1, binary.to_str().unwrap(), build_id);
+    let mut s = Symbolizer::new();
+    for name in ["m", "rw"] {
+        assert_eq!(
+            s.data_symbol(&module, address(name) + 4),
+            Some((name.to_owned(), 4))
+        );
+    }
+    let frames = s.symbolize(Some(&module), CodeAddress::InstructionPointer(address("f")));
+    assert_eq!(functions(&frames), ["f"]);
+}
+
 #[test]
 fn labels_for_unknown_changed_missing_and_pseudo_modules() {
     let tmp = TempDir::new("sym-labels");

@@ -392,6 +392,10 @@ pub mod counters {
     /// clock less its known threads' (each ended thread's small remainder after its end
     /// record is allowed for).
     pub const UNSEEN_THREADS_CPU: &str = "unseen_threads_cpu_ns";
+    /// Exec calls given an environment that does not pass profiling on (no `LD_PRELOAD` of
+    /// the runtime, or no `BLAMEPROF_OUTPUT`: the program cleared or replaced its
+    /// environment): the images they started are not in the profile.
+    pub const EXECS_UNPROFILED: &str = "execs_unprofiled";
     /// Times the program `dup2`ed onto a descriptor of the runtime's, which was moved first.
     pub const DESCRIPTORS_MOVED: &str = "runtime_descriptors_moved";
     /// Descriptors of the runtime's whose number was too high to be protected from the

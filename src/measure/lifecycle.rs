@@ -540,6 +540,53 @@ pub fn descriptor_wanted(fd: libc::c_int) {
     });
 }
 
+/// Before an `exec` with environment `envp`: counts it ([`Counter::ExecsUnprofiled`]) if that
+/// environment does not pass profiling on, so that an image missing from the profile is
+/// named rather than lost without a word (the program cleared its environment, or gave
+/// exec one of its own making). The environment is the program's: it is not changed. Call
+/// before [`before_exec`], which writes the count to the part it finishes.
+///
+/// # Safety
+/// `envp` is null or a null-terminated array of NUL-terminated strings (exec's contract).
+pub unsafe fn exec_environment(envp: *const *const libc::c_char) {
+    if process::config().is_none() {
+        return;
+    }
+    // SAFETY: per the contract.
+    if !unsafe { passes_profiling_on(envp) } {
+        counters::add(Counter::ExecsUnprofiled, 1);
+    }
+}
+
+/// Whether `envp` preloads the runtime and names the profile directory. Reads only: safe in
+/// a `vfork` child.
+///
+/// # Safety
+/// As [`exec_environment`].
+unsafe fn passes_profiling_on(envp: *const *const libc::c_char) -> bool {
+    use crate::format::protocol::{ENV_OUTPUT, RUNTIME_LIBRARY};
+    let (mut preload, mut output) = (false, false);
+    let mut entry = envp;
+    // SAFETY: `envp` is null or null-terminated, each entry NUL-terminated (the contract).
+    unsafe {
+        while !entry.is_null() && !(*entry).is_null() {
+            let text = std::ffi::CStr::from_ptr(*entry).to_bytes();
+            if let Some(value) = text.strip_prefix(b"LD_PRELOAD=") {
+                preload |= value
+                    .windows(RUNTIME_LIBRARY.len())
+                    .any(|w| w == RUNTIME_LIBRARY.as_bytes());
+            } else if text.len() > ENV_OUTPUT.len()
+                && text.starts_with(ENV_OUTPUT.as_bytes())
+                && text[ENV_OUTPUT.len()] == b'='
+            {
+                output = true;
+            }
+            entry = entry.add(1);
+        }
+    }
+    preload && output
+}
+
 /// Before an `exec`: the new image starts a part of its own. The calling thread's timer is
 /// stopped and its queued sampling signals are consumed: a pending signal survives `exec`,
 /// and the new image, whose disposition for it is the default, would be killed by it.

@@ -55,9 +55,10 @@ pub enum Counter {
     RecordsDroppedSizeLimit,
     UnseenThreadsCpu,
     SignalUnblocked,
+    ExecsUnprofiled,
 }
 
-const ALL: [(Counter, &str); 44] = [
+const ALL: [(Counter, &str); 45] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -132,6 +133,7 @@ const ALL: [(Counter, &str); 44] = [
     ),
     (Counter::UnseenThreadsCpu, names::UNSEEN_THREADS_CPU),
     (Counter::SignalUnblocked, names::SIGNAL_UNBLOCKED),
+    (Counter::ExecsUnprofiled, names::EXECS_UNPROFILED),
 ];
 
 static VALUES: [AtomicU64; ALL.len()] = [const { AtomicU64::new(0) }; ALL.len()];

@@ -31,8 +31,9 @@ use crate::attribution::metrics::{derived_name, Part, BLAME, IDLENESS, WORK};
 use crate::attribution::{Analysis, ProcessSummary};
 use crate::format::counters::{
     CONTENDED_ACQUISITIONS, CONTENDED_HOLDS, CONTENDED_HOLDS_NOTED, CONTENDED_HOLD_PERIOD_PEAK,
-    CONTENDED_MEASURED, CONTENDED_PERIOD_PEAK, DROPPED_SIZE_LIMIT, LOST_SAMPLE_COUNTERS,
-    RECORDS_DROPPED_SIZE_LIMIT, TIMER_FAILURES, WRITE_ERRORS, WRITE_LAST_ERRNO,
+    CONTENDED_MEASURED, CONTENDED_PERIOD_PEAK, DROPPED_SIZE_LIMIT, EXECS_UNPROFILED,
+    LOST_SAMPLE_COUNTERS, RECORDS_DROPPED_SIZE_LIMIT, TIMER_FAILURES, WRITE_ERRORS,
+    WRITE_LAST_ERRNO,
 };
 use crate::format::read::Profile;
 use crate::format::WaitKind;
@@ -138,6 +139,22 @@ fn write_unwritten(
 /// samples, or most of whose CPU time was in threads too short to be sampled: never an
 /// empty profile without a word. `timer_failures`: the profile's count of threads left
 /// without a timer.
+/// The warning for exec calls whose environment dropped the profiler: the images they
+/// started are missing from the profile, which would otherwise look complete.
+fn write_unprofiled_execs(execs: u64, out: &mut dyn Write) -> io::Result<()> {
+    if execs == 0 {
+        return Ok(());
+    }
+    use crate::format::protocol::{ENV_OUTPUT, RUNTIME_LIBRARY};
+    writeln!(
+        out,
+        "{PREFIX}warning: {execs} exec call{} gave the new program an environment without \
+         the profiler (no LD_PRELOAD of {RUNTIME_LIBRARY}, or no {ENV_OUTPUT}): the program \
+         images started so are not in the profile",
+        if execs == 1 { "" } else { "s" }
+    )
+}
+
 fn write_unsampled(p: &ProcessSummary, timer_failures: u64, out: &mut dyn Write) -> io::Result<()> {
     let period = 1_000_000_000 / p.requested_hz.max(1);
     let cpu = p.ended_threads_cpu_ns;
@@ -227,14 +244,20 @@ pub(super) fn write(
     for p in &a.processes {
         write_unsampled(p, counter(TIMER_FAILURES), out)?;
     }
+    write_unprofiled_execs(counter(EXECS_UNPROFILED), out)?;
     let notes: Vec<String> = a
         .counters
         .iter()
         .filter(|(name, _)| {
             !LOST_SAMPLE_COUNTERS.contains(&name.as_str())
                 && !CONTENTION_COUNTERS.contains(&name.as_str())
-                && ![WRITE_ERRORS, WRITE_LAST_ERRNO, RECORDS_DROPPED_SIZE_LIMIT]
-                    .contains(&name.as_str())
+                && ![
+                    WRITE_ERRORS,
+                    WRITE_LAST_ERRNO,
+                    RECORDS_DROPPED_SIZE_LIMIT,
+                    EXECS_UNPROFILED,
+                ]
+                .contains(&name.as_str())
         })
         .map(|(name, v)| format!("{name} {v}"))
         .collect();

@@ -8,6 +8,7 @@
  *   closefrom    closefrom(3)
  *   close_loop   close(fd) for every fd below the descriptor limit
  *   dup2         dup2(/dev/null, fd) for every fd from 3 to 1023
+ *   dup3         dup3(/dev/null, fd, O_CLOEXEC) for every fd from 3 to 1023
  *   fcntl        clears FD_CLOEXEC and the status flags (F_SETFL 0) of every open fd, then
  *                re-executes itself (MODE exec_child), which checks that no descriptor of the
  *                first image's part crossed the exec
@@ -129,6 +130,10 @@ static void unsettle(const char *mode, char *self, char *rounds_arg) {
         for (int fd = 3; fd < 1024; fd++)
             if (fd != devnull)
                 dup2(devnull, fd);
+    } else if (!strcmp(mode, "dup3")) {
+        for (int fd = 3; fd < 1024; fd++)
+            if (fd != devnull)
+                dup3(devnull, fd, O_CLOEXEC);
     } else if (!strcmp(mode, "fcntl")) {
         for (int fd = 3; fd < 1024; fd++) {
             fcntl(fd, F_SETFD, 0);
