@@ -303,9 +303,10 @@ fn ping_pong_reads_half_pressure_and_one_thread_none() {
     );
     // The workload's own property: its two threads take turns, so each waits about half its
     // life on an idle machine, and less on a loaded one, where a thread whose turn it is
-    // waits for a CPU too (0.25 beside two CPU hogs): the report follows the program.
+    // waits for a CPU too (0.16 to 0.25 beside two CPU hogs): the report follows the
+    // program. Under 0.1, the threads hardly took turns at all.
     assert!(
-        (0.2..=0.55).contains(&truth),
+        (0.1..=0.55).contains(&truth),
         "the program waited {truth:.3} of its threads' lives: no ping-pong"
     );
 
