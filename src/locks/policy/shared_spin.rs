@@ -74,7 +74,10 @@ mod tests {
         assert!(spin_is_shared(shared));
         assert!(!spin_is_shared(private));
         note_spin_sharing(private, false);
-        assert!(spin_is_shared(shared), "forgetting another address keeps it");
+        assert!(
+            spin_is_shared(shared),
+            "forgetting another address keeps it"
+        );
         note_spin_sharing(shared, false);
         assert!(!spin_is_shared(shared));
         assert!(SHARED_SPIN_LOCKS
