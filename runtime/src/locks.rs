@@ -75,10 +75,23 @@ pub unsafe extern "C" fn pthread_spin_destroy(lock: *mut pthread_spinlock_t) -> 
 /// Same contract as `pthread_spin_lock(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_spin_lock(lock: *mut pthread_spinlock_t) -> c_int {
+    // Counted before the lock is taken (it always is): the countdown's decrement does not
+    // wait behind the lock's locked instruction (2-3 ns a pair back to back).
+    let sampled = policy::acquisition_due();
     // SAFETY: per this function's contract.
     let rc = spin::lock(unsafe { word(lock) }, &glue(lock));
-    policy::acquisition(lock as usize, WaitKind::Spin, false);
+    if sampled {
+        count_sampled_spin(lock);
+    }
     rc
+}
+
+/// A sampled acquisition of the spin lock `lock`, out of line (as
+/// [`count_sampled_acquisition`] is for mutexes).
+#[cold]
+#[inline(never)]
+fn count_sampled_spin(lock: *mut pthread_spinlock_t) {
+    policy::sampled_acquisition(lock as usize, WaitKind::Spin, false);
 }
 
 export_with_site! {
@@ -249,17 +262,18 @@ unsafe fn try_lock(m: *mut pthread_mutex_t) -> c_int {
 #[cold]
 #[inline(never)]
 fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
-    // Once registered, marks the holder: its samples count as `held.contended` while
-    // this thread and others wait.
-    let block = || {
-        // SAFETY: `m` is the caller's valid mutex, which it is about to wait for.
-        let owner = unsafe { plain_mutex::owner(m) };
-        policy::waiting_behind(owner, m as usize, WaitKind::Mutex);
-        block()
-    };
+    // Before the bookkeeping: the holder's samples count as `held.contended` from this
+    // thread's arrival to its return (the holder is marked, and the mutex counts it
+    // waiting), not once the bookkeeping is done, microseconds into the hold, nor only
+    // while the lock word says a waiter sleeps.
+    let others = policy::waiter_arrives(m as usize);
+    // SAFETY: `m` is the caller's valid mutex, which it is about to wait for.
+    let owner = unsafe { plain_mutex::owner(m) };
+    policy::waiting_behind(owner, m as usize, WaitKind::Mutex, others > 0);
     let rc = policy::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
         policy::outcome_of_rc(rc)
     });
+    policy::waiter_leaves(m as usize);
     if rc == 0 || rc == libc::EOWNERDEAD {
         count_acquisition(m, false);
     }

@@ -203,9 +203,10 @@ impl Frame {
     };
 }
 
-/// The mean number of a thread's lock acquisitions between two it samples for the lock
-/// table's acquisition counts (each sampled one counts for the ones since the previous),
-/// at least: a thread that would sample more than about two every 100 µs samples fewer
+/// The usual mean number of a thread's lock acquisitions between two it samples for the
+/// lock table's acquisition counts (each sampled one counts for itself and the ones until
+/// the next): a thread that would sample more than about two every 100 µs samples fewer,
+/// and one taking fewer than about one lock every 100 µs counts every acquisition
 /// (`locks::acquisition_sampling`).
 pub const ACQUISITION_SAMPLING_PERIOD: u32 = 256;
 
@@ -225,8 +226,9 @@ pub struct LockStats {
     /// Where it was initialised: the (absolute) return address of its `pthread_*_init`
     /// call; 0 when unknown (a static initialiser, or never initialised by a call).
     pub init_site: u64,
-    /// Acquisitions, contended or not (sampled: one in about
-    /// [`ACQUISITION_SAMPLING_PERIOD`] of a thread's, each counting for the period it ended).
+    /// Acquisitions, contended or not (sampled: one in up to about
+    /// [`ACQUISITION_SAMPLING_PERIOD`] of a thread's, each counting for the period it
+    /// starts, less what did not come of a thread's last).
     pub acquisitions: u64,
     /// How many sampled acquisitions `acquisitions` was estimated from.
     pub acquisition_samples: u64,

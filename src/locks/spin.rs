@@ -10,13 +10,20 @@
 //! - monitored: `MONITORED | index`, naming a [`MonSpin`] in the slab, whose own word is the
 //!   real lock and which carries the idleness counter.
 //!
-//! A native word is converted (by CAS) the first time a thread finds it locked while the
-//! runtime is active, so uncontended locks pay nothing but a CAS, like glibc's. Conversion
-//! preserves the lock state, and every protocol below stays correct while another thread
-//! converts the word, holds the lock or spins on it: a native CAS fails when the word was
-//! converted meanwhile, and the operation retries on the monitored form (at most twice for
-//! trylock and unlock). A monitored word stays monitored until `pthread_spin_destroy` or
-//! `pthread_spin_init`, which recycle its slot.
+//! A native word is converted (by CAS) once a thread that found it locked while the runtime
+//! is active sees it released: only an unlocked word is ever converted (into an unlocked
+//! record), so nobody changes a word its holder holds natively, and the native unlock is a
+//! plain store, as glibc's is; it does not even read the word while no monitored word
+//! shares its bucket of [`CONVERTED`]. An uncontended pair costs a CAS and a store, like
+//! glibc's (an unlock by CAS, because the word might have been converted under its holder,
+//! cost a second locked instruction, and a read of the word right after the lock's CAS
+//! waited for it: about 10 ns a pair each). The spin that waited for the release is
+//! not measured (its hold has no record to feed): counted as an unmonitored wait, once per
+//! lock until it is recycled. Every protocol below stays correct while another thread
+//! converts the word, takes the lock or spins on it: a native CAS fails when the word was
+//! converted meanwhile, and the operation retries on the monitored form. A monitored word
+//! stays monitored until `pthread_spin_destroy` or `pthread_spin_init`, which recycle its
+//! slot.
 //!
 //! Spinning: the waiter measures its spin (wall time, from its first failed attempt to its
 //! acquisition) and records it as idleness at its own context; its CPU-time samples
@@ -104,12 +111,21 @@ impl Linked for MonSpin {
 
 static SLAB: Slab<MonSpin> = Slab::new();
 
-/// Slab records taken for conversions and not yet recycled: raised before a converting CAS
-/// and lowered when its record is freed. While it is 0 no word refers to a record, so
-/// [`reset`] (every `pthread_spin_init`) stores the word as glibc does, without a locked
-/// read-modify-write of what is usually fresh memory: programs that make millions of
-/// spin locks pay for a store, not a cache-missing exchange.
-static CONVERSIONS_LIVE: AtomicU32 = AtomicU32::new(0);
+/// Buckets of [`CONVERTED`] (a power of two).
+const CONVERTED_BUCKETS: usize = 4096;
+
+/// Monitored words, by a hash of their address: counted before a word is converted
+/// (published by the conversion's CAS), uncounted once its record is freed. An unlock whose
+/// bucket counts none holds a native word and stores, without reading its word: a load of
+/// the lock's own cache line right after the lock's locked instruction waits for it, 10 ns
+/// a pair back to back (a load of another line does not). Words that share a bucket share
+/// its count (their unlocks read their word).
+static CONVERTED: [AtomicU32; CONVERTED_BUCKETS] = [const { AtomicU32::new(0) }; CONVERTED_BUCKETS];
+
+fn converted_bucket(address: usize) -> &'static AtomicU32 {
+    let h = (address as u64 >> 2).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
+    &CONVERTED[h as usize % CONVERTED_BUCKETS]
+}
 
 fn monitored(word: u32) -> Option<&'static MonSpin> {
     if word & MONITORED == 0 {
@@ -130,15 +146,20 @@ pub trait SpinHooks {
     /// Charges `ns` of blame to the calling context, or counts it as unsettled when it
     /// cannot (the lock is released by then: nothing may be given back to its record).
     fn blame(&self, ns: u64);
+    /// The calling thread waited for a native holder's release, unmeasured (its hold had
+    /// no record to feed): counted.
+    fn spun_natively(&self);
     /// Monotonic time in ns.
     fn now(&self) -> u64;
 }
 
-/// Converts `lock` to the monitored form (if it still is native) and returns its state.
+/// Converts `lock` to the monitored form if it is native and unlocked (into an unlocked
+/// record), and returns its record; `None` when it is native and held (taken meanwhile) or
+/// no record can be had.
 fn demand_monitored(lock: &AtomicU32, address: usize) -> Option<&'static MonSpin> {
     let current = lock.load(Ordering::Acquire);
-    if let Some(m) = monitored(current) {
-        return Some(m);
+    if current != NATIVE_UNLOCKED {
+        return monitored(current);
     }
     let index = SLAB.alloc()?;
     let slot = SLAB.get(index)?;
@@ -149,30 +170,49 @@ fn demand_monitored(lock: &AtomicU32, address: usize) -> Option<&'static MonSpin
     slot.stamp.store(0, Ordering::Relaxed);
     slot.meta.store(false, Ordering::Relaxed);
     slot.owner.store(address, Ordering::Relaxed);
-    CONVERSIONS_LIVE.fetch_add(1, Ordering::SeqCst);
-    let mut current = current;
-    loop {
-        if let Some(m) = monitored(current) {
-            SLAB.free(index); // another thread converted it first
-            CONVERSIONS_LIVE.fetch_sub(1, Ordering::SeqCst);
-            return Some(m);
-        }
-        slot.word
-            .store(u32::from(current != NATIVE_UNLOCKED), Ordering::Relaxed);
-        match lock.compare_exchange(
-            current,
-            MONITORED | index,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => return Some(slot),
-            Err(now) => current = now,
+    slot.word.store(0, Ordering::Relaxed);
+    // Counted before it is published: whoever takes the lock through the record (after an
+    // Acquire load of the word) finds the count when it unlocks.
+    let bucket = converted_bucket(lock as *const AtomicU32 as usize);
+    bucket.fetch_add(1, Ordering::Relaxed);
+    match lock.compare_exchange(
+        NATIVE_UNLOCKED,
+        MONITORED | index,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => Some(slot),
+        Err(now) => {
+            // Taken natively, or converted by another thread first.
+            SLAB.free(index);
+            bucket.fetch_sub(1, Ordering::Relaxed);
+            monitored(now)
         }
     }
 }
 
-/// `pthread_spin_lock`.
+/// `pthread_spin_lock`: a free native word is taken as glibc takes it, by one locked
+/// instruction (no load first); anything else out of line.
+#[inline(always)]
 pub fn lock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
+    if lock
+        .compare_exchange(
+            NATIVE_UNLOCKED,
+            NATIVE_LOCKED,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        )
+        .is_ok()
+    {
+        return 0;
+    }
+    lock_slow(lock, hooks)
+}
+
+/// The rest of [`lock`]: a monitored word, or a native one found held.
+#[cold]
+#[inline(never)]
+fn lock_slow(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     let address = lock as *const AtomicU32 as usize;
     loop {
         // Acquire: a monitored word's record was initialised before the word was published.
@@ -195,16 +235,22 @@ pub fn lock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
             }
             continue;
         }
-        // Native and held: contended. Convert so the wait can be charged, or (runtime not
-        // active, or out of slots) spin natively.
-        if !hooks.active() || demand_monitored(lock, address).is_none() {
-            loop {
-                let now = lock.load(Ordering::Relaxed);
-                if now == NATIVE_UNLOCKED || monitored(now).is_some() {
-                    break;
-                }
-                std::hint::spin_loop();
+        // Native and held: contended. Its holder releases by a plain store, so the word is
+        // left alone until then; once released it is converted (runtime active) and taken
+        // in the monitored form, so that the waits to come can be charged.
+        let active = hooks.active();
+        if active {
+            hooks.spun_natively();
+        }
+        let now = loop {
+            let now = lock.load(Ordering::Relaxed);
+            if now == NATIVE_UNLOCKED || monitored(now).is_some() {
+                break now;
             }
+            std::hint::spin_loop();
+        };
+        if now == NATIVE_UNLOCKED && active {
+            demand_monitored(lock, address);
         }
     }
 }
@@ -315,37 +361,39 @@ pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
 /// must not open the gate (`held`) behind the release, or waiting would accrue while the
 /// lock is free and be charged to the next unlock. Nothing is given back to the record
 /// after the release: the program may destroy the lock as soon as it is unlocked.
+///
+/// A native word is released by a plain store, as glibc's unlock does: nobody converts a
+/// word while it is held ([`demand_monitored`]). While no word of its bucket is monitored
+/// ([`CONVERTED`]) the word is not even read; else it is, out of line.
+#[inline(always)]
 pub fn unlock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
-    loop {
-        // Acquire: a monitored word's record was initialised before the word was published.
-        let current = lock.load(Ordering::Acquire);
-        if let Some(m) = monitored(current) {
-            let blame = m.update(hooks.now(), |m| {
-                m.held.store(false, Ordering::Relaxed);
-                let blame = m.idleness.swap(0, Ordering::Relaxed);
-                m.word.store(0, Ordering::Release);
-                blame
-            });
-            if blame > 0 {
-                hooks.blame(blame);
-            }
-            return 0;
-        }
-        if current == NATIVE_UNLOCKED {
-            return 0; // unlocking an unlocked native lock: glibc's plain store would do this
-        }
-        if lock
-            .compare_exchange(
-                current,
-                NATIVE_UNLOCKED,
-                Ordering::Release,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-        {
-            return 0;
-        }
+    let address = lock as *const AtomicU32 as usize;
+    if converted_bucket(address).load(Ordering::Relaxed) == 0 {
+        lock.store(NATIVE_UNLOCKED, Ordering::Release);
+        return 0;
     }
+    unlock_read(lock, hooks)
+}
+
+/// [`unlock`] of a word that may be monitored: its record's release, or the native store.
+#[cold]
+#[inline(never)]
+fn unlock_read(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
+    // Acquire: a monitored word's record was initialised before the word was published.
+    let Some(m) = monitored(lock.load(Ordering::Acquire)) else {
+        lock.store(NATIVE_UNLOCKED, Ordering::Release);
+        return 0;
+    };
+    let blame = m.update(hooks.now(), |m| {
+        m.held.store(false, Ordering::Relaxed);
+        let blame = m.idleness.swap(0, Ordering::Relaxed);
+        m.word.store(0, Ordering::Release);
+        blame
+    });
+    if blame > 0 {
+        hooks.blame(blame);
+    }
+    0
 }
 
 /// `pthread_spin_init` (`to` = [`NATIVE_UNLOCKED`]) and `pthread_spin_destroy` (`to` = the
@@ -354,9 +402,12 @@ pub fn unlock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
 /// lock destroyed or initialised while held with spinners. The caller counts it.
 pub fn reset(lock: &AtomicU32, to: u32) -> u64 {
     let address = lock as *const AtomicU32 as usize;
-    if CONVERSIONS_LIVE.load(Ordering::Acquire) == 0 {
-        // No word refers to a record (a conversion of this word would have happened
-        // before this call, which the program orders after every use of the lock).
+    if converted_bucket(address).load(Ordering::Acquire) == 0 {
+        // The word is native (a conversion of it is counted in its bucket before it is
+        // published, and the program orders this call after every use of the lock): it is
+        // stored as glibc's init stores it, without a locked read-modify-write of what is
+        // usually fresh memory (a churn of millions of spin locks paid a cache-missing
+        // exchange for each).
         lock.store(to, Ordering::Release);
         return 0;
     }
@@ -371,7 +422,7 @@ pub fn reset(lock: &AtomicU32, to: u32) -> u64 {
                 // is freed only once that section is over.
                 let left = m.update(0, |m| m.idleness.swap(0, Ordering::Relaxed));
                 SLAB.free(index);
-                CONVERSIONS_LIVE.fetch_sub(1, Ordering::SeqCst);
+                converted_bucket(address).fetch_sub(1, Ordering::Relaxed);
                 return left;
             }
         }
@@ -424,6 +475,7 @@ mod tests {
         fn blame(&self, ns: u64) {
             self.blamed.fetch_add(ns, Ordering::Relaxed);
         }
+        fn spun_natively(&self) {}
         fn now(&self) -> u64 {
             self.clock.fetch_add(1, Ordering::Relaxed)
         }
@@ -444,16 +496,32 @@ mod tests {
         assert_eq!(trylock(&AtomicU32::new(u32::MAX), &hooks), libc::EBUSY);
     }
 
+    /// `word` (native and free) converted, then held in the monitored form (as a thread
+    /// that converted it and swapped its word holds it).
+    fn held_monitored(word: &AtomicU32, address: usize) -> &'static MonSpin {
+        let m = demand_monitored(word, address).unwrap();
+        assert!(word.load(Ordering::Relaxed) & MONITORED != 0);
+        assert_eq!(m.word.swap(1, Ordering::Relaxed), 0, "converted unlocked");
+        m
+    }
+
+    #[test]
+    fn a_held_native_word_is_not_converted_and_its_unlock_is_a_store() {
+        let word = AtomicU32::new(NATIVE_LOCKED); // held since before the runtime started
+        assert!(
+            demand_monitored(&word, 0x1000).is_none(),
+            "held: left alone"
+        );
+        assert_eq!(word.load(Ordering::Relaxed), NATIVE_LOCKED);
+        let hooks = Hooks::new();
+        assert_eq!(unlock(&word, &hooks), 0);
+        assert_eq!(word.load(Ordering::Relaxed), NATIVE_UNLOCKED);
+    }
+
     #[test]
     fn conversion_keeps_a_held_lock_held_and_blame_reaches_the_holder() {
-        let word = AtomicU32::new(NATIVE_LOCKED); // held since before the runtime started
-        let m = demand_monitored(&word, 0x1000).unwrap();
-        assert!(word.load(Ordering::Relaxed) & MONITORED != 0);
-        assert_eq!(
-            m.word.load(Ordering::Relaxed),
-            1,
-            "still held after conversion"
-        );
+        let word = AtomicU32::new(NATIVE_UNLOCKED);
+        let m = held_monitored(&word, 0x1000);
         let hooks = Hooks::new();
         assert_eq!(trylock(&word, &hooks), libc::EBUSY);
         // A spinner arrives at 10 (as `lock_monitored` registers it when its swap fails);
@@ -497,6 +565,7 @@ mod tests {
         fn blame(&self, ns: u64) {
             self.inner.blame(ns)
         }
+        fn spun_natively(&self) {}
         fn now(&self) -> u64 {
             self.inner.now()
         }
@@ -504,8 +573,8 @@ mod tests {
 
     #[test]
     fn a_spin_being_recorded_is_not_the_next_hold() {
-        let word = AtomicU32::new(NATIVE_LOCKED);
-        let m = demand_monitored(&word, 0x2000).unwrap();
+        let word = AtomicU32::new(NATIVE_UNLOCKED);
+        let m = held_monitored(&word, 0x2000);
         let hooks = SlowRecord {
             inner: Hooks::new(),
             lock: m,
@@ -530,8 +599,8 @@ mod tests {
 
     #[test]
     fn a_spinner_registering_after_the_release_charges_nobody_for_the_free_lock() {
-        let word = AtomicU32::new(NATIVE_LOCKED);
-        let m = demand_monitored(&word, &word as *const AtomicU32 as usize).unwrap();
+        let word = AtomicU32::new(NATIVE_UNLOCKED);
+        let m = held_monitored(&word, &word as *const AtomicU32 as usize);
         let hooks = Hooks::new();
         // The holder releases at 10 with nobody registered; a spinner whose swap failed
         // during that hold registers only at 20, when the lock is free: nothing accrues.
@@ -552,8 +621,8 @@ mod tests {
 
     #[test]
     fn destroying_a_lock_held_with_spinners_returns_the_waiting_nobody_took() {
-        let word = AtomicU32::new(NATIVE_LOCKED);
-        let m = demand_monitored(&word, &word as *const AtomicU32 as usize).unwrap();
+        let word = AtomicU32::new(NATIVE_UNLOCKED);
+        let m = held_monitored(&word, &word as *const AtomicU32 as usize);
         register_spinner(m, 10);
         // A later update brings the counter up to 40: 30 ns of waiting, in the record.
         m.update(40, |_| {});

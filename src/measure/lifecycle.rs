@@ -215,6 +215,7 @@ fn start_thread_bookkeeping(
         root,
     };
     state.last_cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
+    crate::locks::acquisition_sampling::set_thread_tries(Some(&state.lock_tries));
     if let Some(&key) = KEY.get() {
         // SAFETY: `key` was created by pthread_key_create; the value is a 'static state.
         unsafe { libc::pthread_setspecific(key, state as *const ThreadState as *const _) };
@@ -343,8 +344,12 @@ fn record_thread_exit(value: *mut libc::c_void) {
     flush_thread(state);
     fold_contention(state);
     crate::locks::policy::fold_lock_waits(state);
-    // Its hold sampling counts not yet handed on (its own thread-local state).
+    // Its failed trylocks are counted nowhere from now on: its state may go to a new thread.
+    crate::locks::acquisition_sampling::set_thread_tries(None);
+    // Its hold sampling counts not yet handed on, and what its last sampled acquisition
+    // counted ahead that did not come (its own thread-local state).
     crate::locks::policy::fold_hold_sampling();
+    crate::locks::policy::take_back_acquisitions(None);
     let name = records::thread_name(tid);
     let cpu = thread_cpu_ns();
     ENDED_CPU_NS.fetch_add(cpu, Ordering::Relaxed);
@@ -442,8 +447,10 @@ fn finish(reason: u8) -> bool {
         u64::from(crate::locks::wait_table::monitored_high_water()),
     );
     // This thread's hold sampling counts; those the threads still alive have not handed on
-    // (at most a millisecond's) are in their own thread-local state, out of reach.
+    // (at most a millisecond's) are in their own thread-local state, out of reach. So is
+    // what their last sampled acquisitions counted ahead: only this thread's is taken back.
     crate::locks::policy::fold_hold_sampling();
+    crate::locks::policy::take_back_acquisitions(None);
     let me = gettid();
     // Before the threads' clocks: the live ones run on while they are read.
     let process_cpu = process_cpu_ns();

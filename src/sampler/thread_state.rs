@@ -24,7 +24,7 @@ use crate::format::Frame;
 use crate::locks::contention_sampling::ContentionSampler;
 use crate::locks::held_marks::HeldMarks;
 use crate::locks::hold_starts::HoldStarts;
-use crate::locks::lock_table::PendingWaits;
+use crate::locks::lock_table::{PendingTries, PendingWaits};
 use crate::locks::thinning::{ThinRate, THIN_CLASSES, THIN_UNSTARTED};
 use crate::locks::wait_table::Wait;
 use crate::locks::wake_chain::LastWait;
@@ -110,6 +110,9 @@ pub struct ThreadState {
     pub contention: ContentionSampler,
     /// Its contended acquisitions not yet in their lock's row.
     pub lock_waits: PendingWaits,
+    /// Its failed trylocks not yet in their lock's row (written through its thread pointer:
+    /// `locks::acquisition_sampling::thread_tries`).
+    pub lock_tries: PendingTries,
     /// Locks others wait for that it may hold (`locks::held_marks`), written by its waiters
     /// and read by its signal handler.
     pub held: HeldMarks,
@@ -138,6 +141,7 @@ impl ThreadState {
             wake_path: WakePath::new(),
             contention: ContentionSampler::default(),
             lock_waits: PendingWaits::default(),
+            lock_tries: PendingTries::default(),
             held: HeldMarks::new(),
             owner: UnsafeCell::new(OwnerPart {
                 frames: frame_array(),
@@ -290,6 +294,7 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     }
     state.contention.reset();
     state.lock_waits.reset();
+    state.lock_tries.reset();
     state.held.reset();
     // SAFETY: the state is not yet published, so nothing else can reach its owner part.
     unsafe {

@@ -343,8 +343,8 @@ fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
         out,
         "Exact: contended, try failed (of tries: failed ones, plus successful ones sampled), \
          waits. Sampled and scaled: acquired~ (one acquisition in about {} per thread, fewer in threads taking millions \
-         a second, each \
-         counting for those since the last). Blame and the waiting per site come from the \
+         a second, every one in threads taking fewer than about 10,000 a second; each \
+         counting for those until the next). Blame and the waiting per site come from the \
          lock's samples; who waited behind whom splits each holder's blame over the waits \
          recorded during its holds (matched in time; by the waiters' shares of all waiting \
          where none was recorded, or in profiles before format version 3); the rest of a \

@@ -28,8 +28,8 @@
 //!   a livelock) is a violation too.
 //!
 //! The checker is shown able to fail: each model has deliberately broken variants (a
-//! conversion that forgets the lock is held, a reference published before its record is
-//! set, a path read without its seqlock check or its seq check, a path published after the
+//! conversion that forgets the lock is held, a held word converted and then released by its
+//! holder's store, a path read without its seqlock check or its seq check, a path published after the
 //! wake, a torn identity...) and tests assert that it finds each bug. Among them are the
 //! protocols as they were before the defects the checks found were fixed (see
 //! `docs/robustness.md`, "Concurrency: model checking").

@@ -98,15 +98,17 @@ pub(super) enum Variant {
     GiveBackAfterRelease,
     /// [`Variant::Real`], but the word is released before the counter is taken.
     ReleasesBeforeSwap,
-    /// `demand_monitored` converts a held lock into an unlocked record.
+    /// `demand_monitored` converts a held lock too (into an unlocked record).
     ConversionForgetsHolder,
-    /// `demand_monitored` publishes the reference before it sets the record's lock word.
-    PublishBeforeInit,
-    /// A native `unlock` stores `NATIVE_UNLOCKED` instead of its CAS (overwriting a
-    /// conversion that happened meanwhile).
-    NativeUnlockByStore,
+    /// The protocol before the native unlock became a store: `demand_monitored` converts a
+    /// held word into a held record (which a native unlock by CAS allowed), with the
+    /// store: the store overwrites the conversion.
+    ConvertsHeldWord,
     /// A converter that lost the race does not free its record.
     LoserKeepsSlot,
+    /// `demand_monitored` counts the word in its bucket after publishing it: an unlock
+    /// that finds the bucket empty meanwhile stores over the reference.
+    CountsAfterPublishing,
     /// A spinner never opens the gate (waiting during a hold it registered in is lost).
     NeverOpensGate,
 }
@@ -121,9 +123,10 @@ enum Pc {
     ConvertLoad,
     ConvertAlloc,
     ConvertCheck,
+    ConvertCount,
     ConvertCas,
-    ConvertLateInit,
-    // spin::lock, native spinning (no record to be had)
+    ConvertUncount,
+    // spin::lock, native spinning until the native holder's release
     NativeSpin,
     // spin::lock_monitored
     MonSwap,
@@ -159,8 +162,9 @@ enum Pc {
     TrySwap,
     TryCas,
     // spin::unlock
+    UnlockCount,
     UnlockLoad,
-    UnlockNativeCas,
+    UnlockNativeStore,
     UnlockSpinners,
     UnlockIdleness,
     UnlockNow,
@@ -178,6 +182,7 @@ enum Pc {
     ResetSwap,
     ResetOwner,
     ResetFree,
+    ResetUncount,
     // the program's own ordering
     After,
     Done,
@@ -321,6 +326,8 @@ struct Thread {
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub(super) struct State {
     words: [u8; NL],
+    /// `spin::CONVERTED`'s count of each lock's bucket (each lock a bucket of its own).
+    converted: [u8; NL],
     /// Ghost: the thread holding each lock, plus one (0: free).
     holder: [u8; NL],
     slots: [Slot; NS],
@@ -377,7 +384,7 @@ impl SpinModel {
             None => Pc::Done,
             Some(Op::Lock(_)) => Pc::LockLoad,
             Some(Op::TryLock(_)) => Pc::TryLoad,
-            Some(Op::Unlock(_)) => Pc::UnlockLoad,
+            Some(Op::Unlock(_)) => Pc::UnlockCount,
             Some(Op::Destroy(_)) => Pc::DestroyLoad,
             Some(Op::Init(_)) => Pc::ResetSwap,
             Some(Op::After(..)) => Pc::After,
@@ -477,6 +484,7 @@ impl Model for SpinModel {
         };
         let mut s = State {
             words: [UNLOCKED; NL],
+            converted: [0; NL],
             holder: [0; NL],
             slots: [Slot::default(); NS],
             threads: [blank; NT],
@@ -539,13 +547,15 @@ impl Model for SpinModel {
         let go = |n: &mut State, pc: Pc| {
             let th = &mut n.threads[t];
             th.pc = pc;
-            if matches!(pc, Pc::LockLoad | Pc::TryLoad | Pc::UnlockLoad) {
+            if matches!(pc, Pc::LockLoad | Pc::TryLoad | Pc::UnlockCount) {
                 // Back at a loop's head: every local is dead (cleared: fewer states).
                 (th.cur, th.m, th.idx, th.now) = (0, 0, 0, 0);
             }
         };
         match th.pc {
-            // spin::lock: `let current = lock.load(Relaxed)`, then dispatch on it.
+            // spin::lock: its first `compare_exchange(NATIVE_UNLOCKED, NATIVE_LOCKED)`, a
+            // no-op when it fails, is `LockCas` after this load; then `lock_slow`: `let
+            // current = lock.load(Acquire)`, and dispatch on it.
             Pc::LockLoad => {
                 let current = s.words[l];
                 if let Some(i) = monitored(current) {
@@ -553,9 +563,15 @@ impl Model for SpinModel {
                     go(&mut n, Pc::MonSwap);
                 } else if current == UNLOCKED {
                     go(&mut n, Pc::LockCas);
-                } else {
-                    // Native and held: `demand_monitored` (the runtime is active).
+                } else if matches!(
+                    v,
+                    Variant::ConvertsHeldWord | Variant::ConversionForgetsHolder
+                ) {
+                    // Broken variants: the held word is converted at once.
                     go(&mut n, Pc::ConvertLoad);
+                } else {
+                    // Native and held: spin natively until the holder's release.
+                    go(&mut n, Pc::NativeSpin);
                 }
             }
             // spin::lock: `compare_exchange_weak(NATIVE_UNLOCKED, NATIVE_LOCKED)`; a
@@ -572,24 +588,38 @@ impl Model for SpinModel {
                 out.push(retry);
                 return;
             }
-            // spin::demand_monitored: `let current = lock.load(Acquire)`; a reference
-            // returns at once (and `lock` loops back to its load).
+            // spin::demand_monitored: `let current = lock.load(Acquire)`; a reference, or a
+            // word taken natively meanwhile, returns at once (and `lock` loops back to its
+            // load).
             Pc::ConvertLoad => {
                 let current = s.words[l];
                 n.threads[t].cur = current;
+                let converts = current == UNLOCKED
+                    || (monitored(current).is_none()
+                        && matches!(
+                            v,
+                            Variant::ConvertsHeldWord | Variant::ConversionForgetsHolder
+                        ));
                 go(
                     &mut n,
-                    if monitored(current).is_some() {
-                        Pc::LockLoad
-                    } else {
+                    if converts {
                         Pc::ConvertAlloc
+                    } else {
+                        Pc::LockLoad
                     },
                 );
             }
             // spin::demand_monitored: `SLAB.alloc()` and the slot's reset (relaxed stores
-            // to a slot nobody else can reach yet). No slot: `lock` spins natively.
+            // to a slot nobody else can reach yet). No slot: back to `lock`'s loop.
             Pc::ConvertAlloc => match (0..self.slots).find(|&i| !s.slots[i].allocated) {
-                None => go(&mut n, Pc::NativeSpin),
+                None => go(
+                    &mut n,
+                    if v == Variant::ConvertsHeldWord {
+                        Pc::NativeSpin
+                    } else {
+                        Pc::LockLoad
+                    },
+                ),
                 Some(i) => {
                     let slot = &mut n.slots[i];
                     slot.allocated = true;
@@ -604,57 +634,85 @@ impl Model for SpinModel {
                     go(&mut n, Pc::ConvertCheck);
                 }
             },
-            // spin::demand_monitored, loop head: converted by another thread meanwhile →
-            // `SLAB.free(index)` and return it; else `slot.word.store(current locked)`.
+            // spin::demand_monitored: `slot.word.store(0)` (the broken variant that converts
+            // held words: the word's state, as the old protocol did).
             Pc::ConvertCheck => {
                 let i = usize::from(th.idx);
-                if monitored(th.cur).is_some() {
-                    if v != Variant::LoserKeepsSlot {
-                        self.free(&mut n, i);
-                    }
-                    go(&mut n, Pc::LockLoad);
-                } else {
-                    let locked = u8::from(th.cur != UNLOCKED);
-                    match v {
-                        Variant::ConversionForgetsHolder => n.slots[i].word = 0,
-                        Variant::PublishBeforeInit => {}
-                        _ => n.slots[i].word = locked,
-                    }
-                    go(&mut n, Pc::ConvertCas);
-                }
+                n.slots[i].word = match v {
+                    Variant::ConvertsHeldWord => u8::from(th.cur != UNLOCKED),
+                    _ => 0,
+                };
+                go(
+                    &mut n,
+                    if v == Variant::CountsAfterPublishing {
+                        Pc::ConvertCas
+                    } else {
+                        Pc::ConvertCount
+                    },
+                );
             }
-            // spin::demand_monitored: `lock.compare_exchange(current, MONITORED | index)`;
-            // on failure, `current = now` and round the loop.
+            // spin::demand_monitored: `bucket.fetch_add(1)`, before the CAS publishes the
+            // reference (the broken variant: after it).
+            Pc::ConvertCount => {
+                n.converted[l] += 1;
+                go(
+                    &mut n,
+                    if v == Variant::CountsAfterPublishing {
+                        Pc::LockLoad
+                    } else {
+                        Pc::ConvertCas
+                    },
+                );
+            }
+            // spin::demand_monitored: `lock.compare_exchange(NATIVE_UNLOCKED, MONITORED |
+            // index)` (the broken variants: from the value read); on failure
+            // `SLAB.free(index)`, and back to `lock`'s loop.
             Pc::ConvertCas => {
                 let i = usize::from(th.idx);
                 if s.words[l] == th.cur {
                     n.words[l] = reference(i);
                     go(
                         &mut n,
-                        if v == Variant::PublishBeforeInit {
-                            Pc::ConvertLateInit
+                        if v == Variant::CountsAfterPublishing {
+                            Pc::ConvertCount
                         } else {
                             Pc::LockLoad
                         },
                     );
                 } else {
-                    n.threads[t].cur = s.words[l];
-                    go(&mut n, Pc::ConvertCheck);
+                    if v != Variant::LoserKeepsSlot {
+                        self.free(&mut n, i);
+                    }
+                    go(
+                        &mut n,
+                        if v == Variant::CountsAfterPublishing {
+                            Pc::LockLoad
+                        } else {
+                            Pc::ConvertUncount
+                        },
+                    );
                 }
             }
-            // Broken variant only: the record's lock word set after publication.
-            Pc::ConvertLateInit => {
-                let i = usize::from(th.idx);
-                n.slots[i].word = u8::from(th.cur != UNLOCKED);
+            // spin::demand_monitored, the CAS failed: `bucket.fetch_sub(1)`.
+            Pc::ConvertUncount => {
+                n.converted[l] -= 1;
                 go(&mut n, Pc::LockLoad);
             }
-            // spin::lock, native spinning: `lock.load(Relaxed)` until unlocked or converted.
+            // spin::lock, native spinning: `lock.load(Relaxed)` until unlocked or converted;
+            // unlocked, `demand_monitored` (the runtime is active).
             Pc::NativeSpin => {
                 let now = s.words[l];
                 if now != UNLOCKED && monitored(now).is_none() {
                     return; // spins: no progress until another thread moves
                 }
-                go(&mut n, Pc::LockLoad);
+                go(
+                    &mut n,
+                    if now == UNLOCKED {
+                        Pc::ConvertLoad
+                    } else {
+                        Pc::LockLoad
+                    },
+                );
             }
             // spin::lock_monitored: `m.word.swap(1, Acquire) == 0`.
             Pc::MonSwap => {
@@ -837,7 +895,17 @@ impl Model for SpinModel {
                     go(&mut n, Pc::TryLoad);
                 }
             }
-            // spin::unlock: `let current = lock.load(Relaxed)`.
+            // spin::unlock: `converted_bucket(address).load(Relaxed) == 0` → the native
+            // store without reading the word; else `unlock_read`.
+            Pc::UnlockCount => go(
+                &mut n,
+                if s.converted[l] == 0 {
+                    Pc::UnlockNativeStore
+                } else {
+                    Pc::UnlockLoad
+                },
+            ),
+            // spin::unlock_read: `lock.load(Acquire)`.
             Pc::UnlockLoad => {
                 let current = s.words[l];
                 if let Some(i) = monitored(current) {
@@ -855,21 +923,15 @@ impl Model for SpinModel {
                     n.violation = n.violation.max(LOST_LOCK);
                     self.finish(&mut n, t);
                 } else {
-                    n.threads[t].cur = current;
-                    go(&mut n, Pc::UnlockNativeCas);
+                    go(&mut n, Pc::UnlockNativeStore);
                 }
             }
-            // spin::unlock: `compare_exchange(current, NATIVE_UNLOCKED, Release)`; failure
-            // (converted meanwhile) goes round the loop.
-            Pc::UnlockNativeCas => {
-                // (The broken variant stores whatever the word holds now.)
-                if v == Variant::NativeUnlockByStore || s.words[l] == th.cur {
-                    n.words[l] = UNLOCKED;
-                    Self::release(&mut n, l, t);
-                    self.finish(&mut n, t);
-                } else {
-                    go(&mut n, Pc::UnlockLoad);
-                }
+            // spin::unlock: `lock.store(NATIVE_UNLOCKED, Release)`: nobody converts a held
+            // word (but the broken variant, whose conversion this overwrites).
+            Pc::UnlockNativeStore => {
+                n.words[l] = UNLOCKED;
+                Self::release(&mut n, l, t);
+                self.finish(&mut n, t);
             }
             // Old protocol only: `pending = m.spinners.load(Acquire) > 0 || ...`.
             Pc::UnlockSpinners => go(
@@ -1010,6 +1072,11 @@ impl Model for SpinModel {
             // spin::reset: `SLAB.free(index)`.
             Pc::ResetFree => {
                 self.free(&mut n, m);
+                go(&mut n, Pc::ResetUncount);
+            }
+            // spin::reset: `converted_bucket(address).fetch_sub(1)`.
+            Pc::ResetUncount => {
+                n.converted[l] -= 1;
                 self.finish(&mut n, t);
             }
             Pc::After => {
@@ -1061,6 +1128,11 @@ impl Model for SpinModel {
                         "lock {l}'s word refers to record {i}, which is not its live record"
                     ));
                 }
+                if s.converted[l] == 0 {
+                    return Err(format!(
+                        "lock {l}'s word refers to record {i}, but its bucket counts no monitored word (its unlock would store over it)"
+                    ));
+                }
             }
         }
         // So does every reference a thread follows, and its own new record.
@@ -1084,10 +1156,7 @@ impl Model for SpinModel {
             if th.pc.uses_record() {
                 check(usize::from(th.m), "reference")?;
             }
-            if matches!(
-                th.pc,
-                Pc::ConvertCheck | Pc::ConvertCas | Pc::ConvertLateInit
-            ) {
+            if matches!(th.pc, Pc::ConvertCheck | Pc::ConvertCount | Pc::ConvertCas) {
                 check(usize::from(th.idx), "new record")?;
             }
         }
@@ -1122,6 +1191,13 @@ impl Model for SpinModel {
 
     fn at_end(&self, s: &State) -> Result<(), String> {
         for l in 0..self.locks {
+            let monitored_now = u8::from(monitored(s.words[l]).is_some());
+            if s.converted[l] != monitored_now {
+                return Err(format!(
+                    "lock {l}'s bucket counts {} monitored words, but {monitored_now} is",
+                    s.converted[l]
+                ));
+            }
             let free = match monitored(s.words[l]) {
                 Some(i) => s.slots[i].word == 0,
                 None => s.words[l] == UNLOCKED,
@@ -1174,8 +1250,9 @@ pub(super) fn scenario(name: &str, threads: usize) -> SpinModel {
             1,
             2,
         ),
-        // A lock held since before the runtime started (native, T0 holds it): it is
-        // converted while held, and T0's native unlock meets the conversion.
+        // A lock held since before the runtime started (native, T0 holds it): its spinners
+        // wait for T0's native unlock, then convert it (the broken variants convert it
+        // while held, and T0's native unlock meets the conversion).
         "held before start" if three => (
             vec![
                 vec![Unlock(0)],
@@ -1217,19 +1294,21 @@ pub(super) fn scenario(name: &str, threads: usize) -> SpinModel {
             2,
             1,
         ),
+        // (Two threads: T1 takes lock 0 twice, so that a hold of it can be contended
+        // once it is converted.)
         "recycling" => (
             vec![
                 vec![
                     Lock(0),
                     Unlock(0),
-                    After(1, 2),
+                    After(1, 4),
                     Destroy(0),
                     Lock(1),
                     Unlock(1),
-                    After(1, 4),
+                    After(1, 6),
                     Init(1),
                 ],
-                vec![Lock(0), Unlock(0), Lock(1), Unlock(1)],
+                vec![Lock(0), Unlock(0), Lock(0), Unlock(0), Lock(1), Unlock(1)],
             ],
             free,
             2,
@@ -1237,11 +1316,20 @@ pub(super) fn scenario(name: &str, threads: usize) -> SpinModel {
         ),
         // A thread destroys the lock as soon as it has taken and released it after the
         // other's unlock (a reference count dropped under the lock: legal, the lock is
-        // unlocked), while that unlock may still be running.
+        // unlocked), while that unlock may still be running. The first contention converts
+        // the lock (after T0's native hold), so that T0's second hold is monitored.
         "destroy after unlock" => (
             vec![
-                vec![Lock(0), Unlock(0)],
-                vec![After(0, 1), Lock(0), Unlock(0), Destroy(0)],
+                vec![Lock(0), Unlock(0), After(1, 3), Lock(0), Unlock(0)],
+                vec![
+                    After(0, 1),
+                    Lock(0),
+                    Unlock(0),
+                    After(0, 4),
+                    Lock(0),
+                    Unlock(0),
+                    Destroy(0),
+                ],
             ],
             free,
             1,
@@ -1309,22 +1397,25 @@ fn model_check_spin_lock_broken_variants_are_caught() {
         false,
         &["mutual exclusion"],
     );
-    // The reference published before the record's word: its stale 0 is taken.
+    // The protocol before the native unlock was a store, with the store: a held word
+    // converted, then overwritten by its holder's unlock: the record stays locked (its
+    // spinner never gets it) and leaks.
     expect_caught(
-        Variant::PublishBeforeInit,
+        Variant::ConvertsHeldWord,
         "held before start",
         2,
         false,
-        &["mutual exclusion"],
+        &["leaked", "finishes", "deadlock", "bucket counts"],
     );
-    // A native unlock by a plain store overwrites a conversion: the record stays locked
-    // (its spinner never gets it) and leaks.
+    // The bucket counted after the conversion is published: a thread that took the lock
+    // through the record meanwhile finds the bucket empty at its unlock and stores over
+    // the reference (the record leaks, a spinner on it never gets it).
     expect_caught(
-        Variant::NativeUnlockByStore,
-        "held before start",
+        Variant::CountsAfterPublishing,
+        "contention",
         2,
         false,
-        &["leaked", "finishes", "deadlock"],
+        &["bucket counts no monitored word"],
     );
     // Two converters race; the loser keeps its record.
     expect_caught(

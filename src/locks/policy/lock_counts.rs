@@ -2,22 +2,26 @@
 //! records written when a lock is destroyed.
 //!
 //! Job: [`acquisition`] counts every acquisition on the thread's countdown and, for the
-//! sampled ones, adds their weight to the lock's row (`locks::acquisition_sampling`);
-//! [`try_failed`] counts a trylock that found the lock held; [`contended`] counts every
+//! sampled ones, adds their weight to the lock's row (`locks::acquisition_sampling`), whose
+//! part that did not come [`take_back_acquisitions`] takes back;
+//! [`try_failed`] counts a trylock that found the lock held (in the thread's pending
+//! failures first); [`contended`] counts every
 //! contended acquisition and its wait (thread-locally first); [`contended_hold`] a hold
 //! others waited for and its length; [`waiting`] counts a wait
 //! registered with the lock, and [`waited`] a wait for an event; [`lock_destroyed`] writes a destroyed lock's
 //! row to the thread's buffer and frees it. A count that finds no row is added to the
 //! `lock_events_untabled` counter instead.
 //!
-//! The uncontended fast path costs one decrement of thread-local memory ([`acquisition`]);
-//! everything else runs on contended paths only. Not async-signal-safe in general (writes
+//! The uncontended fast path costs one decrement of thread-local memory ([`acquisition`]),
+//! a failed trylock a few loads and stores of it ([`try_failed`]); everything else runs on
+//! contended paths only. Not async-signal-safe in general (writes
 //! through the sampler's buffers); allocation-free.
 
 use super::bookkeeping::{forget_waits, monitored_thread};
 use super::outcome::{errno, set_errno};
 use crate::format::WaitKind;
 use crate::locks::acquisition_sampling as sampling;
+use crate::locks::lock_table::{PendingTries, TriesFailed, TryNoted};
 use crate::locks::{init_sites, lock_table};
 use crate::sampler::clock::{current_tid, monotonic_ns};
 use crate::sampler::counters::{self, Counter};
@@ -41,19 +45,55 @@ pub fn acquisition_due() -> bool {
     sampling::tick()
 }
 
-/// A sampled acquisition of the lock at `address`: it counts for the acquisitions since
-/// the thread's previous one.
+/// A sampled acquisition of the lock at `address`: it counts for itself and the thread's
+/// acquisitions until its next sampled one (those that do not come are taken back:
+/// [`take_back_acquisitions`]).
 #[cold]
 #[inline(never)]
 pub fn sampled_acquisition(address: usize, kind: WaitKind, by_try: bool) {
     let now = monotonic_ns();
     let weight = sampling::restart(now, || u64::from(current_tid()) << 32 ^ now);
-    if !sampling_enabled() {
+    let slot = if sampling_enabled() {
+        lock_table::slot_for_acquisition(address, kind as u8)
+    } else {
+        None
+    };
+    sampling::credited(slot.map_or(0, |s| credit_token(s, by_try)));
+    match slot {
+        Some(slot) => interval_ended(address, slot.acquired(weight, by_try, now)),
+        None if sampling_enabled() => counters::add(Counter::LockEventsUntabled, 1),
+        None => {}
+    }
+}
+
+/// The token of a sampled acquisition's credit to `slot` (`locks::acquisition_sampling`):
+/// the row's ticket and whether it was a trylock's.
+fn credit_token(slot: &'static lock_table::Slot, by_try: bool) -> usize {
+    let (index, generation) = lock_table::ticket(slot);
+    (index + 1) << 33 | (generation as usize) << 1 | usize::from(by_try)
+}
+
+/// The calling thread's latest sampled acquisition counted for acquisitions to come on its
+/// lock's row: those that did not come are taken back, and its next acquisition starts a
+/// new period. At the thread's end; with `only`, before the lock at that address is
+/// destroyed, if the credit is its row's.
+pub fn take_back_acquisitions(only: Option<usize>) {
+    let token = sampling::credit();
+    if token == 0 {
         return;
     }
-    match lock_table::slot_for_acquisition(address, kind as u8) {
-        Some(slot) => interval_ended(address, slot.acquired(weight, by_try, now)),
-        None => counters::add(Counter::LockEventsUntabled, 1),
+    let ticket = ((token >> 33).wrapping_sub(1), (token >> 1) as u32);
+    let row = lock_table::at(ticket);
+    if let Some(address) = only {
+        let credited_here = row
+            .is_some_and(|r| lock_table::find(address).is_some_and(|found| std::ptr::eq(found, r)));
+        if !credited_here {
+            return;
+        }
+    }
+    let (_, over) = sampling::take_back();
+    if let Some(row) = row {
+        row.acquired_back(over, token & 1 != 0);
     }
 }
 
@@ -74,16 +114,54 @@ fn interval_ended(address: usize, ended: Option<lock_table::IntervalCounts>) {
 }
 
 /// A trylock of the lock at `address`, called from `site` (a return address; 0 unknown),
-/// found it held.
+/// found it held: counted in the thread's pending failures (`lock_table::PendingTries`,
+/// reached through the thread pointer: a few loads and stores), which reach the lock's row
+/// out of line.
+#[inline(always)]
+pub fn try_failed(address: usize, kind: WaitKind, site: usize) {
+    let tries = sampling::thread_tries();
+    let noted = tries.map(|t| t.note(address, site));
+    if noted != Some(TryNoted::Counted) {
+        try_failed_slow(tries.zip(noted), address, kind, site);
+    }
+}
+
+/// The rest of [`try_failed`]: the clock reading the thread's pending failures asked for,
+/// a failure of another lock or site, or (the thread has nowhere to count them) the row
+/// itself.
 #[cold]
 #[inline(never)]
-pub fn try_failed(address: usize, kind: WaitKind, site: usize) {
+fn try_failed_slow(
+    noted: Option<(&'static PendingTries, TryNoted)>,
+    address: usize,
+    kind: WaitKind,
+    site: usize,
+) {
     if !sampling_enabled() {
         return;
     }
-    match lock_table::slot(address, kind as u8) {
-        Some(slot) => interval_ended(address, slot.try_failed(site as u64, monotonic_ns())),
-        None => counters::add(Counter::LockEventsUntabled, 1),
+    let now = monotonic_ns();
+    let ready = match noted {
+        Some((tries, TryNoted::ReadDue)) => tries.read(now),
+        Some((tries, _)) => tries.start(address, kind as u8, site, now),
+        None => Some(TriesFailed {
+            address,
+            kind: kind as u8,
+            site: site as u64,
+            count: 1,
+            at: now,
+        }),
+    };
+    if let Some(tries) = ready {
+        add_tries(tries);
+    }
+}
+
+/// Adds failed trylocks to their lock's row.
+fn add_tries(t: TriesFailed) {
+    match lock_table::slot(t.address, t.kind) {
+        Some(slot) => interval_ended(t.address, slot.try_failed(t.count, t.site, t.at)),
+        None => counters::add(Counter::LockEventsUntabled, t.count),
     }
 }
 
@@ -146,11 +224,15 @@ pub(super) fn contended(state: &ThreadState, address: usize, ns: u64) {
     }
 }
 
-/// Adds a thread's pending waits to their lock's row: at its end, or at the process's for
-/// the threads still alive (whose last wait may race with it).
+/// Adds a thread's pending waits and failed trylocks to their lock's row: at its end, or at
+/// the process's for the threads still alive (whose last wait or failure may race with
+/// it).
 pub fn fold_lock_waits(state: &ThreadState) {
     if let Err(untabled) = state.lock_waits.flush() {
         counters::add(Counter::LockEventsUntabled, untabled);
+    }
+    if let Some(tries) = state.lock_tries.take() {
+        add_tries(tries);
     }
 }
 
@@ -205,10 +287,12 @@ pub fn lock_destroyed(address: usize) {
 #[cold]
 fn row_destroyed(address: usize) {
     // This thread's waits of the lock still pending reach its row first (other threads'
-    // find it gone, and count theirs as untabled).
+    // find it gone, and count theirs as untabled), and the acquisitions its last sampled
+    // one counted that did not come are taken back.
     if let Some(state) = monitored_thread() {
         fold_lock_waits(state);
     }
+    take_back_acquisitions(Some(address));
     // The record takes the lock's init site: forgotten after it.
     let taken = lock_table::take(address);
     init_sites::forget(address);

@@ -47,6 +47,10 @@ impl spin::SpinHooks for SpinGlue {
         }
     }
 
+    fn spun_natively(&self) {
+        counters::add(Counter::WaitsUnmonitored, 1);
+    }
+
     fn now(&self) -> u64 {
         monotonic_ns()
     }
