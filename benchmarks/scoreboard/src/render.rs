@@ -173,7 +173,7 @@ fn verdicts(r: &Results) -> Vec<String> {
             .map(|(plain, profiled, name)| format!("{:+.0} KiB on {name}", profiled - plain))
             .unwrap_or_default();
         v.push(format!(
-            "memory: fixed cost at most {MEMORY_FIXED_KIB:.0} KiB, at most {} on programs of              {} or more: {} (largest added {worst_fixed}{})",
+            "memory: fixed cost at most {MEMORY_FIXED_KIB:.0} KiB, at most {} on programs of {} or more: {} (largest added {worst_fixed}{})",
             pct(MEMORY_LARGE_RATIO),
             mib(MEMORY_LARGE_KIB),
             met(missed.is_empty()),
@@ -186,7 +186,7 @@ fn verdicts(r: &Results) -> Vec<String> {
     }
     if let Some(c) = &r.churn_runs {
         v.push(format!(
-            "lock churn ({}M spin locks and mutexes) at most {}x the unprofiled time, its run's              summary under {}: {} ({:.2}x: {:.2} s -> {:.2} s; `blameprof run` peak {})",
+            "lock churn ({}M spin locks and mutexes) at most {}x the unprofiled time, its run's summary under {}: {} ({:.2}x: {:.2} s -> {:.2} s; `blameprof run` peak {})",
             c.locks / 1_000_000,
             churn::TIME_TARGET,
             mib(churn::SUMMARY_TARGET_KIB),
