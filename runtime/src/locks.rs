@@ -262,18 +262,17 @@ unsafe fn try_lock(m: *mut pthread_mutex_t) -> c_int {
 #[cold]
 #[inline(never)]
 fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
-    // Before the bookkeeping: the holder's samples count as `held.contended` from this
-    // thread's arrival to its return (the holder is marked, and the mutex counts it
-    // waiting), not once the bookkeeping is done, microseconds into the hold, nor only
-    // while the lock word says a waiter sleeps.
-    let others = policy::waiter_arrives(m as usize);
-    // SAFETY: `m` is the caller's valid mutex, which it is about to wait for.
-    let owner = unsafe { plain_mutex::owner(m) };
-    policy::waiting_behind(owner, m as usize, WaitKind::Mutex, others > 0);
+    // Once registered, marks the holder: its samples count as `held.contended` while
+    // this thread and others wait.
+    let block = || {
+        // SAFETY: `m` is the caller's valid mutex, which it is about to wait for.
+        let owner = unsafe { plain_mutex::owner(m) };
+        policy::waiting_behind(owner, m as usize, WaitKind::Mutex);
+        block()
+    };
     let rc = policy::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
         policy::outcome_of_rc(rc)
     });
-    policy::waiter_leaves(m as usize);
     if rc == 0 || rc == libc::EOWNERDEAD {
         count_acquisition(m, false);
     }

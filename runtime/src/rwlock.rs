@@ -45,7 +45,7 @@ fn acquire(
             let block = || {
                 // SAFETY: `rw` is the caller's lock, which it is about to wait for.
                 let owner = unsafe { writer(rw) };
-                policy::waiting_behind(owner, rw as usize, WaitKind::RwLock, false);
+                policy::waiting_behind(owner, rw as usize, WaitKind::RwLock);
                 block()
             };
             let rc = policy::wait(rw as usize, WaitKind::RwLock, block, |rc, _| {

@@ -146,9 +146,10 @@ pub trait SpinHooks {
     /// Charges `ns` of blame to the calling context, or counts it as unsettled when it
     /// cannot (the lock is released by then: nothing may be given back to its record).
     fn blame(&self, ns: u64);
-    /// The calling thread waited for a native holder's release, unmeasured (its hold had
-    /// no record to feed): counted.
-    fn spun_natively(&self);
+    /// The calling thread waited `ns` (wall time, since [`spin_begins`](Self::spin_begins))
+    /// for a native holder's release: its idleness, which nobody can be blamed for (the
+    /// hold had no record to feed).
+    fn spun_natively(&self, ns: u64);
     /// Monotonic time in ns.
     fn now(&self) -> u64;
 }
@@ -239,9 +240,12 @@ fn lock_slow(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
         // left alone until then; once released it is converted (runtime active) and taken
         // in the monitored form, so that the waits to come can be charged.
         let active = hooks.active();
-        if active {
-            hooks.spun_natively();
-        }
+        let start = if active {
+            hooks.spin_begins();
+            hooks.now()
+        } else {
+            0
+        };
         let now = loop {
             let now = lock.load(Ordering::Relaxed);
             if now == NATIVE_UNLOCKED || monitored(now).is_some() {
@@ -249,8 +253,11 @@ fn lock_slow(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
             }
             std::hint::spin_loop();
         };
-        if now == NATIVE_UNLOCKED && active {
-            demand_monitored(lock, address);
+        if active {
+            hooks.spun_natively(hooks.now().saturating_sub(start));
+            if now == NATIVE_UNLOCKED {
+                demand_monitored(lock, address);
+            }
         }
     }
 }
@@ -475,7 +482,7 @@ mod tests {
         fn blame(&self, ns: u64) {
             self.blamed.fetch_add(ns, Ordering::Relaxed);
         }
-        fn spun_natively(&self) {}
+        fn spun_natively(&self, _ns: u64) {}
         fn now(&self) -> u64 {
             self.clock.fetch_add(1, Ordering::Relaxed)
         }
@@ -565,7 +572,7 @@ mod tests {
         fn blame(&self, ns: u64) {
             self.inner.blame(ns)
         }
-        fn spun_natively(&self) {}
+        fn spun_natively(&self, _ns: u64) {}
         fn now(&self) -> u64 {
             self.inner.now()
         }

@@ -16,8 +16,7 @@
 //! 5. if a waiter marked the thread as the holder of a lock it waits for
 //!    (`locks::held_marks`), read the lock's words with `process_vm_readv` (never a load: the
 //!    lock may be gone; a refused read is counted) and, when the thread holds it and others
-//!    waited for it since before the sample was due, charge the same CPU time to
-//!    `held.contended` too, with the lock;
+//!    wait, charge the same CPU time to `held.contended` too, with the lock;
 //! 6. unwind with the published module set through a wait-free try-read (dropped if an update
 //!    is under way) and a framehop cache (non-allocating) lent by the process's pool with a
 //!    wait-free try-take (dropped if none is free); stack reads cannot fault;
@@ -101,13 +100,9 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
     // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
     let regs = unsafe { registers(context) };
     // Before the module set's read guard: the reads may sleep on the memory map's lock.
-    let mut held = state
+    let held = state
         .held
         .contended(tid, |address, out| read_words(tid, address, out));
-    // Only a waiter that arrived before the sample was due makes the hold contended (the
-    // thread's CPU time now: what `charge` just read).
-    let cpu_now = state.last_cpu_ns.load(Ordering::Relaxed);
-    held.lock = held.lock.filter(|_| state.held.waited_before(cpu_now));
     if held.failed {
         counters::add(Counter::HeldChecksFailed, 1);
     }

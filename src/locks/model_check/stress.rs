@@ -86,7 +86,7 @@ mod tests {
         fn blame(&self, ns: u64) {
             self.blamed.set(self.blamed.get() + ns);
         }
-        fn spun_natively(&self) {}
+        fn spun_natively(&self, _ns: u64) {}
         fn now(&self) -> u64 {
             self.started.elapsed().as_nanos() as u64
         }

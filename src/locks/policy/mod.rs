@@ -45,7 +45,7 @@ pub use blocked::record_deferred_wait;
 pub use bookkeeping::may_be_pending;
 pub use condvar::{cond_wait, cond_wake};
 pub use events::event;
-pub use held::{waiter_arrives, waiter_leaves, waiting_behind};
+pub use held::waiting_behind;
 pub use holds::fold_hold_sampling;
 pub use lock_counts::{
     acquisition, acquisition_due, fold_lock_waits, forget, init_site, lock_destroyed,

@@ -47,8 +47,14 @@ impl spin::SpinHooks for SpinGlue {
         }
     }
 
-    fn spun_natively(&self) {
+    fn spun_natively(&self, ns: u64) {
+        if let Some(state) = lookup(current_tid()) {
+            state.blocked.store(false, Ordering::Relaxed);
+        }
         counters::add(Counter::WaitsUnmonitored, 1);
+        lock_counts::spun(self.address, ns);
+        // Unblamed: the native holder releases by a store and hears of no waiter.
+        record(&[idleness(WaitKind::Spin, self.address, ns, false).timed(0, ns)]);
     }
 
     fn now(&self) -> u64 {
