@@ -507,12 +507,13 @@ fn acquisitions_are_the_programs_own_count() {
 /// mutex) and not while it says so for nobody (a waiter that took it with nobody behind),
 /// and not for waiters that arrived while the holder was descheduled as its sample fell
 /// due. (When two threads hardly ever run side by side the program measures little
-/// contention: within 2% of its CPU time inside the holds, then.) Ignored by default: at a
-/// load average of 10 on 2 CPUs it missed by up to 40% (as most of this file's tests then
-/// miss, with the runtime before it too): run it with `--ignored` on a machine whose
-/// CPUs the profiled threads get.
+/// contention: within 2% of its CPU time inside the holds, then.) Ignored: the runtime
+/// marks a hold contended only while the lock word says a waiter sleeps, which reads
+/// 0.16-0.8x of the program's measure here; a rework that counted waiters from their
+/// arrival met it but moved the waiter/holder pairs off their truth, and was reverted
+/// (docs/benchmarks.md, session 25).
 #[test]
-#[ignore = "needs the profiled threads to get their CPUs: run with --ignored"]
+#[ignore = "known defect, issue 38: held.contended reads 0.16-0.8x of the program's measure (a waiter that the lock word does not show leaves the hold unmarked); run with --ignored"]
 fn held_contended_is_the_programs_own_measure() {
     for (threads, hold_ns) in [("2", "20000"), ("3", "200000"), ("8", "2000000")] {
         for run_args in [&[][..], &["--contended-per-ms", "1000"][..]] {
