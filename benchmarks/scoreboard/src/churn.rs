@@ -7,7 +7,7 @@
 //! Targets (issue 38): at most [`TIME_TARGET`] times the unprofiled wall time, and the run's
 //! summary under [`SUMMARY_TARGET_KIB`].
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use scoreboard::stats;
 use std::process::Command;
 
@@ -77,13 +77,9 @@ pub fn run(tools: &Tools, w: &Workload, rounds: usize) -> Result<Churn> {
             } else {
                 inner
             };
-            let o = proc::run(&mut cmd, false, Some(RUN_LIMIT))?;
-            if !o.success() {
-                bail!("{cmd:?}: {}", o.describe());
-            }
-            let kib = proc::read_peak(&file)?;
+            let (wall, kib) = proc::run_for_peak(&mut cmd, &file, RUN_LIMIT)?;
             let into = if profiled { &mut bp } else { &mut plain };
-            into.0.push(o.wall.as_secs_f64());
+            into.0.push(wall);
             into.1.push(kib as f64);
             if profiled {
                 cli.push(proc::read_peak(&cli_file)? as f64);
@@ -92,7 +88,7 @@ pub fn run(tools: &Tools, w: &Workload, rounds: usize) -> Result<Churn> {
             }
             remove(&dir)?;
             remove(&file)?;
-            line += &format!(" {:.3} s {kib} KiB;", o.wall.as_secs_f64());
+            line += &format!(" {wall:.3} s {kib} KiB;");
         }
         eprintln!("{line}");
     }

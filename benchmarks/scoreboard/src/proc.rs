@@ -146,6 +146,15 @@ pub fn wrapped(peak_rss: &Path, file: &Path, program: &Path) -> Command {
     cmd
 }
 
+/// Runs `cmd`, a command whose program runs through the wrapper writing to `file`
+/// ([`wrapped`]), within `limit`: its wall time (s) and the program's peak RSS (KiB); an
+/// error when it failed.
+pub fn run_for_peak(cmd: &mut Command, file: &Path, limit: Duration) -> Result<(f64, u64)> {
+    let what = format!("{cmd:?}");
+    let o = run(cmd, false, Some(limit))?.check(&what)?;
+    Ok((o.wall.as_secs_f64(), read_peak(file)?))
+}
+
 /// Reads the peak RSS (KiB) the wrapper wrote to `file`.
 pub fn read_peak(file: &Path) -> Result<u64> {
     let text =

@@ -3,7 +3,7 @@
 //! most `LIVE_LOCKS` exist at once) grow: wall time and peak RSS, medians of N alternating
 //! runs, every run through the peak-RSS wrapper (`proc::wrapped`).
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use scoreboard::stats;
 
 use crate::accuracy::{remove, Tools, RUN_LIMIT};
@@ -78,20 +78,16 @@ pub fn run(tools: &Tools, w: &Workload, cases: &[Case], rounds: usize) -> Result
                 let mut inner = proc::wrapped(&tools.peak_rss, &file, &w.binary);
                 inner.args(&args);
                 let mut cmd = maybe_profiled(tools, &dir, inner, profiled);
-                let o = proc::run(&mut cmd, false, Some(RUN_LIMIT))?;
-                if !o.success() {
-                    bail!("{cmd:?}: {}", o.describe());
-                }
-                let kib = proc::read_peak(&file)?;
+                let (wall, kib) = proc::run_for_peak(&mut cmd, &file, RUN_LIMIT)?;
                 let into = if profiled { &mut bp } else { &mut plain };
-                into.0.push(o.wall.as_secs_f64());
+                into.0.push(wall);
                 into.1.push(kib as f64);
                 if profiled {
                     sizes.push(disk_kib(&dir) as f64);
                 }
                 remove(&dir)?;
                 remove(&file)?;
-                line += &format!(" {:.3} s {kib} KiB;", o.wall.as_secs_f64());
+                line += &format!(" {wall:.3} s {kib} KiB;");
             }
             eprintln!("{line}");
         }
