@@ -367,7 +367,8 @@ pub mod counters {
     pub const TRUNCATED_STACKS: &str = "stacks_truncated";
     /// Samples whose unwind stopped early with an error (kept, shorter path).
     pub const UNWIND_ERRORS: &str = "unwind_errors";
-    /// Threads whose timer could not be created (they are not sampled).
+    /// Thread timers that could not be created, or re-armed after a sample (their threads are
+    /// not sampled from then on).
     pub const TIMER_FAILURES: &str = "timer_failures";
     /// Threads that got the tick-limited CPU-time timer because perf was refused them
     /// (usually the descriptor limit), while the process uses perf.

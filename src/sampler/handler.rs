@@ -60,17 +60,7 @@ fn sample(context: *mut libc::c_void) {
         return;
     };
     let work = charge(state);
-    let perf_fd = state.perf_fd.load(Ordering::Relaxed);
-    if perf_fd >= 0 {
-        if let Some(cfg) = process::config() {
-            let seed = u64::from(tid) << 32 ^ monotonic_ns();
-            super::timer::set_perf_period(
-                perf_fd,
-                super::timer::jittered_period(cfg.period_ns(), seed),
-            );
-        }
-        super::timer::refresh_perf(perf_fd);
-    }
+    rearm_perf(state, tid);
     let Some(value) = work else {
         return;
     };
@@ -80,6 +70,46 @@ fn sample(context: *mut libc::c_void) {
     compiler_fence(Ordering::SeqCst);
     state.in_handler.store(false, Ordering::Relaxed);
 }
+
+/// Re-arms the thread's one-shot perf counter, if it has one, for its next period. Another
+/// thread may move the descriptor out of the program's way between the read of `perf_fd` and
+/// the `ioctl`s (`lifecycle::descriptor_wanted`, when the program `dup2`s onto its number):
+/// the old number then names the program's file and the refresh fails. The moved number is
+/// in `perf_fd` before the old one is reused, so a failed refresh tries the number read again,
+/// at most [`REARM_TRIES`] times; without that the counter stayed disabled and the thread
+/// was never sampled again. A counter that cannot be re-armed is counted
+/// ([`Counter::TimerFailures`]), not lost without a word.
+fn rearm_perf(state: &ThreadState, tid: u32) {
+    let mut perf_fd = state.perf_fd.load(Ordering::Relaxed);
+    for _ in 0..REARM_TRIES {
+        if perf_fd < 0 {
+            return;
+        }
+        if let Some(cfg) = process::config() {
+            let seed = u64::from(tid) << 32 ^ monotonic_ns();
+            super::timer::set_perf_period(
+                perf_fd,
+                super::timer::jittered_period(cfg.period_ns(), seed),
+            );
+        }
+        if super::timer::refresh_perf(perf_fd) {
+            return;
+        }
+        let now = state.perf_fd.load(Ordering::Relaxed);
+        if now == perf_fd {
+            break;
+        }
+        perf_fd = now;
+    }
+    if perf_fd >= 0 {
+        counters::add(Counter::TimerFailures, 1);
+    }
+}
+
+/// Attempts at re-arming a perf counter whose descriptor moves meanwhile: each move takes a
+/// `dup2` of the program's onto the number, so more than one in a handler's few
+/// microseconds is already rare.
+const REARM_TRIES: usize = 4;
 
 /// Reads the thread's CPU time since its previous sample: the work to record. `None`:
 /// nothing to record (inside the runtime: deferred to the next sample; blocked in a measured

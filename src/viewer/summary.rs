@@ -135,10 +135,6 @@ fn write_unwritten(
     Ok(())
 }
 
-/// A warning for a process that ran a few sampling periods of CPU time or more and wrote no
-/// samples, or most of whose CPU time was in threads too short to be sampled: never an
-/// empty profile without a word. `timer_failures`: the profile's count of threads left
-/// without a timer.
 /// The warning for exec calls whose environment dropped the profiler: the images they
 /// started are missing from the profile, which would otherwise look complete.
 fn write_unprofiled_execs(execs: u64, out: &mut dyn Write) -> io::Result<()> {
@@ -155,6 +151,10 @@ fn write_unprofiled_execs(execs: u64, out: &mut dyn Write) -> io::Result<()> {
     )
 }
 
+/// A warning for a process that ran a few sampling periods of CPU time or more and wrote no
+/// samples, or most of whose CPU time was in threads too short to be sampled: never an
+/// empty profile without a word. `timer_failures`: the profile's count of threads left
+/// without a timer.
 fn write_unsampled(p: &ProcessSummary, timer_failures: u64, out: &mut dyn Write) -> io::Result<()> {
     let period = 1_000_000_000 / p.requested_hz.max(1);
     let cpu = p.ended_threads_cpu_ns;
@@ -172,7 +172,7 @@ fn write_unsampled(p: &ProcessSummary, timer_failures: u64, out: &mut dyn Write)
             p.requested_hz
         )
     } else if timer_failures > 0 {
-        format!("{timer_failures} threads got no timer (timer_failures)")
+        format!("{timer_failures} thread timers could not be started or re-armed (timer_failures)")
     } else {
         "its threads' timers did not fire (a seccomp filter, or a signal the program took \
          over)"
