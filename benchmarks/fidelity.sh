@@ -15,7 +15,8 @@
 #
 # Prints markdown on stdout, progress on stderr; asserts nothing (timing is never a test).
 # Environment: R (3 rounds a grid point), N (5 sysbench rounds), HZ (200), OPS (acquisitions
-#   per run, all threads: 1600000), WORK, BLAMEPROF, SKIP_BUILD=1, ONLY (grid|sysbench).
+#   per run, all threads: 1600000), WORK, BLAMEPROF, SKIP_BUILD=1, ONLY (grid|sysbench),
+#   LOCKS (the grid's locks: "mutex spin"), THREADS (its thread counts: "4 8").
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,6 +28,8 @@ WORK=${WORK:-$(mktemp -d /tmp/blameprof-fidelity.XXXXXX)}
 BLAMEPROF=${BLAMEPROF:-$ROOT/target/release/blameprof}
 RUNTIME=${RUNTIME:-$(dirname "$BLAMEPROF")/libblameprof_rt.so}
 ONLY=${ONLY:-}
+LOCKS=${LOCKS:-mutex spin}
+THREADS=${THREADS:-4 8}
 
 NAME=fidelity.sh
 # shellcheck source=benchmarks/common.sh
@@ -56,8 +59,8 @@ if [[ -z $ONLY || $ONLY == grid ]]; then
     echo "## Contention fidelity grid (fidelity_trylock; medians of $R rounds a point; ratios to unprofiled)"
     echo
     summary=""
-    for lock in mutex spin; do
-        for t in 4 8; do
+    for lock in $LOCKS; do
+        for t in $THREADS; do
             echo "### $lock, $t threads"
             echo
             echo "| hold | gap | contended unprofiled | preloaded | profiled | preloaded / unprofiled | profiled / unprofiled |"

@@ -193,8 +193,14 @@ impl Slot {
     /// A wait registered with the lock (measured for the blame), with `waiters` measured
     /// waiters registered (itself included).
     pub fn measured(&self, waiters: u32) {
+        self.measured_many(1, waiters);
+    }
+
+    /// `count` waits registered with it (measured for the blame), the most waiters
+    /// registered at once `waiters`.
+    fn measured_many(&self, count: u64, waiters: u32) {
         not_only_acquisitions(self);
-        self.contended_measured.fetch_add(1, Ordering::Relaxed);
+        self.contended_measured.fetch_add(count, Ordering::Relaxed);
         self.peak_waiters
             .fetch_max(u64::from(waiters), Ordering::Relaxed);
     }
@@ -564,6 +570,8 @@ pub struct PendingWaits {
     slot: AtomicUsize,
     generation: AtomicU32,
     count: AtomicU64,
+    /// Of `count`, the waits measured for the blame, each alone ([`PendingWaits::add_measured`]).
+    measured: AtomicU64,
     ns: AtomicU64,
     max_ns: AtomicU64,
     since: AtomicU64,
@@ -624,6 +632,17 @@ impl PendingWaits {
         true
     }
 
+    /// [`PendingWaits::add`] for a wait that was also measured for the blame, the only
+    /// waiter it registered (a spin on a monitored spin lock): its row's counts of measured
+    /// waits, kept with the rest, so that nothing shared is written while the lock is held.
+    pub fn add_measured(&self, address: usize, ns: u64) -> bool {
+        if !self.add(address, ns) {
+            return false;
+        }
+        bump(&self.measured, 1);
+        true
+    }
+
     /// A hold of the lock at `address` that others waited for ended at `now`, standing for
     /// `weight` holds, `ns` long if timed: kept with the pending waits when they are that
     /// lock's and its row is still its own (false otherwise: the caller adds it to the row
@@ -654,6 +673,7 @@ impl PendingWaits {
     pub fn flush(&self) -> Result<(), u64> {
         let ticket = self.ticket();
         let count = self.count.swap(0, Ordering::Relaxed);
+        let measured = self.measured.swap(0, Ordering::Relaxed);
         let ns = self.ns.swap(0, Ordering::Relaxed);
         let max_ns = self.max_ns.swap(0, Ordering::Relaxed);
         let holds =
@@ -665,6 +685,9 @@ impl PendingWaits {
             Some(s) => {
                 if count > 0 {
                     s.waited(count, ns, max_ns);
+                }
+                if measured > 0 {
+                    s.measured_many(measured, 1);
                 }
                 if holds[0] > 0 {
                     s.held_many(holds);
@@ -678,6 +701,7 @@ impl PendingWaits {
     /// Drops what is pending (a recycled thread state, a fork child).
     pub fn reset(&self) {
         self.count.store(0, Ordering::Relaxed);
+        self.measured.store(0, Ordering::Relaxed);
         self.ns.store(0, Ordering::Relaxed);
         self.max_ns.store(0, Ordering::Relaxed);
         for c in [&self.holds, &self.timed_holds, &self.hold_ns] {

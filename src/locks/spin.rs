@@ -53,11 +53,29 @@ const MONITORED: u32 = 0x8000_0000;
 pub const NATIVE_UNLOCKED: u32 = 1;
 pub const NATIVE_LOCKED: u32 = 0;
 
+/// A lock word alone on its cache line.
+#[derive(Default)]
+#[repr(align(64))]
+struct OwnLine(AtomicU32);
+
+impl std::ops::Deref for OwnLine {
+    type Target = AtomicU32;
+    fn deref(&self) -> &AtomicU32 {
+        &self.0
+    }
+}
+
 /// The out-of-band state of a converted spin lock.
+///
+/// The real lock word has a cache line of its own: spinners read it in a loop, and a
+/// holder's meta-locked bookkeeping (the unlock's, a spinner's registration) would
+/// otherwise take that line from them, and they it back, several times a release: each
+/// hold of a contended lock grew by that much, and with short holds the program contended
+/// several times as often as without the profiler.
 #[derive(Default)]
 pub struct MonSpin {
     /// The real lock: 0 unlocked, 1 locked.
-    word: AtomicU32,
+    word: OwnLine,
     next: AtomicU32,
     /// Spin-wait (spinner-ns) accumulated since the last unlock took it.
     idleness: AtomicU64,
@@ -79,8 +97,8 @@ pub struct MonSpin {
 }
 
 impl MonSpin {
-    /// Runs `f` with the record's meta lock, after bringing the counter up to `now`.
-    fn update<R>(&self, now: u64, f: impl FnOnce(&MonSpin) -> R) -> R {
+    /// Takes the meta lock (held for a few instructions by whoever has it).
+    fn lock_meta(&self) {
         while self
             .meta
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -88,6 +106,11 @@ impl MonSpin {
         {
             std::hint::spin_loop();
         }
+    }
+
+    /// Runs `f` with the record's meta lock, after bringing the counter up to `now`.
+    fn update<R>(&self, now: u64, f: impl FnOnce(&MonSpin) -> R) -> R {
+        self.lock_meta();
         let stamp = self.stamp.load(Ordering::Relaxed);
         if now > stamp {
             let spinners = u64::from(self.spinners.load(Ordering::Relaxed));
@@ -98,6 +121,28 @@ impl MonSpin {
             self.stamp.store(now, Ordering::Relaxed);
         }
         let r = f(self);
+        self.meta.store(false, Ordering::Release);
+        r
+    }
+
+    /// [`update`](Self::update) for a release: `f` must leave the record not accruing
+    /// (`held` false). The clock is read, under the meta lock, only when waiting accrues up
+    /// to now: an uncontended release reads no clock. The stamp it leaves behind may be
+    /// old; every update that starts accruing again brings it up to date first.
+    fn update_releasing<R>(&self, now: impl FnOnce() -> u64, f: impl FnOnce(&MonSpin) -> R) -> R {
+        self.lock_meta();
+        let spinners = u64::from(self.spinners.load(Ordering::Relaxed));
+        if spinners > 0 && self.held.load(Ordering::Relaxed) {
+            let now = now();
+            let stamp = self.stamp.load(Ordering::Relaxed);
+            if now > stamp {
+                self.idleness
+                    .fetch_add(spinners * (now - stamp), Ordering::Relaxed);
+                self.stamp.store(now, Ordering::Relaxed);
+            }
+        }
+        let r = f(self);
+        debug_assert!(!self.held.load(Ordering::Relaxed));
         self.meta.store(false, Ordering::Release);
         r
     }
@@ -141,6 +186,12 @@ pub trait SpinHooks {
     /// The calling thread starts spinning on a lock: CPU samples taken meanwhile are
     /// covered by the measured spin and record nothing.
     fn spin_begins(&self);
+    /// [`spin_begins`](Self::spin_begins) on a monitored lock, whose spin
+    /// [`spin_ends`](Self::spin_ends) records: what can be prepared for that record is
+    /// prepared now, while the thread waits, rather than after, while it holds the lock.
+    fn monitored_spin_begins(&self) {
+        self.spin_begins();
+    }
     /// The calling thread got the lock after spinning `ns` (wall time): its idleness.
     fn spin_ends(&self, ns: u64);
     /// Charges `ns` of blame to the calling context, or counts it as unsettled when it
@@ -268,7 +319,7 @@ fn lock_monitored(m: &MonSpin, hooks: &impl SpinHooks) {
         acquired(m, hooks);
         return;
     }
-    hooks.spin_begins();
+    hooks.monitored_spin_begins();
     let start = hooks.now();
     register_spinner(m, start);
     loop {
@@ -391,12 +442,15 @@ fn unlock_read(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
         lock.store(NATIVE_UNLOCKED, Ordering::Release);
         return 0;
     };
-    let blame = m.update(hooks.now(), |m| {
-        m.held.store(false, Ordering::Relaxed);
-        let blame = m.idleness.swap(0, Ordering::Relaxed);
-        m.word.store(0, Ordering::Release);
-        blame
-    });
+    let blame = m.update_releasing(
+        || hooks.now(),
+        |m| {
+            m.held.store(false, Ordering::Relaxed);
+            let blame = m.idleness.swap(0, Ordering::Relaxed);
+            m.word.store(0, Ordering::Release);
+            blame
+        },
+    );
     if blame > 0 {
         hooks.blame(blame);
     }

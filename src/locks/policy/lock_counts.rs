@@ -211,6 +211,12 @@ pub(super) fn contending(state: &ThreadState, address: usize, kind: WaitKind, no
     // Once it holds the lock, its timer samples check it (`held.contended`): marked now,
     // before the wait, not inside the critical section.
     state.held.mark_latest(address, kind);
+    prepare_waits(state, address, kind, now);
+}
+
+/// The thread's pending waits made ready for a contended acquisition of the lock at
+/// `address` about to wait at `now` (`lock_table::PendingWaits::prepare`).
+pub(super) fn prepare_waits(state: &ThreadState, address: usize, kind: WaitKind, now: u64) {
     if let Err(untabled) = state.lock_waits.prepare(address, kind as u8, now) {
         counters::add(Counter::LockEventsUntabled, untabled);
     }
@@ -220,6 +226,16 @@ pub(super) fn contending(state: &ThreadState, address: usize, kind: WaitKind, no
 /// kept in the thread's pending waits (thread-local stores only).
 pub(super) fn contended(state: &ThreadState, address: usize, ns: u64) {
     if !state.lock_waits.add(address, ns) {
+        counters::add(Counter::LockEventsUntabled, 1);
+    }
+}
+
+/// A monitored spin of `state`'s thread on the lock at `address` ended after `ns`: kept in
+/// the thread's pending waits, which [`prepare_waits`] prepared before the spin (thread-local
+/// stores only: the spinner holds the lock now, and a shared row written here would lengthen
+/// the hold every other spinner waits for).
+pub(super) fn spun_pending(state: &ThreadState, address: usize, ns: u64) {
+    if !state.lock_waits.add_measured(address, ns) {
         counters::add(Counter::LockEventsUntabled, 1);
     }
 }

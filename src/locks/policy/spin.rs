@@ -33,11 +33,22 @@ impl spin::SpinHooks for SpinGlue {
         }
     }
 
-    fn spin_ends(&self, ns: u64) {
+    fn monitored_spin_begins(&self) {
         if let Some(state) = lookup(current_tid()) {
-            state.blocked.store(false, Ordering::Relaxed);
+            state.blocked.store(true, Ordering::Relaxed);
+            // The lock's row is found now, while the thread waits anyway.
+            lock_counts::prepare_waits(state, self.address, WaitKind::Spin, monotonic_ns());
         }
-        lock_counts::spun(self.address, ns);
+    }
+
+    fn spin_ends(&self, ns: u64) {
+        match lookup(current_tid()) {
+            Some(state) => {
+                state.blocked.store(false, Ordering::Relaxed);
+                lock_counts::spun_pending(state, self.address, ns);
+            }
+            None => lock_counts::spun(self.address, ns),
+        }
         record(&[idleness(WaitKind::Spin, self.address, ns, true).timed(0, ns)]);
     }
 
