@@ -303,8 +303,80 @@ fn sampled_holds_that_began_with_a_try_still_blame_the_right_holder() {
 
 /// Runs `sampled_holders` (with `extra` arguments) at a budget of 1 measured contended
 /// event a millisecond per thread, and checks each holder's blame and the total mutex
-/// idleness against the program's truth within 20%; returns the run's stderr.
+/// idleness against the program's truth; returns the run's stderr.
+///
+/// The tolerance is 20%, or what the program's own truth says a sampled estimate of it can
+/// reach if that is wider: 3.5 standard errors of a sampler that keeps each wait or hold
+/// with the run's measured fraction p and scales it by 1/p (`truth_spread` in truth_log.h).
+/// On a quiet machine the waits are microseconds and the 20% holds; on a loaded one the
+/// machine preempts holders mid-hold, a few waits of milliseconds dominate the truth, and
+/// no sample of 1 in 50 can be that close. Then the run is repeated (up to 3 runs) for one
+/// the machine disturbed less, and the least disturbed is judged by its own tolerance.
 fn sampled_holders_within_the_truth(scratch: &str, extra: &[&str]) -> String {
+    let mut last = None;
+    for attempt in 1..=3 {
+        let (run, dir) = sampled_holders_run(&format!("{scratch}-{attempt}"), extra);
+        let t = truth(&run.stdout);
+        let p = measured_fraction(&run.stderr);
+        let spread = |sq: u64, truth_ns: u64| {
+            let se_ns = ((1.0 - p) / p * sq as f64).sqrt() * 1e3;
+            (3.5 * se_ns / truth_ns.max(1) as f64).max(0.20)
+        };
+        let tolerances: Vec<(&str, f64)> = ["short_hold", "long_hold"]
+            .iter()
+            .map(|&f| {
+                let sq = t[&format!("wait_sq_{f}_us2")].max(t[&format!("hold_sq_{f}_us2")]);
+                (f, spread(sq, t[&format!("blame_{f}_ns")]))
+            })
+            .collect();
+        let idle_tolerance = spread(t["idle_sq_us2"], t["idle_ns"]);
+        let widest = tolerances
+            .iter()
+            .map(|&(_, x)| x)
+            .fold(idle_tolerance, f64::max);
+        let quiet = widest <= 0.5;
+        last = Some((run, dir, t, tolerances, idle_tolerance));
+        if quiet {
+            break;
+        }
+        eprintln!("{scratch}: run {attempt} disturbed by the machine (tolerance {widest:.2})");
+    }
+    let (run, dir, t, tolerances, idle_tolerance) = last.expect("at least one run");
+    let flat = report_json_metric(&dir, "blame.mutex", &["--view", "flat"]);
+    let mut report = String::new();
+    let mut bad = Vec::new();
+    for (f, tolerance) in tolerances {
+        let (lines, off) = blame_against_truth(&flat, &t, &[f], tolerance);
+        report += &format!(
+            "{} (tolerance {:.0}%)\n",
+            lines.trim_end(),
+            tolerance * 100.0
+        );
+        bad.extend(off);
+    }
+    eprintln!("{scratch}:\n{report}");
+    assert!(
+        bad.is_empty(),
+        "blame of {bad:?} off by more than its tolerance:\n{report}\n{}",
+        run.stderr
+    );
+    // The waiting itself, scaled up from the measured few and calibrated by the waiting of
+    // all of them.
+    let idle = total_of(&flat, "idleness.mutex") as f64;
+    let truth_idle = t["idle_ns"] as f64;
+    assert!(
+        (idle - truth_idle).abs() <= idle_tolerance * truth_idle,
+        "mutex idleness {:.1} ms, the program measured {:.1} ms (tolerance {:.0}%)",
+        idle / 1e6,
+        truth_idle / 1e6,
+        idle_tolerance * 100.0
+    );
+    run.stderr
+}
+
+/// One profiled run of `sampled_holders`: 1 s, 2 threads, holds of 1 and 3 us, gaps of
+/// 1 us, at a budget of 1 measured contended event a millisecond per thread.
+fn sampled_holders_run(scratch: &str, extra: &[&str]) -> (Run, std::path::PathBuf) {
     let prog = lock_prog("sampled_holders");
     let dir = scratch_dir(scratch).join("prof");
     let run = {
@@ -319,26 +391,33 @@ fn sampled_holders_within_the_truth(scratch: &str, extra: &[&str]) -> String {
         run_with_timeout(&mut cmd, RUN_TIMEOUT)
     };
     assert!(run.status.success(), "{}", run.describe());
-    let t = truth(&run.stdout);
-    let flat = report_json_metric(&dir, "blame.mutex", &["--view", "flat"]);
-    let (lines, bad) = blame_against_truth(&flat, &t, &["short_hold", "long_hold"], 0.20);
-    eprintln!("{scratch}:\n{lines}");
-    assert!(
-        bad.is_empty(),
-        "blame of {bad:?} off by more than 20%:\n{lines}\n{}",
-        run.stderr
-    );
-    // The waiting itself, scaled up from the measured few and calibrated by the waiting of
-    // all of them: within 20% of what the program measured around its lock calls.
-    let idle = total_of(&flat, "idleness.mutex") as f64;
-    let truth_idle = t["idle_ns"] as f64;
-    assert!(
-        (idle - truth_idle).abs() <= 0.20 * truth_idle,
-        "mutex idleness {:.1} ms, the program measured {:.1} ms",
-        idle / 1e6,
-        truth_idle / 1e6
-    );
-    run.stderr
+    (run, dir)
+}
+
+/// The smallest fraction of events the run's samplers kept, from its summary: measured of
+/// the contended acquisitions, noted of the holds that began without waiting (1 when all
+/// were).
+fn measured_fraction(stderr: &str) -> f64 {
+    // "12345, 2000 measured (sampled: ..." and "N began without waiting while others
+    // waited, M noted (sampled: ...".
+    let fraction = |prefix: &str, word: &str| -> Option<f64> {
+        let line = stderr.lines().find_map(|l| l.split(prefix).nth(1))?;
+        let seen: f64 = line
+            .split_whitespace()
+            .next()?
+            .trim_end_matches(',')
+            .parse()
+            .ok()?;
+        let kept: f64 = line.split(", ").find_map(|part| {
+            let mut words = part.split_whitespace();
+            let n = words.next()?;
+            (words.next() == Some(word)).then(|| n.parse().ok())?
+        })?;
+        (seen > 0.0).then(|| (kept / seen).clamp(1e-6, 1.0))
+    };
+    let contention = fraction("contended lock acquisitions: ", "measured");
+    let holds = fraction("mutex holds: ", "noted");
+    contention.into_iter().chain(holds).fold(1.0, f64::min)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -18,6 +18,9 @@
  * CLOCK_MONOTONIC; blame of a holder function = sum over all waits of overlap(wait, its
  * holds). Prints
  *   truth blame_short_hold_ns=.. blame_long_hold_ns=.. idle_ns=.. acquisitions=..
+ *         wait_sq_<fn>_us2=.. hold_sq_<fn>_us2=.. idle_sq_us2=..
+ * (the truth's spread, truth_log.h's truth_spread(): how far a sampled estimate of it may
+ * fall from it; large when the machine preempted holders mid-hold).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -93,13 +96,23 @@ int main(int argc, char **argv) {
     uint64_t blame[NFUNC] = {0}, idle[NFUNC] = {0}, held[NFUNC] = {0}, count[NFUNC] = {0};
     if (truth_mutex_totals(logs, nthreads, "sampled_holders", blame, idle, held, count, NULL))
         return 2;
+    uint64_t wait_sq[NFUNC], hold_sq[NFUNC], idle_sq;
+    size_t nh;
+    ival_t *holds = truth_merge_holds(logs, nthreads, &nh);
+    if (!holds || truth_spread(logs, nthreads, holds, nh, NFUNC, wait_sq, hold_sq, &idle_sq))
+        return 2;
+    free(holds);
     printf("sampled_holders: %.2f s, %d threads, %llu acquisitions\n",
            (now_ns() - t_start) / 1e9, nthreads,
            (unsigned long long)(count[F_SHORT] + count[F_LONG]));
     printf("truth blame_short_hold_ns=%llu blame_long_hold_ns=%llu idle_ns=%llu"
-           " acquisitions=%llu\n",
+           " acquisitions=%llu wait_sq_short_hold_us2=%llu wait_sq_long_hold_us2=%llu"
+           " hold_sq_short_hold_us2=%llu hold_sq_long_hold_us2=%llu idle_sq_us2=%llu\n",
            (unsigned long long)blame[F_SHORT], (unsigned long long)blame[F_LONG],
            (unsigned long long)(idle[F_SHORT] + idle[F_LONG]),
-           (unsigned long long)(count[F_SHORT] + count[F_LONG]));
+           (unsigned long long)(count[F_SHORT] + count[F_LONG]),
+           (unsigned long long)wait_sq[F_SHORT], (unsigned long long)wait_sq[F_LONG],
+           (unsigned long long)hold_sq[F_SHORT], (unsigned long long)hold_sq[F_LONG],
+           (unsigned long long)idle_sq);
     return 0;
 }

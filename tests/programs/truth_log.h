@@ -170,6 +170,56 @@ static inline void truth_wait_blame(const tlog_t *logs, int n, const ival_t *hol
     }
 }
 
+/* The spread of the truth, for tests of sampled estimates (a sampler that keeps each wait,
+ * or each hold, with probability p and scales it by 1/p has a variance of (1 - p) / p times
+ * the sum of the squares of what it keeps). Over the waits of `n` logs and the sorted,
+ * non-overlapping `holds`, in us^2, per holder function: wait_sq[fn] = sum over waits of the
+ * square of the wait's overlap with that function's holds, hold_sq[fn] = sum over its holds
+ * of the square of the waiting each overlapped; and *idle_sq = sum of the squared waits.
+ * On a quiet machine these are small; when the machine preempts holders mid-hold, a few
+ * long waits dominate them. -1 if memory ran out, else 0. */
+static inline int truth_spread(const tlog_t *logs, int n, const ival_t *holds, size_t nh,
+                               int nfunc, uint64_t *wait_sq, uint64_t *hold_sq,
+                               uint64_t *idle_sq) {
+    double *per_hold = calloc(nh + 1, sizeof *per_hold);
+    double *per_fn = calloc((size_t)nfunc, sizeof *per_fn);
+    if (!per_hold || !per_fn) {
+        free(per_hold);
+        free(per_fn);
+        return -1;
+    }
+    double idle = 0, *wsq = calloc((size_t)nfunc, sizeof *wsq);
+    if (!wsq) {
+        free(per_hold);
+        free(per_fn);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        for (size_t j = 0; j < logs[i].nwaits; j++) {
+            ival_t w = logs[i].waits[j];
+            double len = (w.b - w.a) / 1e3;
+            idle += len * len;
+            memset(per_fn, 0, (size_t)nfunc * sizeof *per_fn);
+            for (size_t h = truth_first_hold(holds, nh, w.a); h < nh && holds[h].a < w.b; h++) {
+                double o = truth_overlap(&holds[h], &w) / 1e3;
+                per_fn[holds[h].fn] += o;
+                per_hold[h] += o;
+            }
+            for (int f = 0; f < nfunc; f++)
+                wsq[f] += per_fn[f] * per_fn[f];
+        }
+    }
+    for (int f = 0; f < nfunc; f++)
+        wait_sq[f] = (uint64_t)wsq[f], hold_sq[f] = 0;
+    for (size_t h = 0; h < nh; h++)
+        hold_sq[holds[h].fn] += (uint64_t)(per_hold[h] * per_hold[h]);
+    *idle_sq = (uint64_t)idle;
+    free(per_hold);
+    free(per_fn);
+    free(wsq);
+    return 0;
+}
+
 /* The truth of one mutex workload's `n` logs, all at once, per function: blame, idle (wait
  * time), held (hold time), count (holds) and, if not NULL, contended (waits that overlap a
  * hold); see truth_wait_blame(). -1 (after a message) if a log overflowed, else 0. */
