@@ -97,8 +97,7 @@ pub fn check_output(path: &Path) -> Result<Output, OutputError> {
     if !meta.is_dir() {
         return Err(OutputError::NotADirectory(path.to_owned()));
     }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     if meta.uid() != me {
         return Err(OutputError::NotOwned {
             path: path.to_owned(),
