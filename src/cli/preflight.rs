@@ -11,7 +11,7 @@
 //! symbolic link at the path is never followed, so replacing an old profile can only ever
 //! remove that user's own part files.
 
-use blameprof::format::protocol::PART_SUFFIX;
+use crate::format::protocol::PART_SUFFIX;
 use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

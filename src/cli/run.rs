@@ -16,11 +16,11 @@
 //! itself is killed, the program runs on and its profile is still written.
 
 use super::preflight::{self, LaunchError};
-use anyhow::Context;
-use blameprof::format::protocol::{
+use crate::format::protocol::{
     CONTENDED_MEASURED_PER_MS, DEFAULT_MAX_PART_BYTES, ENV_CONTENDED_PER_MS, ENV_FREQUENCY,
     ENV_MAX_PART_BYTES, ENV_OUTPUT,
 };
+use anyhow::Context;
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::unistd::Pid;
 use std::ffi::OsString;
@@ -125,8 +125,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         args.quiet,
     );
     let told = match args.quiet {
-        true => blameprof::viewer::commands::warn_losses(&dir, &mut err),
-        false => blameprof::viewer::commands::summary(&dir, args.top, &mut err),
+        true => super::summary::warn_losses(&dir, &mut err),
+        false => super::summary::summary(&dir, args.top, &mut err),
     };
     if let Err(e) = told {
         eprintln!(
@@ -232,13 +232,13 @@ impl Ending {
     /// and the parts in `dir`.
     fn of(status: ExitStatus, pid: u32, running: Vec<u32>, dir: &Path) -> Ending {
         let signal = status.signal().map(|s| (s, status.core_dumped()));
-        let opts = blameprof::format::read::ReadOptions {
+        let opts = crate::format::read::ReadOptions {
             salvage: true,
             skip_samples: true,
         };
         let mut unfinished = Vec::new();
         let mut finished = false;
-        if let Ok(profile) = blameprof::format::read::read_profile(dir, opts) {
+        if let Ok(profile) = crate::format::read::read_profile(dir, opts) {
             // The last image of each pid (exec'd images end their predecessors cleanly).
             let mut last: Vec<(u32, u32, bool)> = Vec::new();
             for p in &profile.processes {

@@ -16,8 +16,8 @@
 //! a new hash, and a damaged file is rewritten. Old builds' directories stay (a few MiB
 //! each); removing `~/.cache/blameprof` is always safe between runs.
 
+use crate::format::protocol::RUNTIME_LIBRARY;
 use anyhow::{anyhow, bail, Context};
-use blameprof::format::protocol::RUNTIME_LIBRARY;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
