@@ -1,9 +1,7 @@
 //! `blameprof`: the command-line front end (never instrumented itself).
 
-mod cli;
-
+use blameprof::cli::{self, help};
 use clap::{CommandFactory, Parser, Subcommand};
-use cli::help;
 
 /// Who made your threads wait: a CPU-time call-path profiler with lock blame shifting.
 #[derive(Debug, Parser)]
@@ -21,16 +19,16 @@ enum Command {
     /// Show a profile: trees, flat, threads or locks, as text or JSON; or export it (HTML,
     /// pprof, folded stacks, Firefox Profiler)
     #[command(after_help = help::REPORT)]
-    Report(blameprof::viewer::commands::ReportArgs),
+    Report(cli::report::ReportArgs),
     /// Render a profile as a flame graph SVG
     #[command(after_help = help::FLAMEGRAPH)]
-    Flamegraph(blameprof::viewer::commands::FlamegraphArgs),
+    Flamegraph(cli::flamegraph::FlamegraphArgs),
     /// Draw the top locks' pressure over time, and each thread's state, as an SVG
     #[command(after_help = help::TIMELINE)]
-    Timeline(blameprof::viewer::timeline::TimelineArgs),
+    Timeline(cli::timeline::TimelineArgs),
     /// Compare two profiles: the biggest changes per function and per lock
     #[command(after_help = help::DIFF)]
-    Diff(blameprof::viewer::diff::DiffArgs),
+    Diff(cli::diff::DiffArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     #[command(after_help = help::COMPLETIONS)]
     Completions {
@@ -87,27 +85,27 @@ fn main() {
         Command::Run(args) => cli::run::run(args),
         Command::Report(args) => {
             let mut out = std::io::stdout().lock();
-            blameprof::viewer::commands::report(args, &mut out).map(|file| {
+            cli::report::report(args, &mut out).map(|file| {
                 if let Some(file) = file {
                     eprintln!("blameprof: report written to {}", file.display());
                 }
                 0
             })
         }
-        Command::Flamegraph(args) => blameprof::viewer::commands::flamegraph(args).map(|()| {
+        Command::Flamegraph(args) => cli::flamegraph::flamegraph(args).map(|()| {
             eprintln!(
                 "blameprof: flame graph written to {}",
                 args.output.display()
             );
             0
         }),
-        Command::Timeline(args) => blameprof::viewer::timeline::picture(args).map(|()| {
+        Command::Timeline(args) => cli::timeline::picture(args).map(|()| {
             eprintln!("blameprof: timeline written to {}", args.output.display());
             0
         }),
         Command::Diff(args) => {
             let mut out = std::io::stdout().lock();
-            blameprof::viewer::diff::run(args, &mut out).map(|()| 0)
+            cli::diff::run(args, &mut out).map(|()| 0)
         }
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();

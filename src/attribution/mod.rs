@@ -18,6 +18,7 @@ mod calibration;
 pub mod callers;
 pub mod cct;
 pub mod findings;
+pub mod loaded;
 pub mod lock_sites;
 pub mod lock_wrappers;
 pub mod locks;

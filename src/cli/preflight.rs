@@ -11,7 +11,7 @@
 //! symbolic link at the path is never followed, so replacing an old profile can only ever
 //! remove that user's own part files.
 
-use blameprof::format::protocol::PART_SUFFIX;
+use crate::format::protocol::PART_SUFFIX;
 use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -97,8 +97,7 @@ pub fn check_output(path: &Path) -> Result<Output, OutputError> {
     if !meta.is_dir() {
         return Err(OutputError::NotADirectory(path.to_owned()));
     }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     if meta.uid() != me {
         return Err(OutputError::NotOwned {
             path: path.to_owned(),

@@ -16,11 +16,13 @@
 //! itself is killed, the program runs on and its profile is still written.
 
 use super::preflight::{self, LaunchError};
-use anyhow::Context;
-use blameprof::format::protocol::{
+use crate::format::protocol::{
     CONTENDED_MEASURED_PER_MS, DEFAULT_MAX_PART_BYTES, ENV_CONTENDED_PER_MS, ENV_FREQUENCY,
     ENV_MAX_PART_BYTES, ENV_OUTPUT,
 };
+use anyhow::Context;
+use nix::sys::signal::{kill, SigSet, Signal};
+use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -28,7 +30,6 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
-use std::sync::atomic::{AtomicI32, Ordering};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -62,17 +63,6 @@ pub struct RunArgs {
         value_name = "COMMAND"
     )]
     pub command: Vec<OsString>,
-}
-
-/// The child's pid, for forwarding termination signals.
-static CHILD: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward_signal(signal: libc::c_int) {
-    let pid = CHILD.load(Ordering::Relaxed);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe; `pid` is our child.
-        unsafe { libc::kill(pid, signal) };
-    }
 }
 
 /// Runs the command; returns the exit status blameprof must exit with.
@@ -113,22 +103,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let mut child = command
         .spawn()
         .with_context(|| format!("cannot start '{program_str}'"))?;
-    CHILD.store(child.id() as i32, Ordering::Relaxed);
-    // SAFETY: installing plain handlers/ignores in the CLI process; `forward_signal` is
-    // async-signal-safe. Interrupts from the terminal reach the child directly (same process
-    // group), so the CLI ignores them and lives on to write the summary.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-        libc::signal(
-            libc::SIGTERM,
-            forward_signal as *const () as libc::sighandler_t,
-        );
-        libc::signal(
-            libc::SIGHUP,
-            forward_signal as *const () as libc::sighandler_t,
-        );
-    }
+    forward_signals(Pid::from_raw(child.id() as i32))?;
     let status = child.wait().context("waiting for the profiled program")?;
     let code = match (status.code(), status.signal()) {
         (Some(code), _) => code,
@@ -150,8 +125,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         args.quiet,
     );
     let told = match args.quiet {
-        true => blameprof::viewer::commands::warn_losses(&dir, &mut err),
-        false => blameprof::viewer::commands::summary(&dir, args.top, &mut err),
+        true => super::summary::warn_losses(&dir, &mut err),
+        false => super::summary::summary(&dir, args.top, &mut err),
     };
     if let Err(e) = told {
         eprintln!(
@@ -257,13 +232,13 @@ impl Ending {
     /// and the parts in `dir`.
     fn of(status: ExitStatus, pid: u32, running: Vec<u32>, dir: &Path) -> Ending {
         let signal = status.signal().map(|s| (s, status.core_dumped()));
-        let opts = blameprof::format::read::ReadOptions {
+        let opts = crate::format::read::ReadOptions {
             salvage: true,
             skip_samples: true,
         };
         let mut unfinished = Vec::new();
         let mut finished = false;
-        if let Ok(profile) = blameprof::format::read::read_profile(dir, opts) {
+        if let Ok(profile) = crate::format::read::read_profile(dir, opts) {
             // The last image of each pid (exec'd images end their predecessors cleanly).
             let mut last: Vec<(u32, u32, bool)> = Vec::new();
             for p in &profile.processes {
@@ -296,14 +271,42 @@ impl Ending {
     }
 }
 
+/// From now on, interrupts from the terminal (`SIGINT`, `SIGQUIT`) are ignored, and
+/// termination requests (`SIGTERM`, `SIGHUP`) are passed on to `child`: the signals are
+/// blocked in this thread and taken by a thread of their own, which waits for them. The
+/// terminal's interrupts reach the child directly (same process group), so the CLI lives on
+/// to write the summary. The program's own signal mask is its own (the standard library
+/// clears it in the child).
+fn forward_signals(child: Pid) -> anyhow::Result<()> {
+    let mut signals = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+    ] {
+        signals.add(s);
+    }
+    signals
+        .thread_block()
+        .context("cannot block the signals passed on to the program")?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            while let Ok(signal) = signals.wait() {
+                if matches!(signal, Signal::SIGTERM | Signal::SIGHUP) {
+                    let _ = kill(child, signal);
+                }
+            }
+        })
+        .context("cannot start the thread that passes signals on to the program")?;
+    Ok(())
+}
+
 /// Bytes free for an unprivileged user on the file system holding `dir`.
 fn disk_free(dir: &Path) -> Option<u64> {
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: a zeroed statvfs is a valid output buffer.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `path` is NUL-terminated and `st` writable for the call.
-    (unsafe { libc::statvfs(path.as_ptr(), &mut st) } == 0)
-        .then(|| st.f_bavail as u64 * st.f_frsize as u64)
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some(st.blocks_available() as u64 * st.fragment_size() as u64)
 }
 
 /// Below this, the profile's disk counts as full.
@@ -383,30 +386,7 @@ fn processes(pids: &[u32]) -> String {
 
 /// The usual name of a signal ("SIGSEGV"), or "signal N".
 fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        libc::SIGVTALRM => "SIGVTALRM",
-        libc::SIGPROF => "SIGPROF",
-        libc::SIGSYS => "SIGSYS",
-        _ => return format!("signal {signal}"),
-    };
-    name.to_owned()
+    Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned())
 }
 
 /// The processes of this user alive now whose environment names `dir` as the profile's
@@ -415,8 +395,7 @@ fn signal_name(signal: i32) -> String {
 fn still_running(dir: &Path) -> Vec<u32> {
     let mut want = format!("{ENV_OUTPUT}=").into_bytes();
     want.extend_from_slice(dir.as_os_str().as_bytes());
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
+    let uid = nix::unistd::getuid().as_raw();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

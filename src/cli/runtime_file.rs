@@ -16,8 +16,8 @@
 //! a new hash, and a damaged file is rewritten. Old builds' directories stay (a few MiB
 //! each); removing `~/.cache/blameprof` is always safe between runs.
 
+use crate::format::protocol::RUNTIME_LIBRARY;
 use anyhow::{anyhow, bail, Context};
-use blameprof::format::protocol::RUNTIME_LIBRARY;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -82,8 +82,7 @@ fn cache_base() -> Option<PathBuf> {
     {
         return Some(xdg.join("blameprof"));
     }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
@@ -145,8 +144,7 @@ fn private_dir(dir: &Path) -> anyhow::Result<()> {
     }
     let meta = std::fs::symlink_metadata(dir)
         .with_context(|| format!("cannot inspect the cache directory {}", dir.display()))?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     if !meta.file_type().is_dir() || meta.uid() != me || meta.mode() & 0o022 != 0 {
         bail!(
             "{} is not a private directory of yours (a link, another user's, or writable by \
@@ -170,8 +168,7 @@ fn holds(path: &Path, bytes: &[u8]) -> bool {
     let Ok(meta) = file.metadata() else {
         return false;
     };
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     if !meta.is_file() || meta.uid() != me || meta.len() != bytes.len() as u64 {
         return false;
     }
@@ -226,17 +223,15 @@ fn write_new(dir: &Path, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// Fails when `dir` lies on a file system mounted `noexec`: the loader could not map the
 /// library from there, and would run the program unprofiled with only a warning.
 fn refuse_noexec(dir: &Path) -> anyhow::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c_dir = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .with_context(|| format!("{} holds a NUL byte", dir.display()))?;
-    // SAFETY: all-zero bytes are a valid `statvfs` (integers only).
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c_dir` is a NUL-terminated path and `stat` a valid, writable statvfs.
-    if unsafe { libc::statvfs(c_dir.as_ptr(), &mut stat) } != 0 {
-        let e = std::io::Error::last_os_error();
-        bail!("cannot inspect the file system of {}: {e}", dir.display());
-    }
-    if stat.f_flag & libc::ST_NOEXEC != 0 {
+    use nix::sys::statvfs::{statvfs, FsFlags};
+    let stat = statvfs(dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot inspect the file system of {}: {}",
+            dir.display(),
+            std::io::Error::from(e)
+        )
+    })?;
+    if stat.flags().contains(FsFlags::ST_NOEXEC) {
         bail!(
             "the cache directory {} is on a file system mounted noexec, from which the \
              runtime library cannot be loaded: set XDG_CACHE_HOME to a directory elsewhere, or \

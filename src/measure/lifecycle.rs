@@ -506,6 +506,8 @@ fn finish(reason: u8) -> bool {
         for (tid, name, cpu) in &ends {
             records::thread_end(w, *tid, name, image_cpu(*tid, *cpu))?;
         }
+        // After the chunk's buffer is allocated, as the peak it reports always was.
+        counters::set(Counter::RuntimeHeapPeak, HEAP.peak_bytes());
         records::process_end(w, reason)
     });
     true

@@ -167,8 +167,9 @@ pub fn reset() {
 }
 
 /// Encodes the current totals as `Counter` records (cumulative; readers keep the largest).
+/// The heap's peak gauge is its caller's to set first (the heap counts into these counters,
+/// so this module does not read the heap back).
 pub fn encode(w: &mut RecordWriter) -> Result<(), Full> {
-    set(Counter::RuntimeHeapPeak, super::heap::HEAP.peak_bytes());
     for (counter, name) in ALL {
         w.tag(RecordTag::Counter)?;
         w.bytes(name.as_bytes())?;

@@ -162,7 +162,8 @@ pub fn lock_interval(w: &mut RecordWriter, interval: &LockInterval) -> Result<()
     Ok(())
 }
 
-/// Counters, then the end marker. `reason`: 0 exit, 1 exec.
+/// Counters, then the end marker. `reason`: 0 exit, 1 exec. The caller brings the runtime
+/// heap's peak gauge up to date first.
 pub fn process_end(w: &mut RecordWriter, reason: u8) -> Result<(), Full> {
     counters::encode(w)?;
     w.tag(RecordTag::ProcessEnd)?;

@@ -2,7 +2,6 @@
 //! (see `testutil::kinds_process`: idleness 10.75 ms = mutex 7 + condvar 3.5 + 0.25 kind-less,
 //! 0.75 unblamed; blame 8.3 ms = mutex 6.3 + condvar 2; work 10 ms).
 
-use super::commands;
 use super::tests::{render, report_args};
 use super::text::Text;
 use super::*;
@@ -10,6 +9,10 @@ use crate::attribution::testutil::{
     analyze_renamed, kinds_process, lock_process, set_line, write_part, TempDir,
 };
 use crate::attribution::Analysis;
+use crate::cli;
+use crate::cli::flamegraph::FlamegraphArgs;
+use crate::cli::profile::ProfileArgs;
+use crate::cli::report::{OutputFormat, ReportArgs, ViewChoice};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::WaitKind;
 use serde_json::Value;
@@ -40,9 +43,9 @@ fn kinds_dir(tmp: &TempDir) -> PathBuf {
     dir
 }
 
-fn cli_report(args: &commands::ReportArgs) -> anyhow::Result<String> {
+fn cli_report(args: &ReportArgs) -> anyhow::Result<String> {
     let mut out = Vec::new();
-    commands::report(args, &mut out)?;
+    cli::report::report(args, &mut out)?;
     Ok(String::from_utf8(out).unwrap())
 }
 
@@ -207,7 +210,7 @@ fn cli_report_and_flamegraph_by_derived_metric() {
 
     // JSON: the derived metrics are listed, totalled and in every node.
     let mut args = report_args(dir.clone());
-    args.format = commands::OutputFormat::Json;
+    args.format = OutputFormat::Json;
     args.view = ViewChoice::Flat;
     args.metric = Some("idleness.condvar".into());
     let doc: Value = serde_json::from_str(&cli_report(&args).unwrap()).unwrap();
@@ -270,13 +273,15 @@ fn cli_report_and_flamegraph_by_derived_metric() {
     assert!(err.contains("unknown metric 'idleness.unblamed'"), "{err}");
 
     let output = tmp.0.join("condvar.svg");
-    commands::flamegraph(&commands::FlamegraphArgs {
-        path: Some(dir),
+    cli::flamegraph::flamegraph(&FlamegraphArgs {
         metric: "blame.condvar".into(),
         output: output.clone(),
         thread: None,
-        pid: None,
-        salvage: false,
+        profile: ProfileArgs {
+            path: Some(dir),
+            pid: None,
+            salvage: false,
+        },
     })
     .unwrap();
     let svg = std::fs::read_to_string(&output).unwrap();

@@ -2,7 +2,6 @@
 //! idleness and blame, runtime frames at the leaves (see `testutil::lock_process`: work 9,
 //! idleness 7, blame 6.3, effort 16 ms).
 
-use super::commands::{self, FlamegraphArgs};
 use super::json::Json;
 use super::tests::{render, report_args};
 use super::text::Text;
@@ -12,6 +11,10 @@ use crate::attribution::testutil::{
     add_sample, analyze_renamed, lock_process, lock_profile, process, set_line, write_part, TempDir,
 };
 use crate::attribution::Analysis;
+use crate::cli;
+use crate::cli::flamegraph::FlamegraphArgs;
+use crate::cli::profile::ProfileArgs;
+use crate::cli::report::{OutputFormat, ReportArgs};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -285,9 +288,9 @@ fn lock_dir(tmp: &TempDir) -> PathBuf {
     dir
 }
 
-fn cli_report(args: &commands::ReportArgs) -> anyhow::Result<String> {
+fn cli_report(args: &ReportArgs) -> anyhow::Result<String> {
     let mut out = Vec::new();
-    commands::report(args, &mut out)?;
+    cli::report::report(args, &mut out)?;
     Ok(String::from_utf8(out).unwrap())
 }
 
@@ -328,7 +331,7 @@ fn cli_report_metrics_and_percent_of() {
 
     // JSON: every metric, absolute values, whatever --metrics says.
     let mut args = report_args(dir.clone());
-    args.format = commands::OutputFormat::Json;
+    args.format = OutputFormat::Json;
     args.metrics = vec!["idleness".into()];
     args.percent_of = PercentOf::Effort;
     let doc: Value = serde_json::from_str(&cli_report(&args).unwrap()).unwrap();
@@ -357,14 +360,16 @@ fn cli_flamegraph_and_summary_of_blame() {
     let dir = lock_dir(&tmp);
     let output = tmp.0.join("blame.svg");
     let args = FlamegraphArgs {
-        path: Some(dir.clone()),
         metric: "blame".into(),
         output: output.clone(),
         thread: None,
-        pid: None,
-        salvage: false,
+        profile: ProfileArgs {
+            path: Some(dir.clone()),
+            pid: None,
+            salvage: false,
+        },
     };
-    commands::flamegraph(&args).unwrap();
+    cli::flamegraph::flamegraph(&args).unwrap();
     let svg = std::fs::read_to_string(&output).unwrap();
     assert!(svg.contains("blameprof: blame"), "title");
     assert!(
@@ -372,7 +377,7 @@ fn cli_flamegraph_and_summary_of_blame() {
         "unlock frame missing"
     );
     let mut out = Vec::new();
-    commands::summary(&dir, 5, &mut out).unwrap();
+    cli::summary::summary(&dir, 5, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(
         text.contains("[unknown] 0x70  (libblameprof_rt.so+0x300)"),

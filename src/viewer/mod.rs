@@ -3,9 +3,9 @@
 //! Job: a [`Report`] is one view (top-down, bottom-up, flat, threads) of an analysis, sorted
 //! by one metric, with the pruning and hot-path marking every output shares. Outputs are
 //! sinks behind the small [`Renderer`] trait ([`text::Text`], [`json::Json`]);
-//! [`flamegraph`] draws SVGs; [`commands`] holds the entry points of `report` and
-//! `flamegraph` and the run summary (the binary's own `src/cli` parses arguments and
-//! launches programs).
+//! [`flamegraph`] draws SVGs; the other views and exports have a module each. Every one
+//! takes data already loaded and analysed, and plain options: the commands that parse
+//! arguments and load profiles are `crate::cli`'s.
 //!
 //! A report shows one or more metric *columns* and gives percentages either of each
 //! metric's own total or of the effort (work + idleness, see [`PercentOf`]).
@@ -16,9 +16,8 @@
 //!
 //! Not async-signal-safe (allocates, does I/O); single-threaded.
 
-pub mod commands;
 pub mod diff;
-mod export;
+pub mod export;
 pub mod firefox;
 pub mod flamegraph;
 pub mod html;
@@ -28,10 +27,10 @@ pub mod pprof;
 pub mod progress;
 pub mod source;
 pub mod style;
-mod summary;
+pub mod summary;
 pub mod text;
 pub mod timeline;
-mod timeline_svg;
+pub mod timeline_svg;
 pub mod units;
 
 use crate::attribution::cct::{self, NodeId, SortBy, Tree};
@@ -39,7 +38,7 @@ use crate::attribution::{callers, Analysis, AttributionError};
 use std::io;
 
 /// Which view of the analysis to show.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     /// The calling-context tree, from the outermost frames down.
     TopDown,
@@ -63,39 +62,8 @@ impl View {
     }
 }
 
-/// A view `report --view` can show: a view of the analysis ([`View`]), the lock table
-/// ([`locks`]) or the timeline ([`timeline`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ViewChoice {
-    /// The calling-context tree, from the outermost frames down.
-    TopDown,
-    /// Every function with its callers below it, costs apportioned along each path.
-    BottomUp,
-    /// Every function once, by exclusive cost.
-    Flat,
-    /// Threads with their totals.
-    Threads,
-    /// Locks: counts, waiting, blame, pressure, and who waited behind whom.
-    Locks,
-    /// The top locks' pressure, blame and acquisitions per interval, with their phases.
-    Timeline,
-}
-
-impl ViewChoice {
-    /// The view of the analysis, or `None` for the lock table.
-    pub fn analysis_view(self) -> Option<View> {
-        match self {
-            ViewChoice::TopDown => Some(View::TopDown),
-            ViewChoice::BottomUp => Some(View::BottomUp),
-            ViewChoice::Flat => Some(View::Flat),
-            ViewChoice::Threads => Some(View::Threads),
-            ViewChoice::Locks | ViewChoice::Timeline => None,
-        }
-    }
-}
-
 /// What percentages are of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PercentOf {
     /// The total of the metric the value is in.
     #[default]

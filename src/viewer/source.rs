@@ -19,10 +19,8 @@
 //!
 //! Not async-signal-safe (allocates, does I/O).
 
-use super::commands::{finish_output, load, OutputFormat, ReportArgs};
 use super::json::Values;
 use super::units::format_value;
-use super::{PercentOf, ViewChoice};
 use crate::attribution::metrics::{MetricTable, BLAME, IDLENESS, WORK};
 use crate::attribution::symbolize::module_name;
 use crate::attribution::{Analysis, FileId, FunctionId};
@@ -34,7 +32,7 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 /// The metrics shown when `--metrics` is not given, those of them the profile has.
-const DEFAULT_METRICS: [&str; 3] = [WORK, IDLENESS, BLAME];
+pub const DEFAULT_METRICS: [&str; 3] = [WORK, IDLENESS, BLAME];
 /// Lines shown either side of a line with cost: in the function's own file, in others.
 const CONTEXT: u32 = 3;
 const OTHER_CONTEXT: u32 = 1;
@@ -56,82 +54,19 @@ const LINE_WIDTH: usize = 6;
 pub const SCHEMA: &str = "blameprof-source";
 pub const VERSION: u32 = 1;
 
-/// `report --source FUNCTION`: writes the annotated source of `function` (a name or a
-/// unique part of one) in `args.format` to `out`.
-pub fn write(args: &ReportArgs, function: &str, out: &mut dyn Write) -> anyhow::Result<()> {
-    check_options(args)?;
-    let (analysis, shown) = load_metrics(args)?;
-    let (name, ids) = find_function(&analysis, function)?;
-    let costs = line_costs(&analysis, &ids);
-    let json = args.format == OutputFormat::Json;
-    let listing = Listing::build(&analysis, name, &ids, costs, shown, !json)?;
-    let mut out = io::BufWriter::new(out);
-    let written = match json {
-        true => write_json(&analysis, &listing, &mut out),
-        false => write_text(&analysis, &listing, &mut out),
-    };
-    finish_output(written.and_then(|()| out.flush()))
-}
-
-/// Rejects the options of the other outputs, which `--source` would otherwise ignore.
-fn check_options(args: &ReportArgs) -> anyhow::Result<()> {
-    if !matches!(args.format, OutputFormat::Text | OutputFormat::Json) {
-        let format = clap::ValueEnum::to_possible_value(&args.format)
-            .map_or_else(String::new, |v| v.get_name().to_owned());
-        bail!("--source writes text or JSON, not {format}: pass --format text or --format json");
-    }
-    let other = [
-        (args.view != ViewChoice::TopDown, "--view"),
-        (args.lock.is_some(), "--lock"),
-        (args.depth.is_some(), "--depth"),
-        (args.min_percent.is_some(), "--min-percent"),
-        (args.percent_of != PercentOf::Total, "--percent-of"),
-    ];
-    if let Some((_, flag)) = other.iter().find(|(given, _)| *given) {
-        bail!("{flag} belongs to the other views, not to --source (one function's lines): drop it");
-    }
-    Ok(())
-}
-
-/// Reads and analyses the profile; returns the analysis and the merged ids of the metrics
-/// shown, the primary one (`--metric`, else the first of `--metrics`) first. Default: work,
-/// idleness and blame, those the profile has.
-fn load_metrics(args: &ReportArgs) -> anyhow::Result<(Analysis, Vec<usize>)> {
-    if let Some(metric) = args.metric.as_deref() {
-        if !args.metrics.is_empty() && !args.metrics.iter().any(|m| m == metric) {
-            bail!(
-                "--metric {metric} is not among --metrics {}: add it there, or drop --metric",
-                args.metrics.join(",")
-            );
-        }
-    }
-    let mut asked: Vec<&str> = Vec::new();
-    for name in args.metric.iter().chain(&args.metrics) {
-        if !asked.contains(&name.as_str()) {
-            asked.push(name);
-        }
-    }
-    let (analysis, mut ids) = load(
-        args.path.as_deref(),
-        args.salvage,
-        args.filter(),
-        &asked,
-        false,
-    )?;
-    if args.metrics.is_empty() {
-        for id in DEFAULT_METRICS
-            .iter()
-            .filter_map(|name| analysis.metrics.id(name).ok())
-        {
-            if !ids.contains(&id) {
-                ids.push(id);
-            }
-        }
-    }
-    if ids.is_empty() {
-        ids = analysis.metrics.base_ids().collect();
-    }
-    Ok((analysis, ids))
+/// What `--source FUNCTION` shows of `function` (a name or a unique part of one) in
+/// `analysis`: its lines with cost in the metrics `shown` (merged ids, the primary one
+/// first), from the files they are in. With `need_source` (the text output), a main file
+/// that cannot be read is an error naming the fix.
+pub fn listing(
+    analysis: &Analysis,
+    function: &str,
+    shown: Vec<usize>,
+    need_source: bool,
+) -> anyhow::Result<Listing> {
+    let (name, ids) = find_function(analysis, function)?;
+    let costs = line_costs(analysis, &ids);
+    Listing::build(analysis, name, &ids, costs, shown, need_source)
 }
 
 /// The function `query` names, and its ids (one per module it is in), among the functions
@@ -538,7 +473,7 @@ impl FileListing {
 
 /// What `--source` shows.
 #[derive(Debug)]
-struct Listing {
+pub struct Listing {
     function: String,
     /// The modules the function is in.
     modules: Vec<String>,
@@ -744,7 +679,9 @@ fn columns(listing: &Listing, metrics: &MetricTable) -> Vec<Column> {
     columns
 }
 
-fn write_text(analysis: &Analysis, listing: &Listing, out: &mut dyn Write) -> io::Result<()> {
+/// The listing as text: a title, then per file its rows with a self and a total column per
+/// metric shown.
+pub fn write_text(analysis: &Analysis, listing: &Listing, out: &mut dyn Write) -> io::Result<()> {
     let defs = analysis.metrics.defs();
     writeln!(out, "profile:    {}", analysis.profile_path.display())?;
     let filter = analysis.filter;
@@ -1028,7 +965,8 @@ struct JsonDocument<'a> {
     files: Vec<JsonFile<'a>>,
 }
 
-fn write_json(analysis: &Analysis, listing: &Listing, out: &mut dyn Write) -> io::Result<()> {
+/// The listing as JSON (docs/source-view.md).
+pub fn write_json(analysis: &Analysis, listing: &Listing, out: &mut dyn Write) -> io::Result<()> {
     let metrics = &analysis.metrics;
     let defs = metrics.defs();
     let zero = Cost::zero(metrics.len());

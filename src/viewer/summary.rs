@@ -54,7 +54,7 @@ const CONTENTION_COUNTERS: [&str; 6] = [
 /// What `blameprof run -q` prints instead of the summary: a warning per damaged part and
 /// one for the samples lost, summed over the processes of `profile` (whose samples need not
 /// have been read); nothing for a sound profile.
-pub(super) fn write_losses(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
+pub fn write_losses(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
     write_damage(
         profile
             .processes
@@ -203,7 +203,7 @@ fn write_damage<S: std::fmt::Display>(
 
 /// Writes the summary of `analysis` with the `top` heaviest functions, and the top locks
 /// of `locks` (the profile's lock table, and the lock view's findings) when threads waited.
-pub(super) fn write(
+pub fn write(
     analysis: &Analysis,
     locks: Option<(&LockTable, &[Finding])>,
     top: usize,

@@ -1,10 +1,13 @@
 //! Tests of the rendered outputs and the command-line entry points.
 
-use super::commands::{self, FlamegraphArgs, OutputFormat, ReportArgs};
 use super::json::Json;
 use super::text::Text;
 use super::*;
 use crate::attribution::testutil::{add_sample, analyze_renamed, process, write_part, TempDir};
+use crate::cli::flamegraph::FlamegraphArgs;
+use crate::cli::profile::ProfileArgs;
+use crate::cli::report::{OutputFormat, ReportArgs, ViewChoice};
+use crate::cli::{self, timeline::TimelineFlags};
 use crate::format::counters::LOST_SAMPLE_COUNTERS;
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::Frame;
@@ -249,7 +252,6 @@ fn profile_dir(tmp: &TempDir) -> PathBuf {
 
 pub(super) fn report_args(path: PathBuf) -> ReportArgs {
     ReportArgs {
-        path: Some(path),
         view: ViewChoice::TopDown,
         lock: None,
         source: None,
@@ -261,11 +263,14 @@ pub(super) fn report_args(path: PathBuf) -> ReportArgs {
         depth: None,
         min_percent: None,
         thread: None,
-        pid: None,
-        salvage: false,
+        profile: ProfileArgs {
+            path: Some(path),
+            pid: None,
+            salvage: false,
+        },
         contention_threshold: 10.0,
         rate_threshold: 1000.0,
-        timeline: crate::viewer::timeline::TimelineFlags {
+        timeline: TimelineFlags {
             interval: 1_000_000_000,
             phase_threshold: 10.0,
             top: 5,
@@ -278,7 +283,7 @@ fn cli_report_and_its_errors() {
     let tmp = TempDir::new("view-report");
     let dir = profile_dir(&tmp);
     let mut out = Vec::new();
-    commands::report(&report_args(dir.clone()), &mut out).unwrap();
+    cli::report::report(&report_args(dir.clone()), &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("[unknown] 0x30"), "{text}");
 
@@ -287,7 +292,7 @@ fn cli_report_and_its_errors() {
     args.view = ViewChoice::Threads;
     args.thread = Some(101);
     let mut out = Vec::new();
-    commands::report(&args, &mut out).unwrap();
+    cli::report::report(&args, &mut out).unwrap();
     let doc: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(doc["view"], "threads");
     assert_eq!(doc["threads"].as_array().unwrap().len(), 1);
@@ -295,7 +300,7 @@ fn cli_report_and_its_errors() {
 
     let mut args = report_args(dir.clone());
     args.metric = Some("cycles".into());
-    let err = commands::report(&args, &mut Vec::new())
+    let err = cli::report::report(&args, &mut Vec::new())
         .unwrap_err()
         .to_string();
     assert!(
@@ -304,7 +309,7 @@ fn cli_report_and_its_errors() {
     );
     let mut args = report_args(dir.clone());
     args.thread = Some(999);
-    let err = commands::report(&args, &mut Vec::new())
+    let err = cli::report::report(&args, &mut Vec::new())
         .unwrap_err()
         .to_string();
     assert!(
@@ -312,8 +317,8 @@ fn cli_report_and_its_errors() {
         "{err}"
     );
     let mut args = report_args(dir.clone());
-    args.pid = Some(5);
-    let err = commands::report(&args, &mut Vec::new())
+    args.profile.pid = Some(5);
+    let err = cli::report::report(&args, &mut Vec::new())
         .unwrap_err()
         .to_string();
     assert!(
@@ -329,18 +334,20 @@ fn cli_flamegraph_writes_svg_and_reports_unwritable_output() {
     let dir = profile_dir(&tmp);
     let output = dir.parent().unwrap().join("fg.svg");
     let mut args = FlamegraphArgs {
-        path: Some(dir.clone()),
         metric: "work".into(),
         output: output.clone(),
         thread: None,
-        pid: None,
-        salvage: false,
+        profile: ProfileArgs {
+            path: Some(dir.clone()),
+            pid: None,
+            salvage: false,
+        },
     };
-    commands::flamegraph(&args).unwrap();
+    cli::flamegraph::flamegraph(&args).unwrap();
     let svg = std::fs::read_to_string(&output).unwrap();
     assert!(svg.contains("[unknown] 0x10"), "leaf missing from svg");
     args.output = "/nonexistent-dir/fg.svg".into();
-    let err = commands::flamegraph(&args).unwrap_err().to_string();
+    let err = cli::flamegraph::flamegraph(&args).unwrap_err().to_string();
     assert!(
         err.contains("/nonexistent-dir/fg.svg") && err.contains("-o"),
         "{err}"
@@ -352,7 +359,7 @@ fn cli_summary_lines_are_prefixed() {
     let tmp = TempDir::new("view-summary");
     let dir = profile_dir(&tmp);
     let mut out = Vec::new();
-    commands::summary(&dir, 5, &mut out).unwrap();
+    cli::summary::summary(&dir, 5, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.lines().all(|l| l.starts_with("blameprof: ")), "{text}");
     assert!(
@@ -383,10 +390,13 @@ fn newest_profile_directory_is_the_default() {
     std::fs::create_dir_all(root.join("blameprof-a")).unwrap();
     std::fs::write(root.join("blameprof-z"), b"not a directory").unwrap();
     assert_eq!(
-        commands::newest_profile(root),
+        cli::profile::newest_profile(root),
         Some(root.join("blameprof-a"))
     );
-    assert_eq!(commands::newest_profile(&root.join("blameprof-a")), None);
+    assert_eq!(
+        cli::profile::newest_profile(&root.join("blameprof-a")),
+        None
+    );
 }
 
 /// Builds every view over a synthetic profile of one million samples (prints the times).
@@ -479,14 +489,14 @@ fn clap_arguments_parse() {
     let TestCommand::Report(r) = cli.command else {
         panic!("not a report")
     };
-    assert_eq!(r.path, Some(PathBuf::from("dir")));
+    assert_eq!(r.profile.path, Some(PathBuf::from("dir")));
     assert_eq!(
         (r.view, r.format),
         (ViewChoice::BottomUp, OutputFormat::Json)
     );
     assert_eq!((r.depth, r.min_percent), (Some(3), Some(2.5)));
     assert_eq!(
-        (r.thread, r.pid, r.metric.as_deref()),
+        (r.thread, r.profile.pid, r.metric.as_deref()),
         (Some(7), Some(6), Some("idleness"))
     );
     assert_eq!((r.metrics.len(), r.percent_of), (0, PercentOf::Total));
@@ -509,7 +519,7 @@ fn clap_arguments_parse() {
         panic!("not a flamegraph")
     };
     assert_eq!(
-        (f.path, f.output, f.metric.as_str()),
+        (f.profile.path, f.output, f.metric.as_str()),
         (None, PathBuf::from("x.svg"), "work")
     );
     for bad in [
@@ -538,7 +548,7 @@ fn quiet_runs_still_warn_of_lost_samples() {
             .extend(lost.iter().map(|&(n, v)| (n.to_owned(), v)));
         write_part(&dir, &p);
         let mut told = Vec::new();
-        commands::warn_losses(&dir, &mut told).unwrap();
+        cli::summary::warn_losses(&dir, &mut told).unwrap();
         (dir, String::from_utf8(told).unwrap())
     };
     assert_eq!(write("blameprof-sound", &[]).1, "");

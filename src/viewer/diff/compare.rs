@@ -19,7 +19,7 @@ use crate::format::WaitKind;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// How the values of the two runs are made comparable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Normalize {
     /// Each value as a share (%) of its own run's total
     Total,

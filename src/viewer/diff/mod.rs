@@ -2,8 +2,9 @@
 //!
 //! Job: read and analyse both profiles, check the metric, build the comparison per function
 //! (exclusive and inclusive cost in the metric) and per lock (blame, waiting, acquisitions)
-//! with [`compare`], and show it as text or JSON ([`render`]); with `-o`, also draw a
-//! differential flame graph ([`svg`]). Every failure is one line naming the profile it is
+//! with [`compare`] ([`build`], from the plain [`DiffOptions`] the command gives), and show
+//! it as text or JSON ([`write_text`], [`write_json`]) or as a differential flame graph
+//! ([`write_flamegraph`]). Every failure is one line naming the profile it is
 //! about (BEFORE or AFTER) and the fix.
 //!
 //! Invariants: both runs are normalised the same way ([`Normalize`], shares of each run's
@@ -17,73 +18,45 @@ mod render;
 mod svg;
 
 pub use compare::Normalize;
+pub use render::{write_json, write_text};
 
-use super::commands::finish_output;
-use crate::attribution::locks::{lock_table, LockTable};
+use crate::attribution::loaded::Loaded;
+use crate::attribution::locks::LockTable;
 use crate::attribution::metrics::MetricTable;
-use crate::attribution::symbolize::Symbolizer;
-use crate::attribution::{analyze, metric_table, Analysis, Filter};
+use crate::attribution::{metric_table, Analysis, Filter};
 use crate::format::read::{read_profile, Profile, ReadError, ReadOptions};
 use crate::format::MetricDef;
 use anyhow::{anyhow, bail};
 use compare::{LockKey, Row};
 use std::collections::{BTreeMap, HashMap};
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Rows per table in text when `--top` is not given.
-pub const DEFAULT_TOP: usize = 20;
-
-/// Options of `blameprof diff`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct DiffArgs {
-    /// The profile before the change (a directory written by 'blameprof run')
+/// What to compare, and how.
+#[derive(Debug, Clone)]
+pub struct DiffOptions {
+    /// The profile before the change, and after.
     pub before: PathBuf,
-    /// The profile after the change
     pub after: PathBuf,
-    /// Metric to compare functions by: work, idleness (lock waiting, at the waiter), blame
-    /// (lock waiting, at the holder) or held.contended, or one of them by primitive, e.g.
-    /// idleness.mutex
-    #[arg(long, default_value = crate::attribution::metrics::WORK)]
+    /// The metric functions are compared by.
     pub metric: String,
-    /// How the runs are made comparable: total (each value as a share of its own run's
-    /// total), time (per second of its own run's duration) or none (raw values)
-    #[arg(long, value_enum, default_value_t = Normalize::Total)]
     pub normalize: Normalize,
-    /// Rank functions by the change of their exclusive or their inclusive cost
-    #[arg(long, value_enum, default_value_t = Rank::Exclusive)]
     pub sort: Rank,
-    /// Rows per table, biggest changes first [text default: 20; JSON: all]
-    #[arg(long, value_name = "N", value_parser = parse_top)]
+    /// Rows shown per table (`None`: all).
     pub top: Option<usize>,
-    /// Output format
-    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
-    pub format: DiffFormat,
-    /// Also draw a differential flame graph of the metric into this SVG file (widths: AFTER;
-    /// red: grew, blue: shrank)
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Read the intact part of damaged profiles instead of failing
-    #[arg(long)]
+    /// Where the differential flame graph is to be written, if anywhere.
+    pub flamegraph: Option<PathBuf>,
+    /// Read the intact part of damaged profiles.
     pub salvage: bool,
 }
 
 /// Which cost ranks the functions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rank {
-    /// The cost in the function itself
+    /// The cost in the function itself.
     Exclusive,
-    /// The cost in the function and its callees
+    /// The cost in the function and its callees.
     Inclusive,
-}
-
-/// Output formats of `diff`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum DiffFormat {
-    /// Tables of the biggest changes
-    Text,
-    /// The same content as JSON (docs/diff.md)
-    Json,
 }
 
 /// One of the two profiles, for messages.
@@ -153,29 +126,13 @@ pub struct Diff {
     pub notes: Vec<String>,
 }
 
-/// `blameprof diff`: writes the comparison to `out` (and the flame graph to `-o`'s file).
-pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let diff = build(args)?;
-    if let Some(file) = &diff.flamegraph {
-        let mut bytes = Vec::new();
-        svg::write(&diff, &mut bytes)?;
-        std::fs::write(file, bytes).map_err(|e| {
-            anyhow!(
-                "cannot write the flame graph to '{}': {e}; pass a writable path with -o",
-                file.display()
-            )
-        })?;
-    }
-    let mut out = io::BufWriter::new(out);
-    let written = match args.format {
-        DiffFormat::Text => render::write_text(&diff, &mut out),
-        DiffFormat::Json => render::write_json(&diff, &mut out),
-    };
-    finish_output(written.and_then(|()| out.flush()))
+/// Writes the differential flame graph of `diff` (an SVG) to `out`.
+pub fn write_flamegraph(diff: &Diff, out: &mut dyn Write) -> anyhow::Result<()> {
+    svg::write(diff, out)
 }
 
 /// Reads, analyses and compares the two profiles `args` names.
-fn build(args: &DiffArgs) -> anyhow::Result<Diff> {
+pub fn build(args: &DiffOptions) -> anyhow::Result<Diff> {
     let opts = ReadOptions {
         salvage: args.salvage,
         ..Default::default()
@@ -189,8 +146,8 @@ fn build(args: &DiffArgs) -> anyhow::Result<Diff> {
     let Resolved { ids, def, notes } = resolve_metric(&args.metric, (&tables.0, &tables.1))?;
     let before_ns = duration(Side::Before, &args.before, &before, args.normalize)?;
     let after_ns = duration(Side::After, &args.after, &after, args.normalize)?;
-    let before = analysed(Side::Before, &args.before, &before, ids.0, before_ns)?;
-    let after = analysed(Side::After, &args.after, &after, ids.1, after_ns)?;
+    let before = analysed(Side::Before, &args.before, before, ids.0, before_ns)?;
+    let after = analysed(Side::After, &args.after, after, ids.1, after_ns)?;
     let mut notes = notes;
     notes.extend(run_notes(&before).chain(run_notes(&after)));
     let (functions, modules) = compare_functions(&before, &after, args);
@@ -211,11 +168,8 @@ fn build(args: &DiffArgs) -> anyhow::Result<Diff> {
         modules,
         locks,
         locks_available,
-        top: args.top.or(match args.format {
-            DiffFormat::Text => Some(DEFAULT_TOP),
-            DiffFormat::Json => None,
-        }),
-        flamegraph: args.output.clone(),
+        top: args.top,
+        flamegraph: args.flamegraph.clone(),
         notes,
     })
 }
@@ -224,7 +178,7 @@ fn build(args: &DiffArgs) -> anyhow::Result<Diff> {
 fn compare_functions(
     before: &Run,
     after: &Run,
-    args: &DiffArgs,
+    args: &DiffOptions,
 ) -> (Vec<Row<String, 2>>, HashMap<String, String>) {
     let (fb, fa) = (
         compare::function_costs(&before.analysis, before.metric),
@@ -310,13 +264,13 @@ fn duration(
 fn analysed(
     side: Side,
     path: &Path,
-    profile: &Profile,
+    profile: Profile,
     metric: Option<usize>,
     run_ns: Option<u64>,
 ) -> anyhow::Result<Run> {
-    let mut symbolizer = Symbolizer::new();
-    let analysis = analyze(profile, Filter::default(), &mut symbolizer)?;
-    let locks = lock_table(profile, Filter::default(), &mut symbolizer)?;
+    let mut loaded = Loaded::new(profile, Filter::default());
+    let analysis = loaded.analysis()?;
+    let locks = loaded.lock_table()?;
     Ok(Run {
         side,
         path: path.to_owned(),
@@ -422,15 +376,6 @@ fn run_notes(run: &Run) -> impl Iterator<Item = String> + '_ {
     damage.chain(locks)
 }
 
-fn parse_top(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "'{s}' is not a number of rows: pass a whole number, 1 or more"
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,12 +457,5 @@ mod tests {
             .iter_mut()
             .for_each(|t| t.start_ns = None);
         assert_eq!(run_ns(&profile), None);
-    }
-
-    #[test]
-    fn top_is_a_positive_number_of_rows() {
-        assert_eq!(parse_top("5"), Ok(5));
-        assert!(parse_top("0").unwrap_err().contains("1 or more"));
-        assert!(parse_top("x").is_err());
     }
 }
