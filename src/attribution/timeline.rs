@@ -20,6 +20,8 @@
 //! stands out by its peak even when its whole-run pressure is low, so locks are ranked by
 //! their peak pressure, then their waiting.
 //!
+//! The findings read the phases of every lock ([`of_every_lock`]) from the same series.
+//!
 //! All processes' times are the system's monotonic clock, so images share one time axis,
 //! from the earliest start among the selected ones. Invariants: every series of a
 //! timeline has [`Timeline::intervals`] entries; the spread values of a series add up to
@@ -121,6 +123,13 @@ impl Timeline {
     /// Seconds from the run's start to interval `i`'s start.
     pub fn seconds(&self, i: usize) -> f64 {
         (i as u64 * self.interval_ns) as f64 / 1e9
+    }
+
+    /// Phase `p`'s start and end, ns from the run's start (the last one ends with the run).
+    pub fn phase_ns(&self, p: &Phase) -> (u64, u64) {
+        let duration = self.end_ns - self.origin_ns;
+        let at = |i: usize| (i as u64 * self.interval_ns).min(duration);
+        (at(p.start), at(p.end))
     }
 
     /// The same timeline in at most `columns` intervals, each a whole number of the
@@ -424,6 +433,29 @@ pub fn timeline(
         timed,
         acquisitions_known,
     })
+}
+
+/// The timeline of every lock of `table` (`opts.top` aside), for the findings: at `opts`'
+/// interval, or a longer one when the run is too long for it; none when the samples carry
+/// no times or the selection cannot be laid out.
+pub fn of_every_lock(
+    profile: &Profile,
+    filter: Filter,
+    table: &LockTable,
+    opts: TimelineOptions,
+) -> Option<Timeline> {
+    let mut opts = TimelineOptions {
+        top: usize::MAX,
+        ..opts
+    };
+    let t = match timeline(profile, filter, table, opts) {
+        Err(AttributionError::TooManyIntervals { intervals, .. }) => {
+            opts.interval_ns *= intervals.div_ceil(MAX_INTERVALS as u64);
+            timeline(profile, filter, table, opts)
+        }
+        other => other,
+    };
+    t.ok().filter(|t| t.timed)
 }
 
 /// The series of lock row `r` from what was laid out for it.

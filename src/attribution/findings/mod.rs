@@ -55,6 +55,7 @@ mod tests;
 
 use super::locks::LockTable;
 use super::symbolize::Symbolizer;
+use super::timeline::Timeline;
 use super::{select_processes, AttributionError, Filter};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::WaitKind;
@@ -215,44 +216,21 @@ impl Finding {
     }
 }
 
-/// One lock's phases, from the timeline: what [`findings`] needs of it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LockPhases {
-    pub pid: u32,
-    pub address: u64,
-    /// Its name in the lock view.
-    pub name: String,
-    /// Its waiting over the running time, over the whole run.
-    pub overall_pressure: f64,
-    /// Consecutive runs of intervals on one side of the timeline's pressure threshold.
-    pub phases: Vec<PhaseSpan>,
-}
-
-/// A phase: its times (ns from the profile's start), the lock's pressure in it, and whether
-/// that was at or over the threshold.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PhaseSpan {
-    pub start_ns: u64,
-    pub end_ns: u64,
-    pub pressure: f64,
-    pub high: bool,
-}
-
 /// The findings of the processes `filter` selects (a thread filter selects its process:
 /// findings are about locks and stages, not one thread), with `table` their lock table and
-/// `phases` the timeline's phases of their locks (empty when not laid out).
+/// `timeline` the timeline of all their locks ([`super::timeline::of_every_lock`]; none when not laid out).
 pub fn findings(
     profile: &Profile,
     filter: Filter,
     table: &LockTable,
-    phases: &[LockPhases],
+    timeline: Option<&Timeline>,
     thresholds: Thresholds,
     symbolizer: &mut Symbolizer,
 ) -> Result<Vec<Finding>, AttributionError> {
     let selected = select_processes(profile, filter)?;
     let procs: Vec<&ProcessProfile> = selected.iter().map(|&p| &profile.processes[p]).collect();
     let mut out = lock_findings(table, &wall_times(&procs), thresholds);
-    out.extend(phase_findings(table, phases));
+    out.extend(timeline.map_or_else(Vec::new, phase_findings));
     out.extend(imbalance_findings(&thread_loads(&procs, symbolizer)));
     out.sort_by_key(|f| f.kind);
     Ok(out)

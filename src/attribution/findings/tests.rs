@@ -5,6 +5,7 @@ use super::lock_rules::{element_name, lock_findings};
 use super::phases::phase_findings;
 use super::*;
 use crate::attribution::locks::{Counts, LockGroup, LockRow, LockTable, Naming, Site};
+use crate::attribution::timeline::{LockSeries, Phase, Timeline};
 use crate::format::WaitKind;
 use std::collections::{HashMap, HashSet};
 
@@ -454,25 +455,48 @@ fn events_are_not_locks() {
     assert!(found(&table(vec![r]), 2).is_empty());
 }
 
-fn phase(start_ms: u64, end_ms: u64, pressure: f64, high: bool) -> PhaseSpan {
-    PhaseSpan {
-        start_ns: start_ms * 1_000_000,
-        end_ns: end_ms * 1_000_000,
-        pressure,
+/// A phase from `start_ms` to `end_ms`, in a timeline of 1 ms intervals.
+fn phase(start_ms: u64, end_ms: u64, pressure: f64, high: bool) -> Phase {
+    Phase {
+        start: start_ms as usize,
+        end: end_ms as usize,
         high,
+        pressure,
     }
 }
 
-fn phased(phases: Vec<PhaseSpan>) -> Vec<Finding> {
-    let t = table(vec![row("phase_lock", Counts::default())]);
-    let l = LockPhases {
+/// The findings of a timeline of 1 ms intervals whose one lock has `phases`.
+fn phased(phases: Vec<Phase>) -> Vec<Finding> {
+    let intervals = phases.last().map_or(0, |p| p.end);
+    let lock = LockSeries {
         pid: PID,
         address: 0x1000,
         name: "phase_lock".into(),
-        overall_pressure: 0.3,
+        kind: Some(WaitKind::Mutex),
+        wait_ns: Vec::new(),
+        blame_ns: Vec::new(),
+        acquisitions: None,
+        try_failed: None,
+        pressure: Vec::new(),
         phases,
+        overall_pressure: 0.3,
+        peak_pressure: 0.0,
     };
-    phase_findings(&t, &[l])
+    let timeline = Timeline {
+        interval_ns: 1_000_000,
+        intervals,
+        origin_ns: 0,
+        end_ns: intervals as u64 * 1_000_000,
+        threshold: 0.1,
+        running_ns: Vec::new(),
+        work_ns: Vec::new(),
+        wait_ns: Vec::new(),
+        locks: vec![lock],
+        threads: Vec::new(),
+        timed: true,
+        acquisitions_known: false,
+    };
+    phase_findings(&timeline)
 }
 
 #[test]
@@ -663,7 +687,7 @@ fn stages_are_read_from_the_samples_without_joins_or_the_main_thread() {
         &profile,
         Filter::default(),
         &LockTable::default(),
-        &[],
+        None,
         Thresholds::default(),
         &mut Symbolizer::new(),
     )
