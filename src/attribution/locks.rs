@@ -47,6 +47,7 @@
 //! `available == false`. Not async-signal-safe (allocates); single-threaded.
 
 use super::calibration::Calibration;
+use super::clock::end_of_image;
 use super::lock_sites::is_runtime_module;
 use super::lock_wrappers::{is_wrapper, named_caller};
 use super::paths::{expand_each, RawKey};
@@ -741,14 +742,7 @@ fn code_of(locs: &[Loc], names: &Names) -> Site {
 /// the process's end), less the waits for events (condition variables, semaphores,
 /// barriers, joins) its samples record.
 fn running_ns(proc: &ProcessProfile, calibration: Calibration) -> u64 {
-    // A process that did not end cleanly wrote no end: its last known time stands for it.
-    let end_of_process = proc.end_ns.or_else(|| {
-        proc.threads
-            .iter()
-            .flat_map(|t| [t.start_ns, t.end_ns])
-            .flatten()
-            .max()
-    });
+    let end_of_process = end_of_image(proc);
     let lifetimes: u64 = proc
         .threads
         .iter()

@@ -28,6 +28,7 @@
 //! the samples' (to rounding). Not async-signal-safe (allocates); single-threaded.
 
 use super::calibration::Calibration;
+use super::clock::span;
 use super::locks::{is_lock_kind, LockTable};
 use super::{select_processes, AttributionError, Filter};
 use crate::format::read::{ProcessProfile, Profile};
@@ -521,29 +522,6 @@ pub fn phases(wait: &[f64], running: &[f64], threshold: f64) -> Vec<Phase> {
         };
     }
     out
-}
-
-/// The earliest start and latest known time of the images (monotonic ns).
-fn span(procs: &[&ProcessProfile]) -> (u64, u64) {
-    let mut origin = u64::MAX;
-    let mut end = 0u64;
-    for p in procs {
-        let starts = p.threads.iter().filter_map(|t| t.start_ns);
-        let times = p.samples.iter().map(|s| s.time).filter(|&t| t > 0);
-        let first = starts.clone().min().or_else(|| times.clone().min());
-        if let Some(first) = first {
-            origin = origin.min(first);
-        }
-        let ends = p.threads.iter().filter_map(|t| t.end_ns);
-        let last = ends.chain(starts).chain(times).chain(p.end_ns).max();
-        if let Some(last) = last {
-            end = end.max(last);
-        }
-    }
-    match origin {
-        u64::MAX => (0, 0),
-        origin => (origin, end.max(origin)),
-    }
 }
 
 fn thread_name(procs: &[&ProcessProfile], pid: u32, tid: u32) -> String {

@@ -21,9 +21,9 @@
 //! itself). The functions' source files are filled into the profile's function table,
 //! which the crate leaves empty.
 //!
-//! Times: samples carry monotonic nanoseconds; a process image's zero is its first known
-//! time (its threads' starts, else its earliest sample), placed at the image's start time
-//! (wall clock), and the profile's zero is the earliest image's start.
+//! Times (`attribution::clock`): samples carry monotonic nanoseconds; a process image's zero
+//! is its first known time (its threads' starts, else its earliest sample), placed at the
+//! image's start time (wall clock), and the profile's zero is the earliest image's start.
 //!
 //! Invariants: per thread, the CPU deltas add up to the analysis's `work` (to a microsecond
 //! a sample) and the wait markers' idleness to its `idleness` for samples with a time
@@ -32,6 +32,7 @@
 //! (allocates, does I/O).
 
 use super::export::Export;
+use crate::attribution::clock::Clock;
 use crate::attribution::lock_sites::is_runtime_module;
 use crate::attribution::metrics::{BLAME, IDLENESS, WORK};
 use crate::attribution::symbolize::{CodeAddress, Symbolizer};
@@ -58,51 +59,6 @@ pub fn write(export: &Export, out: &mut dyn Write) -> io::Result<()> {
     add_file_names(&mut doc, &stacks.files);
     serde_json::to_writer(&mut *out, &doc)?;
     Ok(())
-}
-
-/// Where a process image lies in time: its monotonic times against the wall clock.
-pub(super) struct Clock {
-    /// The image's start, nanoseconds since the epoch.
-    start_ns: u64,
-    /// The monotonic time taken to be that start: its first known time.
-    origin: u64,
-    /// Its last known monotonic time.
-    end: u64,
-}
-
-impl Clock {
-    pub(super) fn of(proc: &ProcessProfile) -> Clock {
-        let starts = proc.threads.iter().filter_map(|t| t.start_ns);
-        let sampled = proc.samples.iter().map(|s| s.time).filter(|&t| t > 0);
-        let origin = starts
-            .clone()
-            .min()
-            .or_else(|| sampled.clone().min())
-            .unwrap_or(0);
-        let ends = proc.threads.iter().filter_map(|t| t.end_ns);
-        let end = ends
-            .chain(starts)
-            .chain(sampled)
-            .chain(proc.end_ns)
-            .max()
-            .unwrap_or(origin);
-        Clock {
-            start_ns: proc.header.start_time_ns,
-            origin,
-            end,
-        }
-    }
-
-    /// Monotonic time `t` of the image as nanoseconds since the epoch (its start at the
-    /// earliest).
-    pub(super) fn epoch(&self, t: u64) -> u64 {
-        self.start_ns + t.saturating_sub(self.origin)
-    }
-
-    /// The image's last known time, as nanoseconds since the epoch.
-    pub(super) fn epoch_end(&self) -> u64 {
-        self.epoch(self.end)
-    }
 }
 
 /// One source-level frame of a call path as the timeline shows it.

@@ -11,6 +11,7 @@ use super::{
     STAGE_COMPUTING, STAGE_WAITING, THREAD_IMBALANCE,
 };
 use crate::attribution::calibration::Calibration;
+use crate::attribution::clock::end_of_image;
 use crate::attribution::symbolize::{CodeAddress, Symbolizer};
 use crate::format::read::ProcessProfile;
 use crate::format::{protocol, WaitKind};
@@ -39,14 +40,7 @@ pub(super) fn thread_loads(
         let metric = |name: &str| p.header.metrics.iter().position(|m| m.name == name);
         let (work, idleness) = (metric(protocol::WORK.name), metric(protocol::IDLENESS.name));
         let calibration = Calibration::of(p);
-        // A process that did not end cleanly wrote no end: its last known time stands for it.
-        let end_of_process = p.end_ns.or_else(|| {
-            p.threads
-                .iter()
-                .flat_map(|t| [t.start_ns, t.end_ns])
-                .flatten()
-                .max()
-        });
+        let end_of_process = end_of_image(p);
         let mut sums: HashMap<u32, (u64, u64)> = HashMap::new();
         for s in &p.samples {
             let m = Some(usize::from(s.metric));

@@ -12,6 +12,7 @@ use super::{
     MIN_CONTENDED, MIN_OVERHEAD_SHARE, MIN_PRESSURE, STANDARD_ERRORS, TRY_FAILURES_PER_ACQUISITION,
     TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
 };
+use crate::attribution::clock::lifetime;
 use crate::attribution::locks::{
     is_lock_kind, Counts, LockGroup, LockRow, LockTable, Naming, Site,
 };
@@ -19,18 +20,15 @@ use crate::format::read::ProcessProfile;
 use crate::format::WaitKind;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// Each pid's wall time (ns): from its first thread's start to its end, summed over its
-/// images; none without thread times.
+/// Each pid's wall time (ns): its images' lifetimes summed; none without thread times.
 pub(super) fn wall_times(procs: &[&ProcessProfile]) -> HashMap<u32, u64> {
     let mut walls: HashMap<u32, u64> = HashMap::new();
     for p in procs {
-        let Some(start) = p.threads.iter().filter_map(|t| t.start_ns).min() else {
+        let Some(life) = lifetime(p) else {
             continue;
         };
-        let last_thread = p.threads.iter().filter_map(|t| t.end_ns.or(t.start_ns));
-        let end = last_thread.chain(p.end_ns).max().unwrap_or(start);
         let wall = walls.entry(p.header.pid).or_default();
-        *wall = wall.saturating_add(end.saturating_sub(start));
+        *wall = wall.saturating_add(life);
     }
     walls
 }
