@@ -109,91 +109,45 @@ pub struct Pair {
     pub ns: u64,
 }
 
-/// Counts of one lock, or summed over a group.
+/// Counts of one lock, or summed over a group: what the runtime counted and what the
+/// lock's samples add.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counts {
-    /// Acquisitions (sampled and scaled; see `acquisition_samples`).
-    pub acquisitions: u64,
-    /// The sampled acquisitions `acquisitions` was estimated from.
-    pub acquisition_samples: u64,
-    pub try_acquired: u64,
-    pub try_failed: u64,
-    /// Contended acquisitions, or waits for an event (exact).
-    pub contended: u64,
-    /// Of those, the waits measured for the blame (registered with the lock).
-    pub contended_measured: u64,
-    /// Waiting, calibrated (ns).
-    pub wait_ns: u64,
-    pub max_wait_ns: u64,
-    pub peak_waiters: u64,
+    /// The runtime's counts: its `LockStats` records summed ([`LockStats::add_counts`];
+    /// their address, kind, flags and sites are not kept here: 0). Its `wait_ns` is the
+    /// calibrated samples' sum when the runtime wrote no counts (a process killed first).
+    pub runtime: LockStats,
     /// Blame taken by its holders or event providers (ns).
     pub blame_ns: u64,
     /// CPU time of its holders while others waited for it (ns; timer samples,
     /// `held.contended`).
     pub held_ns: u64,
-    /// Holds others waited for; of those, the ones whose length is known, and their
-    /// lengths summed (ns). Mutexes and rwlocks; scaled like the runtime's hold sampling.
-    pub contended_holds: u64,
-    pub timed_holds: u64,
-    pub contended_hold_ns: u64,
 }
 
 impl Counts {
     fn add(&mut self, o: &Counts) {
-        let sums = [
-            (&mut self.acquisitions, o.acquisitions),
-            (&mut self.acquisition_samples, o.acquisition_samples),
-            (&mut self.try_acquired, o.try_acquired),
-            (&mut self.try_failed, o.try_failed),
-            (&mut self.contended, o.contended),
-            (&mut self.contended_measured, o.contended_measured),
-            (&mut self.wait_ns, o.wait_ns),
-            (&mut self.blame_ns, o.blame_ns),
-            (&mut self.held_ns, o.held_ns),
-            (&mut self.contended_holds, o.contended_holds),
-            (&mut self.timed_holds, o.timed_holds),
-            (&mut self.contended_hold_ns, o.contended_hold_ns),
-        ];
-        for (sum, v) in sums {
-            *sum = sum.saturating_add(v);
-        }
-        self.max_wait_ns = self.max_wait_ns.max(o.max_wait_ns);
-        self.peak_waiters = self.peak_waiters.max(o.peak_waiters);
-    }
-
-    fn add_stats(&mut self, l: &LockStats) {
-        self.add(&Counts {
-            acquisitions: l.acquisitions,
-            acquisition_samples: l.acquisition_samples,
-            try_acquired: l.try_acquired,
-            try_failed: l.try_failed,
-            contended: l.contended,
-            contended_measured: l.contended_measured,
-            wait_ns: l.wait_ns,
-            max_wait_ns: l.max_wait_ns,
-            peak_waiters: l.peak_waiters,
-            blame_ns: 0,
-            held_ns: 0,
-            contended_holds: l.contended_holds,
-            timed_holds: l.timed_holds,
-            contended_hold_ns: l.contended_hold_ns,
-        });
+        self.runtime.add_counts(&o.runtime);
+        self.blame_ns = self.blame_ns.saturating_add(o.blame_ns);
+        self.held_ns = self.held_ns.saturating_add(o.held_ns);
     }
 
     /// Contended acquisitions over acquisitions (a sampled estimate of the latter can make
     /// it exceed 1 on rarely taken locks: capped).
     pub fn contention_rate(&self) -> Option<f64> {
-        (self.acquisitions > 0).then(|| (self.contended as f64 / self.acquisitions as f64).min(1.0))
+        (self.runtime.acquisitions > 0)
+            .then(|| (self.runtime.contended as f64 / self.runtime.acquisitions as f64).min(1.0))
     }
 
     /// The average length of the holds others waited for whose length is known (ns).
     pub fn contended_hold_avg(&self) -> Option<u64> {
-        self.contended_hold_ns.checked_div(self.timed_holds)
+        self.runtime
+            .contended_hold_ns
+            .checked_div(self.runtime.timed_holds)
     }
 
     /// Trylocks: successful ones (sampled) plus failed ones (exact).
     pub fn try_attempts(&self) -> u64 {
-        self.try_acquired + self.try_failed
+        self.runtime.try_acquired + self.runtime.try_failed
     }
 }
 
@@ -298,7 +252,7 @@ pub fn lock_table(
                 (had, site) if had == site => had,
                 _ => TRY_SITES_MANY,
             };
-            row.counts.add_stats(l);
+            row.counts.runtime.add_counts(l);
             row.destroyed += u32::from(l.flags & LOCK_DESTROYED != 0);
             row.live |= l.flags & LOCK_DESTROYED == 0;
         }
@@ -345,7 +299,13 @@ pub fn lock_table(
             .push(finish_row(profile, key, b, (&sites, &code), symbolizer));
     }
     table.locks.sort_by(|a, b| {
-        let rank = |r: &LockRow| (r.counts.blame_ns, r.counts.wait_ns, r.counts.acquisitions);
+        let rank = |r: &LockRow| {
+            (
+                r.counts.blame_ns,
+                r.counts.runtime.wait_ns,
+                r.counts.runtime.acquisitions,
+            )
+        };
         rank(b).cmp(&rank(a)).then_with(|| a.name.cmp(&b.name))
     });
     table.groups = groups(&mut table.locks);
@@ -430,14 +390,14 @@ fn finish_row(
     counts.blame_ns = holders.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     counts.held_ns = inside.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     let sampled = waiters.iter().fold(0u64, |sum, w| sum.saturating_add(w.1));
-    if counts.wait_ns == 0 {
+    if counts.runtime.wait_ns == 0 {
         // No counts (a process killed before it wrote them): the samples still tell the
         // waiting.
-        counts.wait_ns = sampled;
+        counts.runtime.wait_ns = sampled;
     } else if sampled > 0 {
         // The samples split the exact total between the sites.
         for w in &mut waiters {
-            w.1 = share(counts.wait_ns, w.1, sampled);
+            w.1 = share(counts.runtime.wait_ns, w.1, sampled);
         }
     }
     let init = init_site_name(proc, b.init_site, b.kind, symbolizer);
@@ -461,7 +421,7 @@ fn finish_row(
         .kind
         .filter(|k| is_lock_kind(*k))
         .filter(|_| b.running_ns > 0)
-        .map(|_| counts.wait_ns as f64 / b.running_ns as f64);
+        .map(|_| counts.runtime.wait_ns as f64 / b.running_ns as f64);
     LockRow {
         pid: proc.header.pid,
         address,
@@ -798,7 +758,7 @@ fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
         let running = locks[members[0]].running_ns;
         let pressure = kind
             .filter(|k| is_lock_kind(*k) && running > 0)
-            .map(|_| counts.wait_ns as f64 / running as f64);
+            .map(|_| counts.runtime.wait_ns as f64 / running as f64);
         groups.push(LockGroup {
             pid,
             name,
@@ -809,7 +769,13 @@ fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
         });
     }
     groups.sort_by(|a, b| {
-        let rank = |g: &LockGroup| (g.counts.blame_ns, g.counts.wait_ns, g.counts.acquisitions);
+        let rank = |g: &LockGroup| {
+            (
+                g.counts.blame_ns,
+                g.counts.runtime.wait_ns,
+                g.counts.runtime.acquisitions,
+            )
+        };
         rank(b).cmp(&rank(a)).then_with(|| a.name.cmp(&b.name))
     });
     groups
@@ -834,11 +800,20 @@ mod tests {
         assert_eq!(l.name, "lookup -> pthread_mutex_lock");
         let c = &l.counts;
         assert_eq!(
-            (c.acquisitions, c.contended, c.try_failed, c.try_attempts()),
+            (
+                c.runtime.acquisitions,
+                c.runtime.contended,
+                c.runtime.try_failed,
+                c.try_attempts()
+            ),
             (1000, 40, 3, 103)
         );
         assert_eq!(
-            (c.wait_ns, c.max_wait_ns, c.peak_waiters),
+            (
+                c.runtime.wait_ns,
+                c.runtime.max_wait_ns,
+                c.runtime.peak_waiters
+            ),
             (7_000_000, 1_000_000, 3)
         );
         assert_eq!(c.blame_ns, 6_300_000, "the blame samples");
@@ -989,11 +964,11 @@ mod tests {
         let t = table_of(p);
         let row = t.locks.iter().find(|l| l.address == TABLE_LOCK).unwrap();
         assert_eq!(row.instances, 2);
-        assert_eq!(row.counts.acquisitions, 2000, "both locks' counts");
+        assert_eq!(row.counts.runtime.acquisitions, 2000, "both locks' counts");
         assert_eq!(t.groups.len(), 1);
         let g = &t.groups[0];
         assert_eq!(g.members.len(), 2);
-        assert_eq!(g.counts.acquisitions, 3000);
+        assert_eq!(g.counts.runtime.acquisitions, 3000);
         assert_eq!(g.name, "lookup -> pthread_mutex_lock");
     }
 

@@ -61,9 +61,9 @@ impl SortBy {
     fn of(self, c: &Counts) -> u64 {
         match self {
             SortBy::Blame => c.blame_ns,
-            SortBy::Wait => c.wait_ns,
-            SortBy::Contended => c.contended,
-            SortBy::Acquisitions => c.acquisitions,
+            SortBy::Wait => c.runtime.wait_ns,
+            SortBy::Contended => c.runtime.contended,
+            SortBy::Acquisitions => c.runtime.acquisitions,
             SortBy::Held => c.held_ns,
         }
     }
@@ -198,7 +198,11 @@ fn write_counts_line(
     c: &Counts,
     pressure: Option<f64>,
 ) -> io::Result<()> {
-    let avg = c.wait_ns.checked_div(c.contended).unwrap_or(0);
+    let avg = c
+        .runtime
+        .wait_ns
+        .checked_div(c.runtime.contended)
+        .unwrap_or(0);
     let opt_pct =
         |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
     writeln!(
@@ -206,22 +210,22 @@ fn write_counts_line(
         "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>10} {:>7} {:>10} {:>10}",
         name,
         kind.map_or("?", WaitKind::name),
-        if c.acquisition_samples > 0 {
-            c.acquisitions.to_string()
+        if c.runtime.acquisition_samples > 0 {
+            c.runtime.acquisitions.to_string()
         } else {
             "-".to_owned()
         },
-        c.contended,
+        c.runtime.contended,
         opt_pct(c.contention_rate()),
-        if c.try_failed > 0 {
-            format!("{}/{}", c.try_failed, c.try_attempts())
+        if c.runtime.try_failed > 0 {
+            format!("{}/{}", c.runtime.try_failed, c.try_attempts())
         } else {
             "0".to_owned()
         },
-        format_value(c.wait_ns, "ns"),
+        format_value(c.runtime.wait_ns, "ns"),
         format_value(avg, "ns"),
-        format_value(c.max_wait_ns, "ns"),
-        c.peak_waiters,
+        format_value(c.runtime.max_wait_ns, "ns"),
+        c.runtime.peak_waiters,
         c.contended_hold_avg()
             .map_or_else(|| "-".to_owned(), |ns| format_value(ns, "ns")),
         opt_pct(pressure),
@@ -594,22 +598,22 @@ pub fn write_json_with(
     };
     let counts = |c: &Counts, pressure: Option<f64>| {
         json!({
-            "acquisitions": c.acquisitions,
-            "acquisition_samples": c.acquisition_samples,
-            "try_acquired": c.try_acquired,
-            "try_failed": c.try_failed,
+            "acquisitions": c.runtime.acquisitions,
+            "acquisition_samples": c.runtime.acquisition_samples,
+            "try_acquired": c.runtime.try_acquired,
+            "try_failed": c.runtime.try_failed,
             "try_attempts": c.try_attempts(),
-            "contended": c.contended,
-            "contended_measured": c.contended_measured,
+            "contended": c.runtime.contended,
+            "contended_measured": c.runtime.contended_measured,
             "contention_rate": c.contention_rate(),
-            "wait_ns": c.wait_ns,
-            "max_wait_ns": c.max_wait_ns,
-            "peak_waiters": c.peak_waiters,
+            "wait_ns": c.runtime.wait_ns,
+            "max_wait_ns": c.runtime.max_wait_ns,
+            "peak_waiters": c.runtime.peak_waiters,
             "blame_ns": c.blame_ns,
             "held_ns": c.held_ns,
-            "contended_holds": c.contended_holds,
-            "timed_holds": c.timed_holds,
-            "contended_hold_ns": c.contended_hold_ns,
+            "contended_holds": c.runtime.contended_holds,
+            "timed_holds": c.runtime.timed_holds,
+            "contended_hold_ns": c.runtime.contended_hold_ns,
             "contended_hold_avg_ns": c.contended_hold_avg(),
             "pressure": pressure,
         })

@@ -61,25 +61,25 @@ impl Subject<'_> {
 /// Acquisitions as the rules read them: the estimate, never below the contended ones (exact,
 /// and acquisitions too); `None` when they were not counted.
 fn acquisitions(c: &Counts, counted: bool) -> Option<u64> {
-    counted.then(|| c.acquisitions.max(c.contended))
+    counted.then(|| c.runtime.acquisitions.max(c.runtime.contended))
 }
 
 /// The estimate of acquisitions less [`STANDARD_ERRORS`] standard errors, never below the
 /// contended ones (all it is from fewer than [`MIN_ACQUISITION_SAMPLES`] samples).
 fn acquisitions_low(c: &Counts) -> f64 {
-    if c.acquisition_samples < MIN_ACQUISITION_SAMPLES {
-        return c.contended as f64;
+    if c.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
+        return c.runtime.contended as f64;
     }
-    let error = STANDARD_ERRORS / (c.acquisition_samples as f64).sqrt();
-    (c.acquisitions as f64 * (1.0 - error)).max(c.contended as f64)
+    let error = STANDARD_ERRORS / (c.runtime.acquisition_samples as f64).sqrt();
+    (c.runtime.acquisitions as f64 * (1.0 - error)).max(c.runtime.contended as f64)
 }
 
 /// The contended acquisitions over the estimate of acquisitions plus [`STANDARD_ERRORS`]
 /// standard errors: the low edge of the contention rate.
 fn contention_low(c: &Counts) -> f64 {
-    let error = STANDARD_ERRORS / (c.acquisition_samples.max(1) as f64).sqrt();
-    let high = (c.acquisitions as f64 * (1.0 + error)).max(c.contended as f64);
-    ratio(c.contended as f64, high)
+    let error = STANDARD_ERRORS / (c.runtime.acquisition_samples.max(1) as f64).sqrt();
+    let high = (c.runtime.acquisitions as f64 * (1.0 + error)).max(c.runtime.contended as f64);
+    ratio(c.runtime.contended as f64, high)
 }
 
 /// The lock findings of a table: groups first, so that a group's finding stands for its
@@ -175,29 +175,39 @@ pub(super) fn lock_findings(
 fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Finding> {
     let c = s.counts;
     let acquisitions = acquisitions(c, counted).filter(|&a| a > 0)?;
-    let rate = c.contended as f64 / acquisitions as f64;
+    let rate = c.runtime.contended as f64 / acquisitions as f64;
     let pressure = s.pressure.unwrap_or(0.0);
-    if c.contended < MIN_CONTENDED || pressure < MIN_PRESSURE || rate < thresholds.contention {
+    if c.runtime.contended < MIN_CONTENDED
+        || pressure < MIN_PRESSURE
+        || rate < thresholds.contention
+    {
         return None;
     }
     // Both kinds are contention the numbers prove; the rate, an estimate, only tells them
     // apart, so its point estimate decides.
     let per_second = s.per_second(acquisitions as f64)?;
     let coarse = per_second >= thresholds.rate;
-    let wait_avg = c.wait_ns.checked_div(c.contended).unwrap_or(0);
+    let wait_avg = c
+        .runtime
+        .wait_ns
+        .checked_div(c.runtime.contended)
+        .unwrap_or(0);
     if !coarse && !holds_explain_waits(c, wait_avg) {
         return None;
     }
     let mut evidence = vec![
         ("contention_rate", Value::Share(rate)),
         ("acquisitions", Value::Count(acquisitions)),
-        ("acquisition_samples", Value::Count(c.acquisition_samples)),
-        ("contended", Value::Count(c.contended)),
+        (
+            "acquisition_samples",
+            Value::Count(c.runtime.acquisition_samples),
+        ),
+        ("contended", Value::Count(c.runtime.contended)),
         ("acquisitions_per_s", Value::PerSecond(per_second)),
         ("pressure", Value::Share(pressure)),
-        ("wait_ns", Value::Ns(c.wait_ns)),
+        ("wait_ns", Value::Ns(c.runtime.wait_ns)),
         ("wait_avg_ns", Value::Ns(wait_avg)),
-        ("peak_waiters", Value::Count(c.peak_waiters)),
+        ("peak_waiters", Value::Count(c.runtime.peak_waiters)),
     ];
     let mut text = "{contention_rate} of ~{acquisitions} acquisitions contended ({contended}), \
                     {acquisitions_per_s} acquisitions/s, pressure {pressure}, avg wait \
@@ -210,7 +220,7 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
     if s.group {
         evidence.push(("members", Value::Count(s.rows.len() as u64)));
         text.push_str(" over its {members} locks");
-        if let Some(top) = s.rows.iter().max_by_key(|r| r.counts.wait_ns) {
+        if let Some(top) = s.rows.iter().max_by_key(|r| r.counts.runtime.wait_ns) {
             evidence.push(("most_waited_member", Value::Name(top.name.clone())));
             text.push_str(" (most waited for: {most_waited_member})");
         }
@@ -261,7 +271,8 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
 /// tell: no objection.
 fn holds_explain_waits(c: &Counts, wait_avg: u64) -> bool {
     c.contended_hold_avg().map_or(true, |hold| {
-        wait_avg as f64 <= WAIT_PER_HOLDS * hold.saturating_mul(c.peak_waiters.max(1)) as f64
+        wait_avg as f64
+            <= WAIT_PER_HOLDS * hold.saturating_mul(c.runtime.peak_waiters.max(1)) as f64
     })
 }
 
@@ -309,8 +320,8 @@ fn top_site<'a>(sites: impl Iterator<Item = &'a (Site, u64)>) -> Option<String> 
 fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Finding> {
     let c = s.counts;
     let acquisitions = acquisitions(c, counted).filter(|&a| a > 0)?;
-    let rate = c.contended as f64 / acquisitions as f64;
-    if rate >= thresholds.contention || c.acquisition_samples < MIN_ACQUISITION_SAMPLES {
+    let rate = c.runtime.contended as f64 / acquisitions as f64;
+    if rate >= thresholds.contention || c.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
         return None;
     }
     let low = s.per_second(acquisitions_low(c))?;
@@ -329,9 +340,12 @@ fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Findin
         ("acquisitions_per_s", Value::PerSecond(per_second)),
         ("acquisitions_per_s_low", Value::PerSecond(low)),
         ("acquisitions", Value::Count(acquisitions)),
-        ("acquisition_samples", Value::Count(c.acquisition_samples)),
+        (
+            "acquisition_samples",
+            Value::Count(c.runtime.acquisition_samples),
+        ),
         ("contention_rate", Value::Share(rate)),
-        ("contended", Value::Count(c.contended)),
+        ("contended", Value::Count(c.runtime.contended)),
         ("cost_share", Value::Share(cost_share)),
     ];
     let mut text = "{acquisitions_per_s} acquisitions/s (~{acquisitions}, at least \
@@ -346,14 +360,14 @@ fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Findin
         let over = s
             .rows
             .iter()
-            .filter(|r| r.counts.acquisition_samples >= MIN_ACQUISITION_SAMPLES)
+            .filter(|r| r.counts.runtime.acquisition_samples >= MIN_ACQUISITION_SAMPLES)
             .filter_map(|r| s.per_second(acquisitions_low(&r.counts)))
             .filter(|&low| low >= thresholds.rate)
             .count() as u64;
         let busiest = s
             .rows
             .iter()
-            .filter_map(|r| s.per_second(r.counts.acquisitions as f64))
+            .filter_map(|r| s.per_second(r.counts.runtime.acquisitions as f64))
             .fold(0.0, f64::max);
         evidence.extend([
             ("members", Value::Count(s.rows.len() as u64)),
@@ -416,8 +430,8 @@ fn asymmetric(
             let r = &table.locks[m];
             let c = &r.counts;
             let low_rate = contention_low(c);
-            let evident = c.acquisition_samples >= MIN_ACQUISITION_SAMPLES
-                && c.contended >= MIN_CONTENDED
+            let evident = c.runtime.acquisition_samples >= MIN_ACQUISITION_SAMPLES
+                && c.runtime.contended >= MIN_CONTENDED
                 && r.pressure.unwrap_or(0.0) >= MIN_PRESSURE
                 && low_rate >= thresholds.contention;
             evident.then_some((m, low_rate))
@@ -431,31 +445,42 @@ fn asymmetric(
         .map(|&o| &table.locks[o]);
     let mut rest = Counts::default();
     for o in others {
-        rest.acquisitions = rest.acquisitions.saturating_add(o.counts.acquisitions);
-        rest.acquisition_samples = rest
+        rest.runtime.acquisitions = rest
+            .runtime
+            .acquisitions
+            .saturating_add(o.counts.runtime.acquisitions);
+        rest.runtime.acquisition_samples = rest
+            .runtime
             .acquisition_samples
-            .saturating_add(o.counts.acquisition_samples);
-        rest.contended = rest.contended.saturating_add(o.counts.contended);
+            .saturating_add(o.counts.runtime.acquisition_samples);
+        rest.runtime.contended = rest
+            .runtime
+            .contended
+            .saturating_add(o.counts.runtime.contended);
     }
-    if rest.acquisition_samples < MIN_ACQUISITION_SAMPLES {
+    if rest.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
         return None;
     }
-    let rest_high_rate = ratio(rest.contended as f64, acquisitions_low(&rest));
+    let rest_high_rate = ratio(rest.runtime.contended as f64, acquisitions_low(&rest));
     if low_rate < ASYMMETRY * rest_high_rate {
         return None;
     }
     let r = &table.locks[m];
-    let member_acquisitions = r.counts.acquisitions.max(r.counts.contended);
-    let member_rate = r.counts.contended as f64 / member_acquisitions as f64;
-    let rest_acquisitions = rest.acquisitions.max(rest.contended);
-    let rest_rate = ratio(rest.contended as f64, rest_acquisitions as f64);
+    let member_acquisitions = r
+        .counts
+        .runtime
+        .acquisitions
+        .max(r.counts.runtime.contended);
+    let member_rate = r.counts.runtime.contended as f64 / member_acquisitions as f64;
+    let rest_acquisitions = rest.runtime.acquisitions.max(rest.runtime.contended);
+    let rest_rate = ratio(rest.runtime.contended as f64, rest_acquisitions as f64);
     let element = element_name(table, g, m).unwrap_or_else(|| r.name.clone());
     let evidence = vec![
         ("member", Value::Name(r.name.clone())),
         ("element", Value::Name(element)),
         ("member_contention_rate", Value::Share(member_rate)),
         ("member_acquisitions", Value::Count(member_acquisitions)),
-        ("member_contended", Value::Count(r.counts.contended)),
+        ("member_contended", Value::Count(r.counts.runtime.contended)),
         (
             "member_share_of_acquisitions",
             Value::Share(ratio(
@@ -536,10 +561,10 @@ fn trylock_spin(
     counted: bool,
 ) -> Option<Finding> {
     let c = s.counts;
-    let failed_per_second = s.per_second(c.try_failed as f64)?;
-    let failure_ratio = ratio(c.try_failed as f64, c.try_attempts() as f64);
+    let failed_per_second = s.per_second(c.runtime.try_failed as f64)?;
+    let failure_ratio = ratio(c.runtime.try_failed as f64, c.try_attempts() as f64);
     let acquisitions = acquisitions(c, counted)?;
-    let per_acquisition = c.try_failed as f64 / acquisitions.max(1) as f64;
+    let per_acquisition = c.runtime.try_failed as f64 / acquisitions.max(1) as f64;
     if failed_per_second < thresholds.rate
         || failure_ratio < TRY_FAILURE_RATIO
         || per_acquisition < TRY_FAILURES_PER_ACQUISITION
@@ -547,7 +572,7 @@ fn trylock_spin(
         return None;
     }
     let mut evidence = vec![
-        ("try_failed", Value::Count(c.try_failed)),
+        ("try_failed", Value::Count(c.runtime.try_failed)),
         ("try_failed_per_s", Value::PerSecond(failed_per_second)),
         ("try_attempts", Value::Count(c.try_attempts())),
         ("failure_ratio", Value::Share(failure_ratio)),

@@ -6,7 +6,7 @@ use super::phases::phase_findings;
 use super::*;
 use crate::attribution::locks::{Counts, LockGroup, LockRow, LockTable, Naming, Site};
 use crate::attribution::timeline::{LockSeries, Phase, Timeline};
-use crate::format::WaitKind;
+use crate::format::{LockStats, WaitKind};
 use std::collections::{HashMap, HashSet};
 
 const SECOND: u64 = 1_000_000_000;
@@ -42,7 +42,7 @@ fn row(name: &str, counts: Counts) -> LockRow {
         naming: Naming::Symbol,
         group: None,
         instances: 1,
-        pressure: Some(counts.wait_ns as f64 / running_ns as f64),
+        pressure: Some(counts.runtime.wait_ns as f64 / running_ns as f64),
         counts,
         running_ns,
         waiters: Vec::new(),
@@ -57,11 +57,14 @@ fn row(name: &str, counts: Counts) -> LockRow {
 /// wait `wait_each` ns.
 fn counts(acquisitions: u64, samples: u64, contended: u64, wait_each: u64) -> Counts {
     Counts {
-        acquisitions,
-        acquisition_samples: samples,
-        contended,
-        contended_measured: contended,
-        wait_ns: contended * wait_each,
+        runtime: LockStats {
+            acquisitions,
+            acquisition_samples: samples,
+            contended,
+            contended_measured: contended,
+            wait_ns: contended * wait_each,
+            ..LockStats::default()
+        },
         ..Counts::default()
     }
 }
@@ -82,10 +85,10 @@ fn grouped(mut locks: Vec<LockRow>, name: &str) -> LockTable {
     let mut sum = Counts::default();
     for l in &mut locks {
         l.group = Some(name.to_owned());
-        sum.acquisitions += l.counts.acquisitions;
-        sum.acquisition_samples += l.counts.acquisition_samples;
-        sum.contended += l.counts.contended;
-        sum.wait_ns += l.counts.wait_ns;
+        sum.runtime.acquisitions += l.counts.runtime.acquisitions;
+        sum.runtime.acquisition_samples += l.counts.runtime.acquisition_samples;
+        sum.runtime.contended += l.counts.runtime.contended;
+        sum.runtime.wait_ns += l.counts.runtime.wait_ns;
     }
     let mut t = table(locks);
     t.groups.push(LockGroup {
@@ -93,7 +96,7 @@ fn grouped(mut locks: Vec<LockRow>, name: &str) -> LockTable {
         name: name.to_owned(),
         kind: Some(WaitKind::Mutex),
         members: (0..t.locks.len()).collect(),
-        pressure: Some(sum.wait_ns as f64 / t.running_ns as f64),
+        pressure: Some(sum.runtime.wait_ns as f64 / t.running_ns as f64),
         counts: sum,
     });
     t
@@ -212,19 +215,23 @@ fn contention_needs_pressure_contended_acquisitions_and_the_rate() {
 fn long_critical_sections_need_holds_as_long_as_the_waits() {
     // 350 waits of 5 ms behind holds of 1.25 ms with up to 2 waiters: 2 x 2.5 ms.
     let mut c = counts(30, 3, 350, 5_000_000);
-    (c.timed_holds, c.contended_hold_ns, c.peak_waiters) = (100, 125_000_000, 2);
+    (
+        c.runtime.timed_holds,
+        c.runtime.contended_hold_ns,
+        c.runtime.peak_waiters,
+    ) = (100, 125_000_000, 2);
     let f = found(&table(vec![row("q", c.clone())]), 2);
     assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "q")]);
     assert_eq!(f[0].value("hold_avg_ns"), Some(&Value::Ns(1_250_000)));
     // Holds of 1.2 ms: the waits were mostly for something else (a CPU).
-    c.contended_hold_ns = 120_000_000;
+    c.runtime.contended_hold_ns = 120_000_000;
     let f = found(&table(vec![row("q", c.clone())]), 2);
     assert!(f.is_empty(), "{f:?}");
     // A coarse lock needs no such proof: many acquisitions, mostly contended.
-    c.acquisitions = 100_000;
-    c.acquisition_samples = 400;
-    c.contended = 60_000;
-    c.wait_ns = 60_000 * 5_000_000;
+    c.runtime.acquisitions = 100_000;
+    c.runtime.acquisition_samples = 400;
+    c.runtime.contended = 60_000;
+    c.runtime.wait_ns = 60_000 * 5_000_000;
     let f = found(&table(vec![row("q", c)]), 2);
     assert_eq!(kinds(&f), [(Kind::CoarseLock, "q")]);
 }
@@ -236,10 +243,14 @@ fn a_rare_locks_rate_made_too_high_by_its_estimate_needs_real_waiting() {
     let f = found(&table(vec![row("a", counts(400, 3, 100, 100_000))]), 2);
     assert!(f.is_empty(), "pressure 0.1%: {f:?}");
     let mut c = counts(400, 3, 100, 2_000_000);
-    (c.timed_holds, c.contended_hold_ns, c.peak_waiters) = (100, 99_000_000, 1);
+    (
+        c.runtime.timed_holds,
+        c.runtime.contended_hold_ns,
+        c.runtime.peak_waiters,
+    ) = (100, 99_000_000, 1);
     let f = found(&table(vec![row("a", c.clone())]), 2);
     assert!(f.is_empty(), "waits of 2 ms behind holds of 0.99 ms: {f:?}");
-    c.contended_hold_ns = 100_000_000;
+    c.runtime.contended_hold_ns = 100_000_000;
     let f = found(&table(vec![row("a", c)]), 2);
     assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "a")]);
 }
@@ -380,11 +391,9 @@ fn array_elements_are_numbered_by_the_members_distances() {
 }
 
 fn trylocks(failed: u64, acquired: u64, acquisitions: u64, contended: u64) -> Counts {
-    Counts {
-        try_failed: failed,
-        try_acquired: acquired,
-        ..counts(acquisitions, acquisitions / 256, contended, 1000)
-    }
+    let mut c = counts(acquisitions, acquisitions / 256, contended, 1000);
+    (c.runtime.try_failed, c.runtime.try_acquired) = (failed, acquired);
+    c
 }
 
 #[test]
@@ -716,7 +725,10 @@ fn templates_name_only_their_evidence() {
     r.try_site = Some(site("poll_for_slot", "pthread_mutex_trylock"));
     let mut all = found(&table(vec![r]), 2);
     let mut cs = row("config_lock", counts(30, 3, 350, 5_000_000));
-    (cs.counts.timed_holds, cs.counts.contended_hold_ns) = (10, 50_000_000);
+    (
+        cs.counts.runtime.timed_holds,
+        cs.counts.runtime.contended_hold_ns,
+    ) = (10, 50_000_000);
     all.extend(found(&table(vec![cs]), 2));
     all.extend(found(&buckets(256_000, 76_800, 25_600, 1280), 2));
     all.extend(found(&buckets(256_000, 76_800, 25_600, 7680), 2));
