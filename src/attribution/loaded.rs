@@ -11,9 +11,10 @@
 //! warm); metric ids are merged exactly as the analysis merges them, so they index its
 //! vectors. Not async-signal-safe (allocates, reads files); single-threaded.
 
-use super::findings::{findings, Finding, LockPhases, Thresholds};
+use super::findings::{findings, Finding, Thresholds};
 use super::locks::{lock_table, LockTable};
 use super::symbolize::Symbolizer;
+use super::timeline::Timeline;
 use super::{analyze, metric_table, Analysis, AttributionError, Filter};
 use crate::format::read::Profile;
 
@@ -65,19 +66,19 @@ impl Loaded {
         lock_table(&self.profile, self.filter, &mut self.symbolizer)
     }
 
-    /// The findings of `locks` (this profile's lock table) and `phases` (the timeline's
-    /// phases of its locks).
+    /// The findings of `locks` (this profile's lock table) and `timeline` (the timeline of
+    /// all its locks, [`super::timeline::of_every_lock`]; none when not laid out).
     pub fn findings(
         &mut self,
         locks: &LockTable,
-        phases: &[LockPhases],
+        timeline: Option<&Timeline>,
         thresholds: Thresholds,
     ) -> Result<Vec<Finding>, AttributionError> {
         findings(
             &self.profile,
             self.filter,
             locks,
-            phases,
+            timeline,
             thresholds,
             &mut self.symbolizer,
         )

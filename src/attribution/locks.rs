@@ -31,7 +31,7 @@
 //! profiles carry no times) is split over the waiter sites in proportion to their
 //! waiting: the estimate that every waiter site waited behind every holder site alike.
 //! Each waiter site's recorded waits make a step function of waits under way with its
-//! integral ([`Occupancy`]): a release costs two binary searches per waiter site.
+//! integral (`pairs.rs`'s `Occupancy`): a release costs two binary searches per waiter site.
 //!
 //! What the holders computed while others waited (`held.contended` samples, which name
 //! their lock) is summed per lock (`held_ns`) and per code site (`inside`: the function the
@@ -45,19 +45,27 @@
 //! destroyed and another initialised at its address are counted in one row, `instances`
 //! says how many); a profile of format version 1 yields an empty table with
 //! `available == false`. Not async-signal-safe (allocates); single-threaded.
+//!
+//! Files: this one holds the table's types, [`lock_table`] and the rows' counts;
+//! `locks/naming.rs` names and groups the locks, `locks/pairs.rs` matches waiters with
+//! holders.
+
+mod naming;
+mod pairs;
 
 use super::calibration::Calibration;
-use super::lock_sites::is_runtime_module;
-use super::lock_wrappers::{is_wrapper, named_caller};
+use super::clock::end_of_image;
 use super::paths::{expand_each, RawKey};
-use super::symbolize::{CodeAddress, Symbolizer};
-use super::{select_processes, AttributionError, Filter, Loc, Names};
+use super::symbolize::Symbolizer;
+use super::{select_processes, AttributionError, Filter, Names};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::{
     protocol, LockStats, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION, SAMPLE_UNBLAMED,
     TRY_SITES_MANY,
 };
-use std::collections::{BTreeMap, HashMap};
+use naming::{caller_of, code_of, groups, init_site_name, site_of, symbol_name, try_function};
+use pairs::{pairs_of, share};
+use std::collections::HashMap;
 
 /// How a lock got its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,91 +116,45 @@ pub struct Pair {
     pub ns: u64,
 }
 
-/// Counts of one lock, or summed over a group.
+/// Counts of one lock, or summed over a group: what the runtime counted and what the
+/// lock's samples add.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counts {
-    /// Acquisitions (sampled and scaled; see `acquisition_samples`).
-    pub acquisitions: u64,
-    /// The sampled acquisitions `acquisitions` was estimated from.
-    pub acquisition_samples: u64,
-    pub try_acquired: u64,
-    pub try_failed: u64,
-    /// Contended acquisitions, or waits for an event (exact).
-    pub contended: u64,
-    /// Of those, the waits measured for the blame (registered with the lock).
-    pub contended_measured: u64,
-    /// Waiting, calibrated (ns).
-    pub wait_ns: u64,
-    pub max_wait_ns: u64,
-    pub peak_waiters: u64,
+    /// The runtime's counts: its `LockStats` records summed ([`LockStats::add_counts`];
+    /// their address, kind, flags and sites are not kept here: 0). Its `wait_ns` is the
+    /// calibrated samples' sum when the runtime wrote no counts (a process killed first).
+    pub runtime: LockStats,
     /// Blame taken by its holders or event providers (ns).
     pub blame_ns: u64,
     /// CPU time of its holders while others waited for it (ns; timer samples,
     /// `held.contended`).
     pub held_ns: u64,
-    /// Holds others waited for; of those, the ones whose length is known, and their
-    /// lengths summed (ns). Mutexes and rwlocks; scaled like the runtime's hold sampling.
-    pub contended_holds: u64,
-    pub timed_holds: u64,
-    pub contended_hold_ns: u64,
 }
 
 impl Counts {
     fn add(&mut self, o: &Counts) {
-        let sums = [
-            (&mut self.acquisitions, o.acquisitions),
-            (&mut self.acquisition_samples, o.acquisition_samples),
-            (&mut self.try_acquired, o.try_acquired),
-            (&mut self.try_failed, o.try_failed),
-            (&mut self.contended, o.contended),
-            (&mut self.contended_measured, o.contended_measured),
-            (&mut self.wait_ns, o.wait_ns),
-            (&mut self.blame_ns, o.blame_ns),
-            (&mut self.held_ns, o.held_ns),
-            (&mut self.contended_holds, o.contended_holds),
-            (&mut self.timed_holds, o.timed_holds),
-            (&mut self.contended_hold_ns, o.contended_hold_ns),
-        ];
-        for (sum, v) in sums {
-            *sum = sum.saturating_add(v);
-        }
-        self.max_wait_ns = self.max_wait_ns.max(o.max_wait_ns);
-        self.peak_waiters = self.peak_waiters.max(o.peak_waiters);
-    }
-
-    fn add_stats(&mut self, l: &LockStats) {
-        self.add(&Counts {
-            acquisitions: l.acquisitions,
-            acquisition_samples: l.acquisition_samples,
-            try_acquired: l.try_acquired,
-            try_failed: l.try_failed,
-            contended: l.contended,
-            contended_measured: l.contended_measured,
-            wait_ns: l.wait_ns,
-            max_wait_ns: l.max_wait_ns,
-            peak_waiters: l.peak_waiters,
-            blame_ns: 0,
-            held_ns: 0,
-            contended_holds: l.contended_holds,
-            timed_holds: l.timed_holds,
-            contended_hold_ns: l.contended_hold_ns,
-        });
+        self.runtime.add_counts(&o.runtime);
+        self.blame_ns = self.blame_ns.saturating_add(o.blame_ns);
+        self.held_ns = self.held_ns.saturating_add(o.held_ns);
     }
 
     /// Contended acquisitions over acquisitions (a sampled estimate of the latter can make
     /// it exceed 1 on rarely taken locks: capped).
     pub fn contention_rate(&self) -> Option<f64> {
-        (self.acquisitions > 0).then(|| (self.contended as f64 / self.acquisitions as f64).min(1.0))
+        (self.runtime.acquisitions > 0)
+            .then(|| (self.runtime.contended as f64 / self.runtime.acquisitions as f64).min(1.0))
     }
 
     /// The average length of the holds others waited for whose length is known (ns).
     pub fn contended_hold_avg(&self) -> Option<u64> {
-        self.contended_hold_ns.checked_div(self.timed_holds)
+        self.runtime
+            .contended_hold_ns
+            .checked_div(self.runtime.timed_holds)
     }
 
     /// Trylocks: successful ones (sampled) plus failed ones (exact).
     pub fn try_attempts(&self) -> u64 {
-        self.try_acquired + self.try_failed
+        self.runtime.try_acquired + self.runtime.try_failed
     }
 }
 
@@ -297,7 +259,7 @@ pub fn lock_table(
                 (had, site) if had == site => had,
                 _ => TRY_SITES_MANY,
             };
-            row.counts.add_stats(l);
+            row.counts.runtime.add_counts(l);
             row.destroyed += u32::from(l.flags & LOCK_DESTROYED != 0);
             row.live |= l.flags & LOCK_DESTROYED == 0;
         }
@@ -344,7 +306,13 @@ pub fn lock_table(
             .push(finish_row(profile, key, b, (&sites, &code), symbolizer));
     }
     table.locks.sort_by(|a, b| {
-        let rank = |r: &LockRow| (r.counts.blame_ns, r.counts.wait_ns, r.counts.acquisitions);
+        let rank = |r: &LockRow| {
+            (
+                r.counts.blame_ns,
+                r.counts.runtime.wait_ns,
+                r.counts.runtime.acquisitions,
+            )
+        };
         rank(b).cmp(&rank(a)).then_with(|| a.name.cmp(&b.name))
     });
     table.groups = groups(&mut table.locks);
@@ -424,19 +392,19 @@ fn finish_row(
     let mut waiters = by_site(&mut b.waits.iter().map(|w| (w.2, w.3)), sites);
     let holders = by_site(&mut b.releases.iter().map(|r| (r.2, r.3)), sites);
     let inside = by_site(&mut b.held.iter().copied(), code);
-    let pairs = pairs_of(&b, sites, &holders);
+    let pairs = pairs_of(&b.waits, &b.releases, sites, &holders);
     let mut counts = b.counts;
     counts.blame_ns = holders.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     counts.held_ns = inside.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     let sampled = waiters.iter().fold(0u64, |sum, w| sum.saturating_add(w.1));
-    if counts.wait_ns == 0 {
+    if counts.runtime.wait_ns == 0 {
         // No counts (a process killed before it wrote them): the samples still tell the
         // waiting.
-        counts.wait_ns = sampled;
+        counts.runtime.wait_ns = sampled;
     } else if sampled > 0 {
         // The samples split the exact total between the sites.
         for w in &mut waiters {
-            w.1 = share(counts.wait_ns, w.1, sampled);
+            w.1 = share(counts.runtime.wait_ns, w.1, sampled);
         }
     }
     let init = init_site_name(proc, b.init_site, b.kind, symbolizer);
@@ -460,7 +428,7 @@ fn finish_row(
         .kind
         .filter(|k| is_lock_kind(*k))
         .filter(|_| b.running_ns > 0)
-        .map(|_| counts.wait_ns as f64 / b.running_ns as f64);
+        .map(|_| counts.runtime.wait_ns as f64 / b.running_ns as f64);
     LockRow {
         pid: proc.header.pid,
         address,
@@ -480,153 +448,6 @@ fn finish_row(
     }
 }
 
-/// How many waits of one waiter site were under way over time: a step function, built
-/// from the site's recorded waits, with its integral, so that the waiting of the site over
-/// any interval is two binary searches.
-#[derive(Default)]
-struct Occupancy {
-    /// Breakpoints, sorted; the level (waits under way, weighted by what each record stands
-    /// for) from each one to the next; and the integral of the level up to each.
-    at: Vec<u64>,
-    level: Vec<f64>,
-    integral: Vec<f64>,
-}
-
-impl Occupancy {
-    /// From steps (time, change of the level, +1 for a wait's start or -1 for its end).
-    /// The level is exactly 0 whenever no wait is under way (the changes, fractions, need
-    /// not cancel out in floating point).
-    fn of(mut steps: Vec<(u64, f64, i64)>) -> Occupancy {
-        steps.sort_by_key(|s| s.0);
-        let mut o = Occupancy::default();
-        let (mut level, mut integral, mut open) = (0.0, 0.0, 0i64);
-        for (t, change, waits) in steps {
-            if let (Some(&last), Some(&l)) = (o.at.last(), o.level.last()) {
-                integral += l * (t - last) as f64;
-            }
-            open += waits;
-            level = if open > 0 { level + change } else { 0.0 };
-            if o.at.last() == Some(&t) {
-                *o.level.last_mut().expect("a step") = level;
-            } else {
-                o.at.push(t);
-                o.level.push(level);
-                o.integral.push(integral);
-            }
-        }
-        o
-    }
-
-    /// The integral of the level from the start of time to `t`.
-    fn integral_to(&self, t: u64) -> f64 {
-        match self.at.partition_point(|&a| a <= t) {
-            0 => 0.0,
-            i => self.integral[i - 1] + self.level[i - 1] * (t - self.at[i - 1]) as f64,
-        }
-    }
-
-    /// The waiting over `[from, to]`, or, for an instant (`from == to`), the level there
-    /// (waits that end at `to` count: a release ends the wait it wakes).
-    fn over(&self, from: u64, to: u64) -> f64 {
-        if from < to {
-            return self.integral_to(to) - self.integral_to(from);
-        }
-        let ending = self.at.partition_point(|&a| a < to);
-        let now = self.at.partition_point(|&a| a <= to);
-        [ending.checked_sub(1), now.checked_sub(1)]
-            .into_iter()
-            .flatten()
-            .map(|i| self.level[i])
-            .fold(0.0, f64::max)
-    }
-}
-
-/// Who waited behind whom (see the module doc), largest first.
-fn pairs_of(b: &Building, sites: &[Site], holders: &[(Site, u64)]) -> Vec<Pair> {
-    // Per waiter site: its timed waits as steps of (time, change of waits under way), each
-    // record counting for the waits it stands for (value / span).
-    let mut steps: BTreeMap<&Site, Vec<(u64, f64, i64)>> = BTreeMap::new();
-    for &(end, span, k, value, blamed) in &b.waits {
-        if end == 0 || span == 0 || !blamed {
-            continue;
-        }
-        let weight = value as f64 / span as f64;
-        let s = steps.entry(&sites[k]).or_default();
-        s.push((end.saturating_sub(span), weight, 1));
-        s.push((end, -weight, -1));
-    }
-    let occupancy: Vec<(&Site, Occupancy)> = steps
-        .into_iter()
-        .map(|(site, s)| (site, Occupancy::of(s)))
-        .collect();
-    let mut by: HashMap<(&Site, &Site), f64> = HashMap::new();
-    let mut untimed: HashMap<&Site, u64> = HashMap::new();
-    let mut shares = vec![0.0; occupancy.len()];
-    for &(at, span, holder, blame) in &b.releases {
-        // The hold, or the instant of its release when its start is unknown (`at` 0: no
-        // time at all, matched with nothing).
-        let from = at.saturating_sub(span);
-        for (share, (_, o)) in shares.iter_mut().zip(&occupancy) {
-            *share = if at == 0 {
-                0.0
-            } else {
-                o.over(from, at).max(0.0)
-            };
-        }
-        let total: f64 = shares.iter().sum();
-        if total > 0.0 {
-            for (share, (waiter, _)) in shares.iter().zip(&occupancy) {
-                if *share > 0.0 {
-                    *by.entry((waiter, &sites[holder])).or_default() +=
-                        blame as f64 * share / total;
-                }
-            }
-        } else {
-            let sum = untimed.entry(&sites[holder]).or_default();
-            *sum = sum.saturating_add(blame);
-        }
-    }
-    // Blame not matched in time (no release times, or no wait recorded during the hold):
-    // split over the waiter sites by their waiting.
-    let mut waiters: BTreeMap<&Site, u64> = BTreeMap::new();
-    for &(_, _, k, value, blamed) in &b.waits {
-        if blamed {
-            let sum = waiters.entry(&sites[k]).or_default();
-            *sum = sum.saturating_add(value);
-        }
-    }
-    let blamed = waiters.values().fold(0u64, |sum, v| sum.saturating_add(*v));
-    for (h, _) in holders {
-        let blame = untimed.get(h).copied().unwrap_or(0);
-        for (&w, &wait) in &waiters {
-            *by.entry((w, h)).or_default() += share(blame, wait, blamed) as f64;
-        }
-    }
-    let mut pairs: Vec<Pair> = by
-        .into_iter()
-        .map(|((w, h), ns)| (w, h, ns.round() as u64))
-        .filter(|&(_, _, ns)| ns > 0)
-        .map(|(w, h, ns)| Pair {
-            waiter: w.clone(),
-            holder: h.clone(),
-            ns,
-        })
-        .collect();
-    pairs.sort_by(|a, b| {
-        b.ns.cmp(&a.ns)
-            .then_with(|| (&a.waiter, &a.holder).cmp(&(&b.waiter, &b.holder)))
-    });
-    pairs
-}
-
-/// `total * part / whole` (0 when `whole` is 0).
-fn share(total: u64, part: u64, whole: u64) -> u64 {
-    match whole {
-        0 => 0,
-        w => (u128::from(total) * u128::from(part) / u128::from(w)) as u64,
-    }
-}
-
 /// Kinds whose waiting is for a holder's release: the ones critical section pressure is
 /// about.
 pub(super) fn is_lock_kind(kind: WaitKind) -> bool {
@@ -636,119 +457,11 @@ pub(super) fn is_lock_kind(kind: WaitKind) -> bool {
     )
 }
 
-/// `symbol` or `symbol+0xOFF` of the variable the lock lies in.
-fn symbol_name(proc: &ProcessProfile, address: u64, symbolizer: &mut Symbolizer) -> Option<String> {
-    let module = proc
-        .modules
-        .iter()
-        .find(|m| (m.start..m.end).contains(&address))?;
-    let (name, within) = symbolizer.data_symbol(module, address.checked_sub(module.base)?)?;
-    Some(match within {
-        0 => name,
-        off => format!("{name}+{off:#x}"),
-    })
-}
-
-/// `caller -> pthread_mutex_init` for a lock initialised by a call returning to `site`.
-fn init_site_name(
-    proc: &ProcessProfile,
-    site: u64,
-    kind: Option<WaitKind>,
-    symbolizer: &mut Symbolizer,
-) -> Option<String> {
-    let caller = caller_of(proc, site, symbolizer)?;
-    let init = match kind? {
-        WaitKind::Mutex => "pthread_mutex_init",
-        WaitKind::RwLock => "pthread_rwlock_init",
-        WaitKind::Spin => "pthread_spin_init",
-        WaitKind::CondVar => "pthread_cond_init",
-        WaitKind::Semaphore => "sem_init",
-        WaitKind::Barrier => "pthread_barrier_init",
-        WaitKind::Join | WaitKind::Futex => return None,
-    };
-    Some(format!("{caller} -> {init}"))
-}
-
-/// The function a lock function called from return address `site` (absolute) returns to:
-/// past a language's lock wrappers inlined into the user's code (innermost first).
-fn caller_of(proc: &ProcessProfile, site: u64, symbolizer: &mut Symbolizer) -> Option<String> {
-    let module = proc
-        .modules
-        .iter()
-        .find(|m| site != 0 && (m.start..m.end).contains(&site))?;
-    let offset = site.checked_sub(module.base)?;
-    let chain = symbolizer.symbolize(Some(module), CodeAddress::ReturnAddress(offset));
-    let user = chain
-        .iter()
-        .find(|f| !is_wrapper(&f.function, f.file.as_deref(), &module.path));
-    Some(user.or(chain.first())?.function.clone())
-}
-
-/// The trylock function of a lock kind.
-fn try_function(kind: Option<WaitKind>) -> &'static str {
-    match kind {
-        Some(WaitKind::Spin) => "pthread_spin_trylock",
-        Some(WaitKind::RwLock) => "pthread_rwlock_try*lock",
-        _ => "pthread_mutex_trylock",
-    }
-}
-
-/// The site of a root-first path: the function that called its innermost runtime location
-/// (the lock function, past any language runtime's lock wrappers), and that lock function;
-/// the leaf function when it has none.
-fn site_of(locs: &[Loc], names: &Names) -> Site {
-    let is_runtime = |l: &Loc| is_runtime_module(&names.function(l.function).module);
-    let name = |l: &Loc| names.function(l.function).name.clone();
-    match locs.iter().rposition(is_runtime) {
-        Some(i) => Site {
-            caller: named_caller(names, locs, i)
-                .map_or_else(|| "[no caller]".to_owned(), |c| name(&locs[c])),
-            lock_function: name(&locs[i]),
-        },
-        None => Site {
-            caller: locs.last().map_or_else(String::new, name),
-            lock_function: String::new(),
-        },
-    }
-}
-
-/// The code of a root-first path of a CPU sample: its innermost function and that
-/// function's caller (`caller -> function`); runtime frames count as their caller.
-fn code_of(locs: &[Loc], names: &Names) -> Site {
-    let is_runtime = |l: &Loc| is_runtime_module(&names.function(l.function).module);
-    let name = |l: &Loc| names.function(l.function).name.clone();
-    let app = match locs.iter().position(is_runtime) {
-        Some(i) => &locs[..i],
-        None => locs,
-    };
-    match app {
-        [] => Site {
-            caller: "[unknown]".to_owned(),
-            lock_function: String::new(),
-        },
-        [only] => Site {
-            caller: name(only),
-            lock_function: String::new(),
-        },
-        [.., caller, leaf] => Site {
-            caller: name(caller),
-            lock_function: name(leaf),
-        },
-    }
-}
-
 /// The running time of a process's threads: each thread's lifetime (start to end, or to
 /// the process's end), less the waits for events (condition variables, semaphores,
 /// barriers, joins) its samples record.
 fn running_ns(proc: &ProcessProfile, calibration: Calibration) -> u64 {
-    // A process that did not end cleanly wrote no end: its last known time stands for it.
-    let end_of_process = proc.end_ns.or_else(|| {
-        proc.threads
-            .iter()
-            .flat_map(|t| [t.start_ns, t.end_ns])
-            .flatten()
-            .max()
-    });
+    let end_of_process = end_of_image(proc);
     let lifetimes: u64 = proc
         .threads
         .iter()
@@ -773,54 +486,6 @@ fn running_ns(proc: &ProcessProfile, calibration: Calibration) -> u64 {
     lifetimes.saturating_sub(event_waits)
 }
 
-/// Groups rows of one process that share an array symbol (`buckets+0x40`, `buckets+0x80`)
-/// or a first-wait site, sets each member's `group`, and returns the groups (by blame,
-/// then waiting, then acquisitions).
-fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
-    type Key = (u32, Option<WaitKind>, String);
-    let mut by_key: HashMap<Key, Vec<usize>> = HashMap::new();
-    for (i, l) in locks.iter().enumerate() {
-        let key = match l.naming {
-            Naming::Symbol => l.name.split('+').next().unwrap_or(&l.name).to_owned(),
-            Naming::InitSite | Naming::FirstWait => l.name.clone(),
-            Naming::Address => continue,
-        };
-        by_key.entry((l.pid, l.kind, key)).or_default().push(i);
-    }
-    let mut groups = Vec::new();
-    for ((pid, kind, key), members) in by_key {
-        if members.len() < 2 {
-            continue;
-        }
-        let name = match locks[members[0]].naming {
-            Naming::Symbol => format!("{key}[]"),
-            _ => key,
-        };
-        let mut counts = Counts::default();
-        for &m in &members {
-            counts.add(&locks[m].counts);
-            locks[m].group = Some(name.clone());
-        }
-        let running = locks[members[0]].running_ns;
-        let pressure = kind
-            .filter(|k| is_lock_kind(*k) && running > 0)
-            .map(|_| counts.wait_ns as f64 / running as f64);
-        groups.push(LockGroup {
-            pid,
-            name,
-            kind,
-            members,
-            counts,
-            pressure,
-        });
-    }
-    groups.sort_by(|a, b| {
-        let rank = |g: &LockGroup| (g.counts.blame_ns, g.counts.wait_ns, g.counts.acquisitions);
-        rank(b).cmp(&rank(a)).then_with(|| a.name.cmp(&b.name))
-    });
-    groups
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -840,11 +505,20 @@ mod tests {
         assert_eq!(l.name, "lookup -> pthread_mutex_lock");
         let c = &l.counts;
         assert_eq!(
-            (c.acquisitions, c.contended, c.try_failed, c.try_attempts()),
+            (
+                c.runtime.acquisitions,
+                c.runtime.contended,
+                c.runtime.try_failed,
+                c.try_attempts()
+            ),
             (1000, 40, 3, 103)
         );
         assert_eq!(
-            (c.wait_ns, c.max_wait_ns, c.peak_waiters),
+            (
+                c.runtime.wait_ns,
+                c.runtime.max_wait_ns,
+                c.runtime.peak_waiters
+            ),
             (7_000_000, 1_000_000, 3)
         );
         assert_eq!(c.blame_ns, 6_300_000, "the blame samples");
@@ -928,35 +602,6 @@ mod tests {
     }
 
     #[test]
-    fn occupancy_integrates_waits_under_way_and_counts_a_wait_ending_at_an_instant() {
-        // One wait from 0 to 10, two (one record standing for two) from 5 to 15.
-        let o = Occupancy::of(vec![
-            (0, 1.0, 1),
-            (10, -1.0, -1),
-            (5, 2.0, 1),
-            (15, -2.0, -1),
-        ]);
-        assert_eq!(o.over(0, 15), 5.0 + 15.0 + 10.0);
-        assert_eq!(o.over(7, 12), 3.0 * 3.0 + 2.0 * 2.0);
-        assert_eq!(
-            o.over(10, 10),
-            3.0,
-            "the wait ending at 10 was under way until it"
-        );
-        assert_eq!(o.over(12, 12), 2.0);
-        assert_eq!((o.over(20, 20), o.over(20, 30)), (0.0, 0.0));
-        assert_eq!(Occupancy::of(Vec::new()).over(0, 10), 0.0);
-        // Weights that do not cancel out in floating point leave no level behind.
-        let o = Occupancy::of(vec![(0, 0.1, 1), (1, 0.2, 1), (2, -0.1, -1), (3, -0.2, -1)]);
-        assert!((o.over(3, 3) - 0.2).abs() < 1e-12, "the wait ending at 3");
-        assert_eq!(
-            (o.over(4, 4), o.over(3, 9)),
-            (0.0, 0.0),
-            "exactly none after"
-        );
-    }
-
-    #[test]
     fn a_wait_with_no_release_recorded_during_it_is_split_by_blame_shares() {
         let mut p = lock_table_process();
         for s in p.samples.iter_mut().filter(|s| s.metric == 2) {
@@ -995,11 +640,11 @@ mod tests {
         let t = table_of(p);
         let row = t.locks.iter().find(|l| l.address == TABLE_LOCK).unwrap();
         assert_eq!(row.instances, 2);
-        assert_eq!(row.counts.acquisitions, 2000, "both locks' counts");
+        assert_eq!(row.counts.runtime.acquisitions, 2000, "both locks' counts");
         assert_eq!(t.groups.len(), 1);
         let g = &t.groups[0];
         assert_eq!(g.members.len(), 2);
-        assert_eq!(g.counts.acquisitions, 3000);
+        assert_eq!(g.counts.runtime.acquisitions, 3000);
         assert_eq!(g.name, "lookup -> pthread_mutex_lock");
     }
 

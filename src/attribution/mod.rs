@@ -17,6 +17,7 @@
 mod calibration;
 pub mod callers;
 pub mod cct;
+pub mod clock;
 pub mod findings;
 pub mod loaded;
 pub mod lock_sites;

@@ -20,12 +20,15 @@
 //! stands out by its peak even when its whole-run pressure is low, so locks are ranked by
 //! their peak pressure, then their waiting.
 //!
+//! The findings read the phases of every lock ([`of_every_lock`]) from the same series.
+//!
 //! All processes' times are the system's monotonic clock, so images share one time axis,
 //! from the earliest start among the selected ones. Invariants: every series of a
 //! timeline has [`Timeline::intervals`] entries; the spread values of a series add up to
 //! the samples' (to rounding). Not async-signal-safe (allocates); single-threaded.
 
 use super::calibration::Calibration;
+use super::clock::span;
 use super::locks::{is_lock_kind, LockTable};
 use super::{select_processes, AttributionError, Filter};
 use crate::format::read::{ProcessProfile, Profile};
@@ -121,6 +124,13 @@ impl Timeline {
     /// Seconds from the run's start to interval `i`'s start.
     pub fn seconds(&self, i: usize) -> f64 {
         (i as u64 * self.interval_ns) as f64 / 1e9
+    }
+
+    /// Phase `p`'s start and end, ns from the run's start (the last one ends with the run).
+    pub fn phase_ns(&self, p: &Phase) -> (u64, u64) {
+        let duration = self.end_ns - self.origin_ns;
+        let at = |i: usize| (i as u64 * self.interval_ns).min(duration);
+        (at(p.start), at(p.end))
     }
 
     /// The same timeline in at most `columns` intervals, each a whole number of the
@@ -426,6 +436,29 @@ pub fn timeline(
     })
 }
 
+/// The timeline of every lock of `table` (`opts.top` aside), for the findings: at `opts`'
+/// interval, or a longer one when the run is too long for it; none when the samples carry
+/// no times or the selection cannot be laid out.
+pub fn of_every_lock(
+    profile: &Profile,
+    filter: Filter,
+    table: &LockTable,
+    opts: TimelineOptions,
+) -> Option<Timeline> {
+    let mut opts = TimelineOptions {
+        top: usize::MAX,
+        ..opts
+    };
+    let t = match timeline(profile, filter, table, opts) {
+        Err(AttributionError::TooManyIntervals { intervals, .. }) => {
+            opts.interval_ns *= intervals.div_ceil(MAX_INTERVALS as u64);
+            timeline(profile, filter, table, opts)
+        }
+        other => other,
+    };
+    t.ok().filter(|t| t.timed)
+}
+
 /// The series of lock row `r` from what was laid out for it.
 fn lock_series(
     r: &super::locks::LockRow,
@@ -489,29 +522,6 @@ pub fn phases(wait: &[f64], running: &[f64], threshold: f64) -> Vec<Phase> {
         };
     }
     out
-}
-
-/// The earliest start and latest known time of the images (monotonic ns).
-fn span(procs: &[&ProcessProfile]) -> (u64, u64) {
-    let mut origin = u64::MAX;
-    let mut end = 0u64;
-    for p in procs {
-        let starts = p.threads.iter().filter_map(|t| t.start_ns);
-        let times = p.samples.iter().map(|s| s.time).filter(|&t| t > 0);
-        let first = starts.clone().min().or_else(|| times.clone().min());
-        if let Some(first) = first {
-            origin = origin.min(first);
-        }
-        let ends = p.threads.iter().filter_map(|t| t.end_ns);
-        let last = ends.chain(starts).chain(times).chain(p.end_ns).max();
-        if let Some(last) = last {
-            end = end.max(last);
-        }
-    }
-    match origin {
-        u64::MAX => (0, 0),
-        origin => (origin, end.max(origin)),
-    }
 }
 
 fn thread_name(procs: &[&ProcessProfile], pid: u32, tid: u32) -> String {

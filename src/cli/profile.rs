@@ -13,7 +13,7 @@
 use crate::attribution::findings::{Finding, Thresholds};
 use crate::attribution::loaded::Loaded;
 use crate::attribution::locks::LockTable;
-use crate::attribution::timeline::TimelineOptions;
+use crate::attribution::timeline::{of_every_lock, TimelineOptions};
 use crate::attribution::Filter;
 use crate::format::read::{read_profile, Profile, ReadOptions};
 use crate::viewer::progress::Progress;
@@ -81,9 +81,8 @@ pub fn diagnose(
     thresholds: Thresholds,
 ) -> anyhow::Result<Diagnosis> {
     let locks = loaded.lock_table()?;
-    let phases =
-        crate::viewer::timeline::lock_phases(&loaded.profile, loaded.filter, &locks, timeline);
-    let findings = loaded.findings(&locks, &phases, thresholds)?;
+    let every_lock = of_every_lock(&loaded.profile, loaded.filter, &locks, timeline);
+    let findings = loaded.findings(&locks, every_lock.as_ref(), thresholds)?;
     Ok(Diagnosis { locks, findings })
 }
 

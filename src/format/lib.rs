@@ -289,6 +289,28 @@ impl LockStats {
         ]
     }
 
+    /// Adds `o`'s counts to these: sums (saturating), and the larger of the maxima
+    /// (`max_wait_ns`, `peak_waiters`); the address, kind, flags and sites stay these.
+    pub fn add_counts(&mut self, o: &LockStats) {
+        let sums = [
+            (&mut self.acquisitions, o.acquisitions),
+            (&mut self.acquisition_samples, o.acquisition_samples),
+            (&mut self.try_acquired, o.try_acquired),
+            (&mut self.try_failed, o.try_failed),
+            (&mut self.contended, o.contended),
+            (&mut self.contended_measured, o.contended_measured),
+            (&mut self.wait_ns, o.wait_ns),
+            (&mut self.contended_holds, o.contended_holds),
+            (&mut self.timed_holds, o.timed_holds),
+            (&mut self.contended_hold_ns, o.contended_hold_ns),
+        ];
+        for (sum, v) in sums {
+            *sum = sum.saturating_add(v);
+        }
+        self.max_wait_ns = self.max_wait_ns.max(o.max_wait_ns);
+        self.peak_waiters = self.peak_waiters.max(o.peak_waiters);
+    }
+
     /// The inverse of [`LockStats::counts`].
     pub fn from_counts(
         (address, kind, flags, init_site): (u64, u8, u8, u64),

@@ -21,34 +21,39 @@
 //! itself). The functions' source files are filled into the profile's function table,
 //! which the crate leaves empty.
 //!
-//! Times: samples carry monotonic nanoseconds; a process image's zero is its first known
-//! time (its threads' starts, else its earliest sample), placed at the image's start time
-//! (wall clock), and the profile's zero is the earliest image's start.
+//! Times (`attribution::clock`): samples carry monotonic nanoseconds; a process image's zero
+//! is its first known time (its threads' starts, else its earliest sample), placed at the
+//! image's start time (wall clock), and the profile's zero is the earliest image's start.
 //!
 //! Invariants: per thread, the CPU deltas add up to the analysis's `work` (to a microsecond
 //! a sample) and the wait markers' idleness to its `idleness` for samples with a time
 //! (format version 3 on; earlier profiles have CPU samples at their process's zero and no
 //! markers); `held.contended` samples repeat `work` and add nothing. Not async-signal-safe
 //! (allocates, does I/O).
+//!
+//! Files: this one lays out processes, threads, samples and markers; `firefox/stacks.rs`
+//! names the call paths and fills in the source files, `firefox/markers.rs` holds the
+//! markers and who a wait is blamed on.
+
+mod markers;
+mod stacks;
 
 use super::export::Export;
-use crate::attribution::lock_sites::is_runtime_module;
+use crate::attribution::clock::Clock;
 use crate::attribution::metrics::{BLAME, IDLENESS, WORK};
-use crate::attribution::symbolize::{CodeAddress, Symbolizer};
 use crate::attribution::Filter;
 use crate::format::counters::{CONTENDED_SAMPLED_WAIT, CONTENDED_SCALED_WAIT};
-use crate::format::read::{ModuleInfo, ProcessProfile, Sample, StackId};
-use crate::format::{Frame, WaitKind, SAMPLE_SCALED, SAMPLE_UNBLAMED};
+use crate::format::read::{ProcessProfile, Sample, StackId};
+use crate::format::{WaitKind, SAMPLE_SCALED, SAMPLE_UNBLAMED};
 use fxprof_processed_profile::{
     CategoryColor, CategoryHandle, CategoryPairHandle, CpuDelta, Frame as FxFrame, FrameFlags,
-    FrameInfo, MarkerFieldFlags, MarkerFieldFormat, MarkerLocations, MarkerTiming, ProcessHandle,
-    Profile as FxProfile, ReferenceTimestamp, SamplingInterval, StackHandle, StaticSchemaMarker,
-    StaticSchemaMarkerField, StringHandle, ThreadHandle, Timestamp,
+    FrameInfo, MarkerTiming, ProcessHandle, Profile as FxProfile, ReferenceTimestamp,
+    SamplingInterval, StackHandle, StaticSchemaMarker, StringHandle, ThreadHandle, Timestamp,
 };
-use serde_json::Value;
+use markers::{blamed_on, BlameMarker, Release, WaitMarker};
+use stacks::{add_file_names, lock_caller, Stacks};
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::rc::Rc;
 
 /// Writes the Firefox Profiler profile of `export` to `out`.
 pub fn write(export: &Export, out: &mut dyn Write) -> io::Result<()> {
@@ -58,178 +63,6 @@ pub fn write(export: &Export, out: &mut dyn Write) -> io::Result<()> {
     add_file_names(&mut doc, &stacks.files);
     serde_json::to_writer(&mut *out, &doc)?;
     Ok(())
-}
-
-/// Where a process image lies in time: its monotonic times against the wall clock.
-pub(super) struct Clock {
-    /// The image's start, nanoseconds since the epoch.
-    start_ns: u64,
-    /// The monotonic time taken to be that start: its first known time.
-    origin: u64,
-    /// Its last known monotonic time.
-    end: u64,
-}
-
-impl Clock {
-    pub(super) fn of(proc: &ProcessProfile) -> Clock {
-        let starts = proc.threads.iter().filter_map(|t| t.start_ns);
-        let sampled = proc.samples.iter().map(|s| s.time).filter(|&t| t > 0);
-        let origin = starts
-            .clone()
-            .min()
-            .or_else(|| sampled.clone().min())
-            .unwrap_or(0);
-        let ends = proc.threads.iter().filter_map(|t| t.end_ns);
-        let end = ends
-            .chain(starts)
-            .chain(sampled)
-            .chain(proc.end_ns)
-            .max()
-            .unwrap_or(origin);
-        Clock {
-            start_ns: proc.header.start_time_ns,
-            origin,
-            end,
-        }
-    }
-
-    /// Monotonic time `t` of the image as nanoseconds since the epoch (its start at the
-    /// earliest).
-    pub(super) fn epoch(&self, t: u64) -> u64 {
-        self.start_ns + t.saturating_sub(self.origin)
-    }
-
-    /// The image's last known time, as nanoseconds since the epoch.
-    pub(super) fn epoch_end(&self) -> u64 {
-        self.epoch(self.end)
-    }
-}
-
-/// One source-level frame of a call path as the timeline shows it.
-struct Named {
-    function: Rc<str>,
-    /// In the runtime library: the lock function the program called.
-    runtime: bool,
-}
-
-/// Call paths as named frames, root first, per (process index, stack, whether frame 0 is a
-/// return address), and the source file of each function name (`None`: several).
-struct Stacks {
-    symbolizer: Symbolizer,
-    paths: HashMap<(usize, StackId, bool), Rc<[Named]>>,
-    files: HashMap<Rc<str>, Option<String>>,
-}
-
-impl Stacks {
-    fn new() -> Stacks {
-        Stacks {
-            symbolizer: Symbolizer::new(),
-            paths: HashMap::new(),
-            files: HashMap::new(),
-        }
-    }
-
-    /// The call path of sample `s` of process `p` (`proc`), root first.
-    fn path(&mut self, p: usize, proc: &ProcessProfile, s: &Sample) -> Rc<[Named]> {
-        let key = (p, s.stack, s.first_is_return());
-        if let Some(path) = self.paths.get(&key) {
-            return path.clone();
-        }
-        let path: Rc<[Named]> = self.expand(proc, proc.stacks.get(s.stack), key.2).into();
-        self.paths.insert(key, path.clone());
-        path
-    }
-
-    /// The named frames of `frames` (leaf first), root first: each run of runtime frames
-    /// becomes its outermost function, left out when that is one of the runtime's own (a
-    /// Rust path: the thread-start trampoline) unless the path ends in it.
-    fn expand(
-        &mut self,
-        proc: &ProcessProfile,
-        frames: &[Frame],
-        first_is_return: bool,
-    ) -> Vec<Named> {
-        let label = |name: &str| Named {
-            function: name.into(),
-            runtime: false,
-        };
-        if frames.is_empty() {
-            return vec![label("[no call path]")];
-        }
-        let mut out = Vec::new();
-        let mut in_runtime = false;
-        let mut internal_run = None;
-        for (i, &frame) in frames.iter().enumerate().rev() {
-            if frame == Frame::TRUNCATED {
-                out.push(label("[truncated]"));
-                (in_runtime, internal_run) = (false, None);
-                continue;
-            }
-            let module = known_module(proc, frame);
-            let runtime = module.is_some_and(|m| is_runtime_module(&m.path));
-            let address = CodeAddress::of(frame.offset, i > 0 || first_is_return);
-            let chain = self.symbolizer.symbolize(module, address);
-            if runtime {
-                if !in_runtime {
-                    let entry = chain.last().map_or("[runtime]", |f| f.function.as_str());
-                    let named = Named {
-                        function: entry.into(),
-                        runtime: true,
-                    };
-                    match entry.contains("::") {
-                        true => internal_run = Some(named),
-                        false => out.push(named),
-                    }
-                }
-            } else {
-                internal_run = None;
-                for source in chain.iter().rev() {
-                    let function: Rc<str> = source.function.as_str().into();
-                    self.note_file(&function, source.file.as_deref());
-                    out.push(Named {
-                        function,
-                        runtime: false,
-                    });
-                }
-            }
-            in_runtime = runtime;
-        }
-        out.extend(internal_run);
-        out
-    }
-
-    /// Records that `function` is in `file`; a name found in two files keeps none.
-    fn note_file(&mut self, function: &Rc<str>, file: Option<&str>) {
-        let Some(file) = file else {
-            return;
-        };
-        match self.files.get(function) {
-            None => {
-                self.files.insert(function.clone(), Some(file.to_owned()));
-            }
-            Some(Some(known)) if known != file => {
-                self.files.insert(function.clone(), None);
-            }
-            Some(_) => {}
-        }
-    }
-}
-
-/// The module of `frame`, when it lies in one the process recorded.
-fn known_module(proc: &ProcessProfile, frame: Frame) -> Option<&ModuleInfo> {
-    (frame.module != 0)
-        .then(|| proc.module(frame.module))
-        .flatten()
-}
-
-/// The function that called the lock function in `path` (the innermost runtime frame's
-/// caller; the leaf when there is none).
-fn lock_caller(path: &[Named]) -> &str {
-    let at = match path.iter().rposition(|n| n.runtime) {
-        Some(i) => i.checked_sub(1),
-        None => path.len().checked_sub(1),
-    };
-    at.map_or("", |i| &path[i].function)
 }
 
 /// The categories of frames and markers.
@@ -309,16 +142,6 @@ struct Track {
     handle: ThreadHandle,
     name: String,
     stacks: HashMap<(StackId, bool), Option<StackHandle>>,
-}
-
-/// A release of a lock (a blame sample), for the waits it overlapped.
-struct Release {
-    /// When the hold began (its end when its length is unknown) and ended, monotonic ns.
-    start: u64,
-    end: u64,
-    tid: u32,
-    /// "reader-1 in read_index".
-    holder: String,
 }
 
 /// Adds process images to a Firefox profile.
@@ -587,217 +410,12 @@ fn kind_name(kind: Option<WaitKind>) -> &'static str {
     kind.map_or("lock", WaitKind::name)
 }
 
-/// Who a wait of thread `tid` from `start` to `end` (monotonic ns) is blamed on: the other
-/// threads' releases of its lock (`releases`, by end) that ended during it, with their
-/// overlap with it, largest first.
-fn blamed_on(releases: Option<&Vec<Release>>, tid: u32, start: u64, end: u64) -> String {
-    let Some(releases) = releases else {
-        return "no release of this lock recorded".to_owned();
-    };
-    let first = releases.partition_point(|r| r.end < start);
-    let mut holders: Vec<(&str, u64)> = Vec::new();
-    for r in releases[first..].iter().take_while(|r| r.end <= end) {
-        if r.tid == tid {
-            continue;
-        }
-        let overlap = r.end.saturating_sub(r.start.max(start));
-        match holders.iter_mut().find(|(h, _)| *h == r.holder) {
-            Some((_, sum)) => *sum += overlap,
-            None => holders.push((&r.holder, overlap)),
-        }
-    }
-    if holders.is_empty() {
-        return "no release of this lock recorded during the wait".to_owned();
-    }
-    holders.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    holders
-        .iter()
-        .map(|(holder, ns)| match ns {
-            0 => holder.to_string(),
-            ns => format!("{holder} ({})", super::units::format_value(*ns, "ns")),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// A wait of a thread: the interval of an idleness sample.
-struct WaitMarker {
-    name: StringHandle,
-    category: CategoryHandle,
-    kind: StringHandle,
-    lock: StringHandle,
-    idleness_ms: f64,
-    blamed_on: StringHandle,
-}
-
-impl StaticSchemaMarker for WaitMarker {
-    const UNIQUE_MARKER_TYPE_NAME: &'static str = "BlameprofWait";
-    const DESCRIPTION: Option<&'static str> =
-        Some("A thread waited for a lock or an event (blameprof's idleness, at the waiter)");
-    const LOCATIONS: MarkerLocations = MarkerLocations::MARKER_CHART
-        .union(MarkerLocations::MARKER_TABLE)
-        .union(MarkerLocations::TIMELINE_OVERVIEW);
-    const CHART_LABEL: Option<&'static str> = Some("{marker.data.lock}");
-    const TOOLTIP_LABEL: Option<&'static str> =
-        Some("{marker.name} on {marker.data.lock}: {marker.data.idleness}");
-    const TABLE_LABEL: Option<&'static str> =
-        Some("{marker.data.lock}: {marker.data.idleness}, blamed on {marker.data.blamedOn}");
-    const FIELDS: &'static [StaticSchemaMarkerField] = &[
-        field("kind", "Primitive", MarkerFieldFormat::String),
-        field("lock", "Lock", MarkerFieldFormat::String),
-        field("idleness", "Idleness", MarkerFieldFormat::Duration),
-        field("blamedOn", "Blamed on", MarkerFieldFormat::String),
-    ];
-
-    fn name(&self, _profile: &mut FxProfile) -> StringHandle {
-        self.name
-    }
-
-    fn category(&self, _profile: &mut FxProfile) -> CategoryHandle {
-        self.category
-    }
-
-    fn string_field_value(&self, field_index: u32) -> StringHandle {
-        match field_index {
-            0 => self.kind,
-            1 => self.lock,
-            _ => self.blamed_on,
-        }
-    }
-
-    fn number_field_value(&self, _field_index: u32) -> f64 {
-        self.idleness_ms
-    }
-}
-
-/// A release that took blame: the hold (or the instant) of a blame sample.
-struct BlameMarker {
-    name: StringHandle,
-    category: CategoryHandle,
-    kind: StringHandle,
-    lock: StringHandle,
-    blame_ms: f64,
-    hold_ms: f64,
-    site: StringHandle,
-}
-
-impl StaticSchemaMarker for BlameMarker {
-    const UNIQUE_MARKER_TYPE_NAME: &'static str = "BlameprofBlame";
-    const DESCRIPTION: Option<&'static str> = Some(
-        "A thread released a lock (or signalled an event) others waited for: the waiting it \
-         caused is its blame",
-    );
-    const LOCATIONS: MarkerLocations = MarkerLocations::MARKER_CHART
-        .union(MarkerLocations::MARKER_TABLE)
-        .union(MarkerLocations::TIMELINE_OVERVIEW);
-    const CHART_LABEL: Option<&'static str> = Some("{marker.data.site}");
-    const TOOLTIP_LABEL: Option<&'static str> = Some(
-        "{marker.name}: {marker.data.site} released {marker.data.lock}, blame {marker.data.blame}",
-    );
-    const TABLE_LABEL: Option<&'static str> =
-        Some("{marker.data.site} released {marker.data.lock}: blame {marker.data.blame}");
-    const FIELDS: &'static [StaticSchemaMarkerField] = &[
-        field("kind", "Primitive", MarkerFieldFormat::String),
-        field("lock", "Lock", MarkerFieldFormat::String),
-        field("blame", "Blame", MarkerFieldFormat::Duration),
-        field("hold", "Hold", MarkerFieldFormat::Duration),
-        field("site", "Released in", MarkerFieldFormat::String),
-    ];
-
-    fn name(&self, _profile: &mut FxProfile) -> StringHandle {
-        self.name
-    }
-
-    fn category(&self, _profile: &mut FxProfile) -> CategoryHandle {
-        self.category
-    }
-
-    fn string_field_value(&self, field_index: u32) -> StringHandle {
-        match field_index {
-            0 => self.kind,
-            1 => self.lock,
-            _ => self.site,
-        }
-    }
-
-    fn number_field_value(&self, field_index: u32) -> f64 {
-        match field_index {
-            2 => self.blame_ms,
-            _ => self.hold_ms,
-        }
-    }
-}
-
-const fn field(
-    key: &'static str,
-    label: &'static str,
-    format: MarkerFieldFormat,
-) -> StaticSchemaMarkerField {
-    StaticSchemaMarkerField {
-        key,
-        label,
-        format,
-        flags: MarkerFieldFlags::SEARCHABLE,
-    }
-}
-
-/// Fills each thread's `funcTable.fileName` (string indices, `null` when unknown) from
-/// `files`, by function name: fxprof-processed-profile 0.8 writes none for label frames.
-fn add_file_names(doc: &mut Value, files: &HashMap<Rc<str>, Option<String>>) {
-    let Some(threads) = doc.get_mut("threads").and_then(Value::as_array_mut) else {
-        return;
-    };
-    for thread in threads.iter_mut().filter_map(Value::as_object_mut) {
-        let Some(Value::Array(mut strings)) = thread.get_mut("stringArray").map(Value::take) else {
-            continue;
-        };
-        if let Some(funcs) = thread.get_mut("funcTable").and_then(Value::as_object_mut) {
-            let names = funcs.get("name").and_then(Value::as_array);
-            let file_names = names.map(|names| file_column(names, &mut strings, files));
-            if let Some(column) = file_names {
-                funcs.insert("fileName".to_owned(), Value::Array(column));
-            }
-        }
-        thread.insert("stringArray".to_owned(), Value::Array(strings));
-    }
-}
-
-/// The `fileName` column of a function table whose `name` column is `names` (indices into
-/// `strings`, to which the file names are added).
-fn file_column(
-    names: &[Value],
-    strings: &mut Vec<Value>,
-    files: &HashMap<Rc<str>, Option<String>>,
-) -> Vec<Value> {
-    let mut added: HashMap<String, usize> = HashMap::new();
-    let file_of = |name: &Value, strings: &[Value]| {
-        let name = name
-            .as_u64()
-            .and_then(|i| strings.get(usize::try_from(i).ok()?));
-        name.and_then(Value::as_str)
-            .and_then(|n| files.get(n))
-            .and_then(Option::clone)
-    };
-    names
-        .iter()
-        .map(|name| match file_of(name, strings) {
-            Some(file) => {
-                let at = *added.entry(file).or_insert_with_key(|file| {
-                    strings.push(Value::String(file.clone()));
-                    strings.len() - 1
-                });
-                Value::from(at)
-            }
-            None => Value::Null,
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::attribution::testutil::kinds_process;
     use crate::format::read::Profile;
+    use serde_json::Value;
 
     const SECOND: u64 = 1_000_000_000;
     const MS: u64 = 1_000_000;
@@ -956,68 +574,5 @@ mod tests {
             Clock::of(&p).epoch(SECOND + 10 * MS),
             p.header.start_time_ns
         );
-    }
-
-    fn release(start: u64, end: u64, tid: u32, holder: &str) -> Release {
-        Release {
-            start,
-            end,
-            tid,
-            holder: holder.to_owned(),
-        }
-    }
-
-    #[test]
-    fn a_wait_is_blamed_on_the_releases_that_ended_during_it() {
-        let releases = vec![
-            release(0, 10, 2, "before in a"),
-            release(15, 20, 3, "reader in read"),
-            release(20, 60, 4, "rebuilder in rebuild"),
-            release(60, 60, 1, "itself in own"),
-            release(70, 90, 3, "later in read"),
-        ];
-        let blamed = blamed_on(Some(&releases), 1, 12, 65);
-        assert_eq!(
-            blamed,
-            "rebuilder in rebuild (40 ns), reader in read (5 ns)"
-        );
-        assert_eq!(
-            blamed_on(Some(&releases), 1, 61, 65),
-            "no release of this lock recorded during the wait"
-        );
-        assert_eq!(blamed_on(None, 1, 0, 5), "no release of this lock recorded");
-    }
-
-    #[test]
-    fn file_names_fill_the_function_tables() {
-        let mut doc = serde_json::json!({"threads": [{
-            "stringArray": ["main", "lookup", "shared"],
-            "funcTable": {"name": [0, 1, 2, 0], "fileName": [null, null, null, null]}
-        }]});
-        let files: HashMap<Rc<str>, Option<String>> = [
-            ("main".into(), Some("app.c".to_owned())),
-            ("shared".into(), None),
-        ]
-        .into_iter()
-        .collect();
-        add_file_names(&mut doc, &files);
-        let thread = &doc["threads"][0];
-        assert_eq!(
-            thread["funcTable"]["fileName"],
-            serde_json::json!([3, null, null, 3])
-        );
-        assert_eq!(thread["stringArray"][3], "app.c");
-    }
-
-    #[test]
-    fn a_function_found_in_two_files_keeps_none() {
-        let mut stacks = Stacks::new();
-        let name: Rc<str> = "helper".into();
-        stacks.note_file(&name, Some("a.h"));
-        stacks.note_file(&name, Some("a.h"));
-        assert_eq!(stacks.files[&name], Some("a.h".to_owned()));
-        stacks.note_file(&name, Some("b.h"));
-        stacks.note_file(&name, Some("a.h"));
-        assert_eq!(stacks.files[&name], None);
     }
 }

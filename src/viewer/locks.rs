@@ -11,9 +11,16 @@
 //! reordered otherwise; findings only by `--lock` (those about that lock or group); JSON
 //! carries every row ("blameprof-locks" version 2, docs/report-json.md). Not
 //! async-signal-safe (allocates).
+//!
+//! Files: this one writes the table; `locks/findings.rs` writes the findings.
+
+mod findings;
+
+pub use findings::{write_findings_text, Findings};
+
+use findings::findings_json;
 
 use super::units::{format_value, percent};
-use crate::attribution::findings::{self, Finding, Thresholds, Value as Evidence};
 use crate::attribution::locks::{Counts, LockGroup, LockRow, LockTable, Pair};
 use crate::format::WaitKind;
 use serde_json::{json, Value};
@@ -61,9 +68,9 @@ impl SortBy {
     fn of(self, c: &Counts) -> u64 {
         match self {
             SortBy::Blame => c.blame_ns,
-            SortBy::Wait => c.wait_ns,
-            SortBy::Contended => c.contended,
-            SortBy::Acquisitions => c.acquisitions,
+            SortBy::Wait => c.runtime.wait_ns,
+            SortBy::Contended => c.runtime.contended,
+            SortBy::Acquisitions => c.runtime.acquisitions,
             SortBy::Held => c.held_ns,
         }
     }
@@ -198,7 +205,11 @@ fn write_counts_line(
     c: &Counts,
     pressure: Option<f64>,
 ) -> io::Result<()> {
-    let avg = c.wait_ns.checked_div(c.contended).unwrap_or(0);
+    let avg = c
+        .runtime
+        .wait_ns
+        .checked_div(c.runtime.contended)
+        .unwrap_or(0);
     let opt_pct =
         |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
     writeln!(
@@ -206,22 +217,22 @@ fn write_counts_line(
         "  {:<34} {:<7} {:>11} {:>10} {:>6} {:>11} {:>10} {:>10} {:>10} {:>5} {:>10} {:>7} {:>10} {:>10}",
         name,
         kind.map_or("?", WaitKind::name),
-        if c.acquisition_samples > 0 {
-            c.acquisitions.to_string()
+        if c.runtime.acquisition_samples > 0 {
+            c.runtime.acquisitions.to_string()
         } else {
             "-".to_owned()
         },
-        c.contended,
+        c.runtime.contended,
         opt_pct(c.contention_rate()),
-        if c.try_failed > 0 {
-            format!("{}/{}", c.try_failed, c.try_attempts())
+        if c.runtime.try_failed > 0 {
+            format!("{}/{}", c.runtime.try_failed, c.try_attempts())
         } else {
             "0".to_owned()
         },
-        format_value(c.wait_ns, "ns"),
+        format_value(c.runtime.wait_ns, "ns"),
         format_value(avg, "ns"),
-        format_value(c.max_wait_ns, "ns"),
-        c.peak_waiters,
+        format_value(c.runtime.max_wait_ns, "ns"),
+        c.runtime.peak_waiters,
         c.contended_hold_avg()
             .map_or_else(|| "-".to_owned(), |ns| format_value(ns, "ns")),
         opt_pct(pressure),
@@ -381,197 +392,6 @@ fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// The findings of a lock view, and the thresholds they were found with.
-#[derive(Debug, Clone, Copy)]
-pub struct Findings<'a> {
-    pub list: &'a [Finding],
-    pub thresholds: Thresholds,
-}
-
-impl Findings<'_> {
-    /// The findings `--lock` keeps: all, or those about that lock or group.
-    fn shown(&self, opts: &LockOptions) -> Vec<&Finding> {
-        self.list
-            .iter()
-            .filter(|f| opts.lock.as_ref().map_or(true, |n| f.locks.contains(n)))
-            .collect()
-    }
-
-    /// `contention >= 10%, >= 1000 acquisitions/s`.
-    fn thresholds_text(&self) -> String {
-        format!(
-            "contention >= {}%, >= {} acquisitions/s",
-            short_number(self.thresholds.contention * 100.0),
-            short_number(self.thresholds.rate)
-        )
-    }
-}
-
-/// A threshold as given: at most 3 decimals, none trailing (7, not 7.000000000000001).
-fn short_number(x: f64) -> String {
-    let s = format!("{x:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_owned()
-}
-
-/// Writes the findings section (after [`write_text`]'s table).
-pub fn write_findings_text(
-    table: &LockTable,
-    found: Findings,
-    opts: &LockOptions,
-    out: &mut dyn Write,
-) -> io::Result<()> {
-    let shown = found.shown(opts);
-    let about = opts
-        .lock
-        .as_ref()
-        .map_or(String::new(), |n| format!(" about {n}"));
-    writeln!(out)?;
-    if shown.is_empty() {
-        writeln!(out, "Findings{about}: none ({})", found.thresholds_text())?;
-    } else {
-        writeln!(out, "Findings{about} ({}):", found.thresholds_text())?;
-    }
-    for (i, f) in shown.iter().enumerate() {
-        let kind = f
-            .lock_kind
-            .map_or(String::new(), |k| format!("  ({})", k.name()));
-        writeln!(out, "  {}. {}: {}{kind}", i + 1, f.kind.title(), f.subject)?;
-        writeln!(out, "     evidence: {}", fill(&f.text, f))?;
-        writeln!(out, "     fix: {}", fill(&f.fix, f))?;
-    }
-    if !table.available {
-        writeln!(
-            out,
-            "  (Lock findings need the per-lock counts this profile lacks: only load \
-             imbalance is looked for.)"
-        )?;
-    }
-    Ok(())
-}
-
-/// `words` with each `{key}` replaced by the finding's evidence under that key, formatted.
-fn fill(words: &str, f: &Finding) -> String {
-    let mut out = String::with_capacity(words.len());
-    let mut rest = words;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        match after.find('}') {
-            Some(close) => {
-                let key = &after[..close];
-                match f.value(key) {
-                    Some(v) => out.push_str(&evidence_text(v)),
-                    None => out.push_str(&rest[open..open + close + 2]),
-                }
-                rest = &after[close + 1..];
-            }
-            None => {
-                out.push_str(&rest[open..]);
-                rest = "";
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// One piece of evidence as text.
-fn evidence_text(v: &Evidence) -> String {
-    match v {
-        Evidence::Count(n) => thousands(*n),
-        Evidence::Ns(ns) => format_value(*ns, "ns"),
-        Evidence::Share(f) => format!("{:.1}%", f * 100.0),
-        Evidence::PerSecond(r) if *r < 10.0 => format!("{r:.1}"),
-        Evidence::PerSecond(r) => thousands(r.round() as u64),
-        Evidence::Factor(x) if !x.is_finite() => "unbounded".to_owned(),
-        Evidence::Factor(x) if *x >= 100.0 => format!("{}x", thousands(x.round() as u64)),
-        Evidence::Factor(x) => format!("{x:.1}x"),
-        Evidence::Name(name) => name.clone(),
-        Evidence::Id(id) => id.to_string(),
-        Evidence::Threads(split) => split
-            .iter()
-            .map(|(routine, n)| format!("{routine} {n}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-    }
-}
-
-/// `1234567` as `1,234,567`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// One piece of evidence as JSON (a non-finite ratio is null).
-fn evidence_json(v: &Evidence) -> Value {
-    match v {
-        Evidence::Count(n) | Evidence::Ns(n) | Evidence::Id(n) => json!(n),
-        Evidence::Share(f) | Evidence::PerSecond(f) | Evidence::Factor(f) => json!(f),
-        Evidence::Name(name) => json!(name),
-        Evidence::Threads(split) => Value::Object(
-            split
-                .iter()
-                .map(|(routine, n)| (routine.clone(), json!(n)))
-                .collect(),
-        ),
-    }
-}
-
-/// The findings and their thresholds as JSON.
-fn findings_json(found: Findings, opts: &LockOptions) -> (Value, Value) {
-    let list: Vec<Value> = found
-        .shown(opts)
-        .iter()
-        .map(|f| {
-            let evidence: serde_json::Map<String, Value> = f
-                .evidence
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), evidence_json(v)))
-                .collect();
-            json!({
-                "kind": f.kind.id(),
-                "title": f.kind.title(),
-                "subject": f.subject,
-                "pid": f.pid,
-                "lock_kind": f.lock_kind.map(|k| k.name()),
-                "locks": f.locks,
-                "evidence": evidence,
-                "text": fill(&f.text, f),
-                "fix": fill(&f.fix, f),
-            })
-        })
-        .collect();
-    let t = found.thresholds;
-    let thresholds = json!({
-        "contention_rate": t.contention,
-        "acquisitions_per_s": t.rate,
-        "min_pressure": findings::MIN_PRESSURE,
-        "min_contended": findings::MIN_CONTENDED,
-        "min_acquisition_samples": findings::MIN_ACQUISITION_SAMPLES,
-        "standard_errors": findings::STANDARD_ERRORS,
-        "wait_per_holds": findings::WAIT_PER_HOLDS,
-        "asymmetry": findings::ASYMMETRY,
-        "try_failure_ratio": findings::TRY_FAILURE_RATIO,
-        "try_failures_per_acquisition": findings::TRY_FAILURES_PER_ACQUISITION,
-        "stage_waiting_share": findings::STAGE_WAITING,
-        "stage_computing_share": findings::STAGE_COMPUTING,
-        "min_stage_ns": findings::MIN_STAGE_NS,
-        "thread_imbalance": findings::THREAD_IMBALANCE,
-        "min_imbalance_ns": findings::MIN_IMBALANCE_NS,
-        "min_imbalance_of_mean": findings::MIN_IMBALANCE_OF_MEAN,
-        "max_high_coverage": findings::MAX_HIGH_COVERAGE,
-        "min_high_waiting_share": findings::MIN_HIGH_WAITING_SHARE,
-    });
-    (Value::Array(list), thresholds)
-}
-
 /// Writes the lock view as JSON without findings (`findings` and `findings_thresholds`
 /// null): the HTML report's copy.
 pub fn write_json(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) -> io::Result<()> {
@@ -594,22 +414,22 @@ pub fn write_json_with(
     };
     let counts = |c: &Counts, pressure: Option<f64>| {
         json!({
-            "acquisitions": c.acquisitions,
-            "acquisition_samples": c.acquisition_samples,
-            "try_acquired": c.try_acquired,
-            "try_failed": c.try_failed,
+            "acquisitions": c.runtime.acquisitions,
+            "acquisition_samples": c.runtime.acquisition_samples,
+            "try_acquired": c.runtime.try_acquired,
+            "try_failed": c.runtime.try_failed,
             "try_attempts": c.try_attempts(),
-            "contended": c.contended,
-            "contended_measured": c.contended_measured,
+            "contended": c.runtime.contended,
+            "contended_measured": c.runtime.contended_measured,
             "contention_rate": c.contention_rate(),
-            "wait_ns": c.wait_ns,
-            "max_wait_ns": c.max_wait_ns,
-            "peak_waiters": c.peak_waiters,
+            "wait_ns": c.runtime.wait_ns,
+            "max_wait_ns": c.runtime.max_wait_ns,
+            "peak_waiters": c.runtime.peak_waiters,
             "blame_ns": c.blame_ns,
             "held_ns": c.held_ns,
-            "contended_holds": c.contended_holds,
-            "timed_holds": c.timed_holds,
-            "contended_hold_ns": c.contended_hold_ns,
+            "contended_holds": c.runtime.contended_holds,
+            "timed_holds": c.runtime.timed_holds,
+            "contended_hold_ns": c.runtime.contended_hold_ns,
             "contended_hold_avg_ns": c.contended_hold_avg(),
             "pressure": pressure,
         })
@@ -683,8 +503,9 @@ pub fn write_json_with(
 
 #[cfg(test)]
 mod tests {
+    use super::findings::{evidence_text, short_number, thousands};
     use super::*;
-    use crate::attribution::findings::Kind;
+    use crate::attribution::findings::{Finding, Kind, Thresholds, Value as Evidence};
     use crate::attribution::testutil::{lock_table_of, lock_table_process};
 
     fn opts() -> LockOptions {

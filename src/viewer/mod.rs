@@ -332,6 +332,8 @@ pub fn command_line(analysis: &Analysis) -> String {
 }
 
 #[cfg(test)]
+mod golden_tests;
+#[cfg(test)]
 mod kind_tests;
 #[cfg(test)]
 mod lock_tests;

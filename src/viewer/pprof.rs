@@ -21,7 +21,7 @@
 mod proto;
 
 use super::export::Export;
-use super::firefox::Clock;
+use crate::attribution::clock::Clock;
 use crate::attribution::metrics::{MetricTable, Part};
 use crate::attribution::symbolize::Symbolizer;
 use crate::attribution::{analyze, Analysis, Filter, Loc};

@@ -428,7 +428,7 @@ fn top_locks_line(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
                 .is_some_and(|p| p >= 0.01 || l.counts.blame_ns > 0)
         })
         .collect();
-    rows.sort_by_key(|l| std::cmp::Reverse((l.counts.blame_ns, l.counts.wait_ns)));
+    rows.sort_by_key(|l| std::cmp::Reverse((l.counts.blame_ns, l.counts.runtime.wait_ns)));
     let shown: Vec<String> = rows
         .iter()
         .take(TOP_LOCKS)
@@ -437,7 +437,7 @@ fn top_locks_line(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
                 "{} (blame {}, waiting {}{})",
                 l.name,
                 ns(l.counts.blame_ns),
-                ns(l.counts.wait_ns),
+                ns(l.counts.runtime.wait_ns),
                 l.pressure
                     .map_or(String::new(), |p| format!(", pressure {:.1}%", p * 100.0))
             )

@@ -10,62 +10,10 @@
 //! interval row per interval). Not async-signal-safe (allocates).
 
 use super::units::format_value;
-use crate::attribution::findings::{LockPhases, PhaseSpan};
-use crate::attribution::locks::LockTable;
-use crate::attribution::timeline::{
-    timeline, LockSeries, Timeline, TimelineOptions, MAX_INTERVALS,
-};
-use crate::attribution::{AttributionError, Filter};
-use crate::format::read::Profile;
+use crate::attribution::timeline::{LockSeries, Timeline};
 use crate::format::WaitKind;
 use serde_json::{json, Value};
 use std::io::{self, Write};
-
-/// The timeline's phases of every lock of `table`, for the findings of the lock view: at
-/// `options`' interval, or a longer one when the run is too long for it; none when the
-/// samples carry no times.
-pub fn lock_phases(
-    profile: &Profile,
-    filter: Filter,
-    table: &LockTable,
-    options: TimelineOptions,
-) -> Vec<LockPhases> {
-    let mut opts = TimelineOptions {
-        top: usize::MAX,
-        ..options
-    };
-    let t = match timeline(profile, filter, table, opts) {
-        Err(AttributionError::TooManyIntervals { intervals, .. }) => {
-            opts.interval_ns *= intervals.div_ceil(MAX_INTERVALS as u64);
-            timeline(profile, filter, table, opts)
-        }
-        other => other,
-    };
-    let Some(t) = t.ok().filter(|t| t.timed) else {
-        return Vec::new();
-    };
-    let duration = t.end_ns - t.origin_ns;
-    let at = |i: usize| (i as u64 * t.interval_ns).min(duration);
-    t.locks
-        .iter()
-        .map(|l| LockPhases {
-            pid: l.pid,
-            address: l.address,
-            name: l.name.clone(),
-            overall_pressure: l.overall_pressure,
-            phases: l
-                .phases
-                .iter()
-                .map(|p| PhaseSpan {
-                    start_ns: at(p.start),
-                    end_ns: at(p.end),
-                    pressure: p.pressure,
-                    high: p.high,
-                })
-                .collect(),
-        })
-        .collect()
-}
 
 /// Seconds, as the text shows times: "12.5 s".
 fn secs(t: &Timeline, i: usize) -> String {

@@ -229,7 +229,10 @@ pub fn lock_costs(table: &LockTable) -> BTreeMap<LockKey, [u64; 3]> {
         };
         let c = &row.counts;
         let sums = out.entry(LockKey { name, kind }).or_insert([0; 3]);
-        for (sum, v) in sums.iter_mut().zip([c.blame_ns, c.wait_ns, c.acquisitions]) {
+        for (sum, v) in sums
+            .iter_mut()
+            .zip([c.blame_ns, c.runtime.wait_ns, c.runtime.acquisitions])
+        {
             *sum = sum.saturating_add(v);
         }
     }
@@ -241,6 +244,7 @@ mod tests {
     use super::*;
     use crate::attribution::locks::{Counts, LockRow};
     use crate::attribution::testutil::analysis_of;
+    use crate::format::LockStats;
 
     fn map<const N: usize>(entries: &[(&str, [u64; N])]) -> BTreeMap<String, [u64; N]> {
         entries.iter().map(|(k, v)| (k.to_string(), *v)).collect()
@@ -361,8 +365,11 @@ mod tests {
             instances: 1,
             counts: Counts {
                 blame_ns: blame,
-                wait_ns: blame + 1,
-                acquisitions: 10,
+                runtime: LockStats {
+                    wait_ns: blame + 1,
+                    acquisitions: 10,
+                    ..LockStats::default()
+                },
                 ..Counts::default()
             },
             pressure: None,

@@ -1,0 +1,284 @@
+//! The findings' load-imbalance rules: stages (the threads of one start routine) of which
+//! one waits while another computes, with SyncPerf's split of the threads by work, and
+//! threads of one stage whose work differs much.
+//!
+//! Invariants: the main thread and threads of unknown start routine take no part; a
+//! thread's waiting leaves out its joins (a parent waiting for its children is not
+//! imbalance). Not async-signal-safe (allocates); single-threaded.
+
+use super::{
+    ratio, Finding, Kind, Value, MIN_IMBALANCE_NS, MIN_IMBALANCE_OF_MEAN, MIN_STAGE_NS,
+    STAGE_COMPUTING, STAGE_WAITING, THREAD_IMBALANCE,
+};
+use crate::attribution::calibration::Calibration;
+use crate::attribution::clock::end_of_image;
+use crate::attribution::symbolize::{CodeAddress, Symbolizer};
+use crate::format::read::ProcessProfile;
+use crate::format::{protocol, WaitKind};
+use std::collections::{BTreeMap, HashMap};
+
+/// One thread's work and waiting (calibrated ns; waiting without its joins), and its
+/// lifetime (ns; none without thread times).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ThreadLoad {
+    pub pid: u32,
+    pub tid: u32,
+    /// Its start routine's function.
+    pub routine: String,
+    pub work_ns: u64,
+    pub wait_ns: u64,
+    pub life_ns: Option<u64>,
+}
+/// Each non-main thread with a known start routine: its work and its waiting, but for its
+/// joins (a parent waiting for its children is not imbalance).
+pub(super) fn thread_loads(
+    procs: &[&ProcessProfile],
+    symbolizer: &mut Symbolizer,
+) -> Vec<ThreadLoad> {
+    let mut out = Vec::new();
+    for p in procs {
+        let metric = |name: &str| p.header.metrics.iter().position(|m| m.name == name);
+        let (work, idleness) = (metric(protocol::WORK.name), metric(protocol::IDLENESS.name));
+        let calibration = Calibration::of(p);
+        let end_of_process = end_of_image(p);
+        let mut sums: HashMap<u32, (u64, u64)> = HashMap::new();
+        for s in &p.samples {
+            let m = Some(usize::from(s.metric));
+            let value = calibration.apply(s.value, s.flags);
+            let sum = sums.entry(s.tid).or_default();
+            if m == work {
+                sum.0 = sum.0.saturating_add(value);
+            } else if m == idleness && WaitKind::from_flags(s.flags) != Some(WaitKind::Join) {
+                sum.1 = sum.1.saturating_add(value);
+            }
+        }
+        for t in p.threads.iter().filter(|t| !t.is_main) {
+            let Some(frame) = t.start_routine else {
+                continue;
+            };
+            let chain = symbolizer.symbolize(
+                p.module(frame.module),
+                CodeAddress::InstructionPointer(frame.offset),
+            );
+            // The outermost function of the chain: the routine itself, not what it inlined.
+            let Some(routine) = chain.last().map(|f| f.function.clone()) else {
+                continue;
+            };
+            let (work_ns, wait_ns) = sums.get(&t.tid).copied().unwrap_or_default();
+            let life_ns = t
+                .start_ns
+                .zip(t.end_ns.or(end_of_process))
+                .map(|(start, end)| end.saturating_sub(start));
+            out.push(ThreadLoad {
+                pid: p.header.pid,
+                tid: t.tid,
+                routine,
+                work_ns,
+                wait_ns,
+                life_ns,
+            });
+        }
+    }
+    out
+}
+
+/// A stage: the threads of one start routine in one process.
+pub(super) struct Stage<'a> {
+    pub(super) routine: &'a str,
+    pub(super) threads: Vec<&'a ThreadLoad>,
+    pub(super) work_ns: u64,
+    pub(super) wait_ns: u64,
+}
+
+impl Stage<'_> {
+    /// Its waiting over its work and waiting.
+    fn waiting_share(&self) -> f64 {
+        ratio(
+            self.wait_ns as f64,
+            self.work_ns.saturating_add(self.wait_ns) as f64,
+        )
+    }
+}
+
+/// Load imbalance between the stages of each process, and between the threads of each
+/// stage.
+pub(super) fn imbalance_findings(loads: &[ThreadLoad]) -> Vec<Finding> {
+    let mut by: BTreeMap<(u32, &str), Vec<&ThreadLoad>> = BTreeMap::new();
+    for t in loads {
+        by.entry((t.pid, &t.routine)).or_default().push(t);
+    }
+    let mut processes: BTreeMap<u32, Vec<Stage>> = BTreeMap::new();
+    for ((pid, routine), threads) in by {
+        let work_ns = threads
+            .iter()
+            .fold(0u64, |t, l| t.saturating_add(l.work_ns));
+        let wait_ns = threads
+            .iter()
+            .fold(0u64, |t, l| t.saturating_add(l.wait_ns));
+        processes.entry(pid).or_default().push(Stage {
+            routine,
+            threads,
+            work_ns,
+            wait_ns,
+        });
+    }
+    let mut out = Vec::new();
+    for (pid, stages) in &processes {
+        out.extend(stage_imbalance(*pid, stages));
+        out.extend(stages.iter().filter_map(|s| thread_imbalance(*pid, s)));
+    }
+    out
+}
+
+/// One stage waits at least [`STAGE_WAITING`] of its time while another waits at most
+/// [`STAGE_COMPUTING`] (the one waiting most against the one waiting least), and threads in
+/// proportion to the stages' work would be another split than theirs (else there is nothing
+/// to move: a stage of one thread waiting for events is no imbalance).
+fn stage_imbalance(pid: u32, stages: &[Stage]) -> Option<Finding> {
+    let by_share = |a: &&Stage, b: &&Stage| a.waiting_share().total_cmp(&b.waiting_share());
+    let waiting = stages.iter().max_by(by_share)?;
+    let computing = stages.iter().min_by(by_share)?;
+    let imbalanced = waiting.waiting_share() >= STAGE_WAITING
+        && computing.waiting_share() <= STAGE_COMPUTING
+        && waiting.wait_ns >= MIN_STAGE_NS
+        && computing.work_ns >= MIN_STAGE_NS;
+    if !imbalanced {
+        return None;
+    }
+    let threads = |s: &Stage| s.threads.len() as u64;
+    let current: Vec<(String, u64)> = stages
+        .iter()
+        .map(|s| (s.routine.to_owned(), threads(s)))
+        .collect();
+    let suggested = split_threads(stages);
+    if suggested == current {
+        return None;
+    }
+    Some(Finding {
+        kind: Kind::LoadImbalance,
+        subject: format!("{} vs {}", waiting.routine, computing.routine),
+        pid,
+        lock_kind: None,
+        locks: Vec::new(),
+        evidence: vec![
+            ("waiting_stage", Value::Name(waiting.routine.to_owned())),
+            ("waiting_stage_threads", Value::Count(threads(waiting))),
+            ("waiting_stage_share", Value::Share(waiting.waiting_share())),
+            ("waiting_stage_work_ns", Value::Ns(waiting.work_ns)),
+            ("waiting_stage_wait_ns", Value::Ns(waiting.wait_ns)),
+            ("computing_stage", Value::Name(computing.routine.to_owned())),
+            ("computing_stage_threads", Value::Count(threads(computing))),
+            (
+                "computing_stage_share",
+                Value::Share(computing.waiting_share()),
+            ),
+            ("computing_stage_work_ns", Value::Ns(computing.work_ns)),
+            ("computing_stage_wait_ns", Value::Ns(computing.wait_ns)),
+            ("threads", Value::Threads(current)),
+            ("suggested_threads", Value::Threads(suggested)),
+        ],
+        text: "stage {waiting_stage} ({waiting_stage_threads} threads) waits \
+               {waiting_stage_share} of its time ({waiting_stage_wait_ns}; work \
+               {waiting_stage_work_ns}) while stage {computing_stage} \
+               ({computing_stage_threads} threads) computes (work {computing_stage_work_ns}, \
+               waiting {computing_stage_share})"
+            .to_owned(),
+        fix: "give each stage threads in proportion to its work: {suggested_threads} (now \
+              {threads}; same total), or move work from {computing_stage} to {waiting_stage}"
+            .to_owned(),
+    })
+}
+
+/// SyncPerf's split: the stages' threads (the same total) in proportion to each stage's
+/// work, at least one each (largest remainders).
+pub(super) fn split_threads(stages: &[Stage]) -> Vec<(String, u64)> {
+    let total: u64 = stages.iter().map(|s| s.threads.len() as u64).sum();
+    let work: f64 = stages.iter().map(|s| s.work_ns as f64).sum();
+    let ideal: Vec<f64> = stages
+        .iter()
+        .map(|s| total as f64 * ratio(s.work_ns as f64, work))
+        .collect();
+    let mut seats: Vec<u64> = ideal.iter().map(|&i| (i.floor() as u64).max(1)).collect();
+    // Every stage has a thread, so `total` covers one seat each; more than `total` only
+    // when a stage was rounded up to one: taken back from the largest.
+    while seats.iter().sum::<u64>() > total {
+        let Some(largest) = (0..seats.len()).max_by_key(|&i| seats[i]) else {
+            break;
+        };
+        seats[largest] -= 1;
+    }
+    let mut order: Vec<usize> = (0..seats.len()).collect();
+    order.sort_by(|&a, &b| {
+        let frac = |i: usize| ideal[i] - ideal[i].floor();
+        frac(b).total_cmp(&frac(a)).then(a.cmp(&b))
+    });
+    for &i in order.iter().cycle().take(stages.len() * total as usize) {
+        if seats.iter().sum::<u64>() >= total {
+            break;
+        }
+        seats[i] += 1;
+    }
+    stages
+        .iter()
+        .zip(seats)
+        .map(|(s, n)| (s.routine.to_owned(), n))
+        .collect()
+}
+
+/// The threads of one stage: the most loaded one's work exceeds the least loaded one's by
+/// more than [`THREAD_IMBALANCE`], by at least [`MIN_IMBALANCE_NS`] and
+/// [`MIN_IMBALANCE_OF_MEAN`] of their mean, and the least loaded one spent at least half
+/// that difference not computing where the other computed: waiting more, or ending sooner
+/// (threads that only got unequal shares of the CPUs, runnable all along, are not
+/// imbalanced: the scheduler, not the program, divided their time); and the most loaded one
+/// computed at least as long as it waited (threads that mostly wait have time to spare).
+fn thread_imbalance(pid: u32, s: &Stage) -> Option<Finding> {
+    if s.threads.len() < 2 {
+        return None;
+    }
+    let most = s.threads.iter().max_by_key(|t| (t.work_ns, t.tid))?;
+    let least = s.threads.iter().min_by_key(|t| (t.work_ns, t.tid))?;
+    let mean = s.work_ns / s.threads.len() as u64;
+    let difference = most.work_ns - least.work_ns;
+    let idle = least.wait_ns.saturating_sub(most.wait_ns).saturating_add(
+        most.life_ns
+            .zip(least.life_ns)
+            .map_or(0, |(m, l)| m.saturating_sub(l)),
+    );
+    let imbalanced = most.work_ns as f64 > (1.0 + THREAD_IMBALANCE) * least.work_ns as f64
+        && difference >= MIN_IMBALANCE_NS
+        && difference as f64 >= MIN_IMBALANCE_OF_MEAN * mean as f64
+        && idle >= difference / 2
+        && most.wait_ns <= most.work_ns;
+    if !imbalanced {
+        return None;
+    }
+    Some(Finding {
+        kind: Kind::LoadImbalance,
+        subject: s.routine.to_owned(),
+        pid,
+        lock_kind: None,
+        locks: Vec::new(),
+        evidence: vec![
+            ("stage", Value::Name(s.routine.to_owned())),
+            ("threads", Value::Count(s.threads.len() as u64)),
+            ("max_work_ns", Value::Ns(most.work_ns)),
+            ("max_work_tid", Value::Id(u64::from(most.tid))),
+            ("min_work_ns", Value::Ns(least.work_ns)),
+            ("min_work_tid", Value::Id(u64::from(least.tid))),
+            ("mean_work_ns", Value::Ns(mean)),
+            ("min_work_idle_ns", Value::Ns(idle)),
+            (
+                "factor",
+                Value::Factor(ratio(most.work_ns as f64, least.work_ns as f64)),
+            ),
+        ],
+        text: "its {threads} threads computed from {min_work_ns} (thread {min_work_tid}) to \
+               {max_work_ns} (thread {max_work_tid}); mean {mean_work_ns}; the least loaded \
+               one spent {min_work_idle_ns} more waiting or ended that much sooner"
+            .to_owned(),
+        fix: "divide the work of {stage} evenly: smaller tasks from a shared queue (dynamic \
+              scheduling) rather than a fixed share per thread"
+            .to_owned(),
+    })
+}

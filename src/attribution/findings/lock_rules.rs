@@ -1,0 +1,606 @@
+//! The findings' lock rules: long critical sections and coarse locks (contention), lock
+//! overhead, asymmetric contention in a group and trylock spins, read off the lock table
+//! with each process's wall time.
+//!
+//! Invariants: a group's finding of a kind stands for its members' of that kind (they get
+//! none); an asymmetric group and its members get no other contention or rate finding;
+//! nothing is found without lock data, counted acquisitions (rate rules) or a wall time.
+//! Not async-signal-safe (allocates); single-threaded.
+
+use super::{
+    ratio, Finding, Kind, Thresholds, Value, ASYMMETRY, LOCK_PAIR_NS, MIN_ACQUISITION_SAMPLES,
+    MIN_CONTENDED, MIN_OVERHEAD_SHARE, MIN_PRESSURE, STANDARD_ERRORS, TRY_FAILURES_PER_ACQUISITION,
+    TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
+};
+use crate::attribution::clock::lifetime;
+use crate::attribution::locks::{
+    is_lock_kind, Counts, LockGroup, LockRow, LockTable, Naming, Site,
+};
+use crate::format::read::ProcessProfile;
+use crate::format::WaitKind;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Each pid's wall time (ns): its images' lifetimes summed; none without thread times.
+pub(super) fn wall_times(procs: &[&ProcessProfile]) -> HashMap<u32, u64> {
+    let mut walls: HashMap<u32, u64> = HashMap::new();
+    for p in procs {
+        let Some(life) = lifetime(p) else {
+            continue;
+        };
+        let wall = walls.entry(p.header.pid).or_default();
+        *wall = wall.saturating_add(life);
+    }
+    walls
+}
+
+/// A lock or a group, as the lock rules read it.
+struct Subject<'a> {
+    name: &'a str,
+    pid: u32,
+    kind: Option<WaitKind>,
+    counts: &'a Counts,
+    pressure: Option<f64>,
+    /// Itself, or the group's members.
+    rows: Vec<&'a LockRow>,
+    group: bool,
+    /// Seconds of its process's wall time (none when unknown).
+    seconds: Option<f64>,
+}
+
+impl Subject<'_> {
+    fn per_second(&self, count: f64) -> Option<f64> {
+        self.seconds.map(|s| count / s)
+    }
+
+    /// The lock view's names its findings are about (what `--lock` selects them by).
+    fn names(&self) -> Vec<String> {
+        vec![self.name.to_owned()]
+    }
+}
+
+/// Acquisitions as the rules read them: the estimate, never below the contended ones (exact,
+/// and acquisitions too); `None` when they were not counted.
+fn acquisitions(c: &Counts, counted: bool) -> Option<u64> {
+    counted.then(|| c.runtime.acquisitions.max(c.runtime.contended))
+}
+
+/// The estimate of acquisitions less [`STANDARD_ERRORS`] standard errors, never below the
+/// contended ones (all it is from fewer than [`MIN_ACQUISITION_SAMPLES`] samples).
+fn acquisitions_low(c: &Counts) -> f64 {
+    if c.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
+        return c.runtime.contended as f64;
+    }
+    let error = STANDARD_ERRORS / (c.runtime.acquisition_samples as f64).sqrt();
+    (c.runtime.acquisitions as f64 * (1.0 - error)).max(c.runtime.contended as f64)
+}
+
+/// The contended acquisitions over the estimate of acquisitions plus [`STANDARD_ERRORS`]
+/// standard errors: the low edge of the contention rate.
+fn contention_low(c: &Counts) -> f64 {
+    let error = STANDARD_ERRORS / (c.runtime.acquisition_samples.max(1) as f64).sqrt();
+    let high = (c.runtime.acquisitions as f64 * (1.0 + error)).max(c.runtime.contended as f64);
+    ratio(c.runtime.contended as f64, high)
+}
+
+/// The lock findings of a table: groups first, so that a group's finding stands for its
+/// members'.
+pub(super) fn lock_findings(
+    table: &LockTable,
+    walls: &HashMap<u32, u64>,
+    thresholds: Thresholds,
+) -> Vec<Finding> {
+    if !table.available {
+        return Vec::new();
+    }
+    let seconds = |pid: u32| {
+        walls
+            .get(&pid)
+            .filter(|&&ns| ns > 0)
+            .map(|&ns| ns as f64 / 1e9)
+    };
+    let counted = table.acquisitions_counted;
+    let mut out = Vec::new();
+    // Rows (indices into the table) whose finding of a kind their group's stands for.
+    let mut covered: HashSet<(Kind, usize)> = HashSet::new();
+    for g in table
+        .groups
+        .iter()
+        .filter(|g| g.kind.is_some_and(is_lock_kind))
+    {
+        let subject = Subject {
+            name: &g.name,
+            pid: g.pid,
+            kind: g.kind,
+            counts: &g.counts,
+            pressure: g.pressure,
+            rows: g.members.iter().map(|&m| &table.locks[m]).collect(),
+            group: true,
+            seconds: seconds(g.pid),
+        };
+        if let Some(f) = asymmetric(table, g, &subject, thresholds, counted) {
+            // The skew explains the group's and its members' contention and rates.
+            for kind in [
+                Kind::LongCriticalSections,
+                Kind::CoarseLock,
+                Kind::LockOverhead,
+            ] {
+                covered.extend(g.members.iter().map(|&m| (kind, m)));
+            }
+            out.push(f);
+            continue;
+        }
+        for f in [
+            contention(&subject, thresholds, counted),
+            overhead(&subject, thresholds, counted),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            covered.extend(g.members.iter().map(|&m| (f.kind, m)));
+            out.push(f);
+        }
+    }
+    for (i, r) in table.locks.iter().enumerate() {
+        if !r.kind.is_some_and(is_lock_kind) {
+            continue;
+        }
+        let subject = Subject {
+            name: &r.name,
+            pid: r.pid,
+            kind: r.kind,
+            counts: &r.counts,
+            pressure: r.pressure,
+            rows: vec![r],
+            group: false,
+            seconds: seconds(r.pid),
+        };
+        let found = [
+            contention(&subject, thresholds, counted),
+            overhead(&subject, thresholds, counted),
+            trylock_spin(&subject, r.try_site.as_ref(), thresholds, counted),
+        ];
+        out.extend(
+            found
+                .into_iter()
+                .flatten()
+                .filter(|f| !covered.contains(&(f.kind, i))),
+        );
+    }
+    out
+}
+
+/// Long critical sections or a coarse lock: a lock that makes threads wait (pressure and
+/// contended acquisitions) and is contended at least the threshold's share of its
+/// acquisitions; its acquisition rate tells which.
+fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Finding> {
+    let c = s.counts;
+    let acquisitions = acquisitions(c, counted).filter(|&a| a > 0)?;
+    let rate = c.runtime.contended as f64 / acquisitions as f64;
+    let pressure = s.pressure.unwrap_or(0.0);
+    if c.runtime.contended < MIN_CONTENDED
+        || pressure < MIN_PRESSURE
+        || rate < thresholds.contention
+    {
+        return None;
+    }
+    // Both kinds are contention the numbers prove; the rate, an estimate, only tells them
+    // apart, so its point estimate decides.
+    let per_second = s.per_second(acquisitions as f64)?;
+    let coarse = per_second >= thresholds.rate;
+    let wait_avg = c
+        .runtime
+        .wait_ns
+        .checked_div(c.runtime.contended)
+        .unwrap_or(0);
+    if !coarse && !holds_explain_waits(c, wait_avg) {
+        return None;
+    }
+    let mut evidence = vec![
+        ("contention_rate", Value::Share(rate)),
+        ("acquisitions", Value::Count(acquisitions)),
+        (
+            "acquisition_samples",
+            Value::Count(c.runtime.acquisition_samples),
+        ),
+        ("contended", Value::Count(c.runtime.contended)),
+        ("acquisitions_per_s", Value::PerSecond(per_second)),
+        ("pressure", Value::Share(pressure)),
+        ("wait_ns", Value::Ns(c.runtime.wait_ns)),
+        ("wait_avg_ns", Value::Ns(wait_avg)),
+        ("peak_waiters", Value::Count(c.runtime.peak_waiters)),
+    ];
+    let mut text = "{contention_rate} of ~{acquisitions} acquisitions contended ({contended}), \
+                    {acquisitions_per_s} acquisitions/s, pressure {pressure}, avg wait \
+                    {wait_avg_ns}"
+        .to_owned();
+    if let Some(hold) = c.contended_hold_avg() {
+        evidence.push(("hold_avg_ns", Value::Ns(hold)));
+        text.push_str(", holds avg {hold_avg_ns}");
+    }
+    if s.group {
+        evidence.push(("members", Value::Count(s.rows.len() as u64)));
+        text.push_str(" over its {members} locks");
+        if let Some(top) = s.rows.iter().max_by_key(|r| r.counts.runtime.wait_ns) {
+            evidence.push(("most_waited_member", Value::Name(top.name.clone())));
+            text.push_str(" (most waited for: {most_waited_member})");
+        }
+    }
+    let fix = match (coarse, s.group) {
+        (true, true) => "use more or finer locks for the data the group guards (stripe it \
+                         further), shorten the critical sections, or go lock-free (atomics, \
+                         per-thread copies merged later)"
+            .to_owned(),
+        (true, false) => "stripe or split the lock (one lock per part of the data it guards), \
+                          shorten its critical sections, or go lock-free (atomics, per-thread \
+                          copies merged later)"
+            .to_owned(),
+        (false, _) => {
+            let mut fix = "shorten or split its critical sections: move work that needs no \
+                           lock out of them"
+                .to_owned();
+            if let Some(code) = holders_code(&s.rows) {
+                evidence.push(("holders_compute_in", Value::Name(code)));
+                fix.push_str("; the holders compute in {holders_compute_in}");
+            } else if let Some(site) = top_site(s.rows.iter().flat_map(|r| &r.holders)) {
+                evidence.push(("holds_end_in", Value::Name(site)));
+                fix.push_str("; the holds others waited for end in {holds_end_in}");
+            }
+            fix
+        }
+    };
+    Some(Finding {
+        kind: match coarse {
+            true => Kind::CoarseLock,
+            false => Kind::LongCriticalSections,
+        },
+        subject: s.name.to_owned(),
+        pid: s.pid,
+        lock_kind: s.kind,
+        locks: s.names(),
+        evidence,
+        text,
+        fix,
+    })
+}
+
+/// Whether the holds others waited for are long enough for the waits (the claim of long
+/// critical sections): a wait lasts at most [`WAIT_PER_HOLDS`] times the holds of the
+/// waiters ahead of it (the average such hold times the most waiters at once). Waits far
+/// longer were spent on something else, waking up and getting a CPU back (more threads than
+/// CPUs), with the lock free. Holds not timed (spin locks, rwlocks, older profiles) cannot
+/// tell: no objection.
+fn holds_explain_waits(c: &Counts, wait_avg: u64) -> bool {
+    c.contended_hold_avg().map_or(true, |hold| {
+        wait_avg as f64
+            <= WAIT_PER_HOLDS * hold.saturating_mul(c.runtime.peak_waiters.max(1)) as f64
+    })
+}
+
+/// Where the holders computed while others waited, summed over `rows`: the two largest
+/// sites, `function <- caller (share)`.
+fn holders_code(rows: &[&LockRow]) -> Option<String> {
+    let mut by: BTreeMap<&Site, u64> = BTreeMap::new();
+    for (site, ns) in rows.iter().flat_map(|r| &r.inside) {
+        let sum = by.entry(site).or_default();
+        *sum = sum.saturating_add(*ns);
+    }
+    let total = by.values().fold(0u64, |t, &ns| t.saturating_add(ns));
+    let mut sites: Vec<(&Site, u64)> = by.into_iter().filter(|&(_, ns)| ns > 0).collect();
+    sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let named: Vec<String> = sites
+        .iter()
+        .take(2)
+        .map(|(s, ns)| {
+            let code = match s.lock_function.as_str() {
+                "" => s.caller.clone(),
+                function => format!("{function} <- {}", s.caller),
+            };
+            format!("{code} ({:.0}%)", 100.0 * ratio(*ns as f64, total as f64))
+        })
+        .collect();
+    (!named.is_empty()).then(|| named.join(", "))
+}
+
+/// The largest of `sites` summed by site, as `caller -> function`.
+fn top_site<'a>(sites: impl Iterator<Item = &'a (Site, u64)>) -> Option<String> {
+    let mut by: BTreeMap<&Site, u64> = BTreeMap::new();
+    for (site, ns) in sites {
+        let sum = by.entry(site).or_default();
+        *sum = sum.saturating_add(*ns);
+    }
+    let top = by
+        .into_iter()
+        .filter(|&(_, ns)| ns > 0)
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))?;
+    Some(top.0.label())
+}
+
+/// Lock overhead: a lock contended under the threshold but taken at least the rate
+/// threshold a second, even at the low edge of the estimate.
+fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Finding> {
+    let c = s.counts;
+    let acquisitions = acquisitions(c, counted).filter(|&a| a > 0)?;
+    let rate = c.runtime.contended as f64 / acquisitions as f64;
+    if rate >= thresholds.contention || c.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
+        return None;
+    }
+    let low = s.per_second(acquisitions_low(c))?;
+    if low < thresholds.rate {
+        return None;
+    }
+    // What taking the lock costs at all must matter: SyncPerf's rate alone calls a few
+    // thousand uncontended acquisitions a second a problem, a few microseconds of a second.
+    let running = s.rows.iter().map(|r| r.running_ns).max().unwrap_or(0);
+    let cost_share = acquisitions_low(c) * LOCK_PAIR_NS / running.max(1) as f64;
+    if running > 0 && cost_share < MIN_OVERHEAD_SHARE {
+        return None;
+    }
+    let per_second = s.per_second(acquisitions as f64)?;
+    let mut evidence = vec![
+        ("acquisitions_per_s", Value::PerSecond(per_second)),
+        ("acquisitions_per_s_low", Value::PerSecond(low)),
+        ("acquisitions", Value::Count(acquisitions)),
+        (
+            "acquisition_samples",
+            Value::Count(c.runtime.acquisition_samples),
+        ),
+        ("contention_rate", Value::Share(rate)),
+        ("contended", Value::Count(c.runtime.contended)),
+        ("cost_share", Value::Share(cost_share)),
+    ];
+    let mut text = "{acquisitions_per_s} acquisitions/s (~{acquisitions}, at least \
+                    {acquisitions_per_s_low}/s within the estimate's error), only \
+                    {contention_rate} contended; taking it costs about {cost_share} of the \
+                    threads' running time"
+        .to_owned();
+    if s.group {
+        // Members that are over the threshold on their own, by the same evidence; and the
+        // busiest member's estimate (rough: a member's few samples each stand for all the
+        // acquisitions of its thread since the one before).
+        let over = s
+            .rows
+            .iter()
+            .filter(|r| r.counts.runtime.acquisition_samples >= MIN_ACQUISITION_SAMPLES)
+            .filter_map(|r| s.per_second(acquisitions_low(&r.counts)))
+            .filter(|&low| low >= thresholds.rate)
+            .count() as u64;
+        let busiest = s
+            .rows
+            .iter()
+            .filter_map(|r| s.per_second(r.counts.runtime.acquisitions as f64))
+            .fold(0.0, f64::max);
+        evidence.extend([
+            ("members", Value::Count(s.rows.len() as u64)),
+            ("members_over_rate", Value::Count(over)),
+            ("busiest_member_per_s", Value::PerSecond(busiest)),
+        ]);
+        text.push_str(match over {
+            0 => {
+                "; found only through the group: none of its {members} locks is taken that \
+                 often on its own (the busiest ~{busiest_member_per_s}/s by its estimate)"
+            }
+            _ => {
+                "; over its {members} locks, {members_over_rate} of them that often on their \
+                 own"
+            }
+        });
+    }
+    Some(Finding {
+        kind: Kind::LockOverhead,
+        subject: s.name.to_owned(),
+        pid: s.pid,
+        lock_kind: s.kind,
+        locks: s.names(),
+        evidence,
+        text,
+        fix: match s.group {
+            true => {
+                "the cost is in taking these locks at all: use atomics or per-thread data \
+                     for what they guard, a cheaper lock (a spin lock for a few instructions), \
+                     or take them less often (batch the updates)"
+            }
+            false => {
+                "the cost is in taking the lock at all: use atomics or per-thread data for \
+                      what it guards, a cheaper lock (a spin lock for a few instructions), or \
+                      take it less often (batch the updates)"
+            }
+        }
+        .to_owned(),
+    })
+}
+
+/// Asymmetric contention in group `g`: the most contended member (among those with the
+/// evidence of a contention finding and enough sampled acquisitions) contended at least
+/// [`ASYMMETRY`] times as often as the other members together, comparing the low edge of its
+/// rate's estimate with the high edge of theirs.
+fn asymmetric(
+    table: &LockTable,
+    g: &LockGroup,
+    s: &Subject,
+    thresholds: Thresholds,
+    counted: bool,
+) -> Option<Finding> {
+    if !counted || g.members.len() < 2 {
+        return None;
+    }
+    let hot = g
+        .members
+        .iter()
+        .filter_map(|&m| {
+            let r = &table.locks[m];
+            let c = &r.counts;
+            let low_rate = contention_low(c);
+            let evident = c.runtime.acquisition_samples >= MIN_ACQUISITION_SAMPLES
+                && c.runtime.contended >= MIN_CONTENDED
+                && r.pressure.unwrap_or(0.0) >= MIN_PRESSURE
+                && low_rate >= thresholds.contention;
+            evident.then_some((m, low_rate))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let (m, low_rate) = hot;
+    let others = g
+        .members
+        .iter()
+        .filter(|&&o| o != m)
+        .map(|&o| &table.locks[o]);
+    let mut rest = Counts::default();
+    for o in others {
+        rest.runtime.acquisitions = rest
+            .runtime
+            .acquisitions
+            .saturating_add(o.counts.runtime.acquisitions);
+        rest.runtime.acquisition_samples = rest
+            .runtime
+            .acquisition_samples
+            .saturating_add(o.counts.runtime.acquisition_samples);
+        rest.runtime.contended = rest
+            .runtime
+            .contended
+            .saturating_add(o.counts.runtime.contended);
+    }
+    if rest.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
+        return None;
+    }
+    let rest_high_rate = ratio(rest.runtime.contended as f64, acquisitions_low(&rest));
+    if low_rate < ASYMMETRY * rest_high_rate {
+        return None;
+    }
+    let r = &table.locks[m];
+    let member_acquisitions = r
+        .counts
+        .runtime
+        .acquisitions
+        .max(r.counts.runtime.contended);
+    let member_rate = r.counts.runtime.contended as f64 / member_acquisitions as f64;
+    let rest_acquisitions = rest.runtime.acquisitions.max(rest.runtime.contended);
+    let rest_rate = ratio(rest.runtime.contended as f64, rest_acquisitions as f64);
+    let element = element_name(table, g, m).unwrap_or_else(|| r.name.clone());
+    let evidence = vec![
+        ("member", Value::Name(r.name.clone())),
+        ("element", Value::Name(element)),
+        ("member_contention_rate", Value::Share(member_rate)),
+        ("member_acquisitions", Value::Count(member_acquisitions)),
+        ("member_contended", Value::Count(r.counts.runtime.contended)),
+        (
+            "member_share_of_acquisitions",
+            Value::Share(ratio(
+                member_acquisitions as f64,
+                member_acquisitions.saturating_add(rest_acquisitions) as f64,
+            )),
+        ),
+        ("member_pressure", Value::Share(r.pressure.unwrap_or(0.0))),
+        ("others", Value::Count(g.members.len() as u64 - 1)),
+        ("others_contention_rate", Value::Share(rest_rate)),
+        ("others_acquisitions", Value::Count(rest_acquisitions)),
+        (
+            "factor",
+            Value::Factor(if rest_rate > 0.0 {
+                member_rate / rest_rate
+            } else {
+                f64::INFINITY
+            }),
+        ),
+    ];
+    Some(Finding {
+        kind: Kind::AsymmetricContention,
+        subject: s.name.to_owned(),
+        pid: s.pid,
+        lock_kind: s.kind,
+        locks: vec![s.name.to_owned(), r.name.clone()],
+        evidence,
+        text: "a hot member: {element} is contended in {member_contention_rate} of its \
+               ~{member_acquisitions} acquisitions ({member_share_of_acquisitions} of the \
+               group's; pressure {member_pressure}), the other {others} members in \
+               {others_contention_rate} of theirs"
+            .to_owned(),
+        fix: "distribute the contention: a better hash, more buckets, or split the hot data \
+              {element} guards"
+            .to_owned(),
+    })
+}
+
+/// `array[i]` for member `m` of a group of one array symbol, the element size being the
+/// greatest common divisor of the members' distances (none for other groups).
+pub(super) fn element_name(table: &LockTable, g: &LockGroup, m: usize) -> Option<String> {
+    let base = g.name.strip_suffix("[]")?;
+    let offset = |i: usize| -> Option<u64> {
+        let r = &table.locks[i];
+        if r.naming != Naming::Symbol {
+            return None;
+        }
+        match r.name.strip_prefix(base)? {
+            "" => Some(0),
+            rest => u64::from_str_radix(rest.strip_prefix("+0x")?, 16).ok(),
+        }
+    };
+    let offsets: Vec<u64> = g
+        .members
+        .iter()
+        .map(|&i| offset(i))
+        .collect::<Option<_>>()?;
+    let first = *offsets.iter().min()?;
+    let stride = offsets.iter().fold(0, |d, &o| gcd(d, o - first));
+    let index = offset(m)?.checked_div(stride)?;
+    Some(format!("{base}[{index}]"))
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    match b {
+        0 => a,
+        _ => gcd(b, a % b),
+    }
+}
+
+/// A trylock spin: failed trylocks at least the rate threshold a second, at least
+/// [`TRY_FAILURE_RATIO`] of the tries, and at least [`TRY_FAILURES_PER_ACQUISITION`] per
+/// acquisition (which needs the acquisitions counted).
+fn trylock_spin(
+    s: &Subject,
+    site: Option<&Site>,
+    thresholds: Thresholds,
+    counted: bool,
+) -> Option<Finding> {
+    let c = s.counts;
+    let failed_per_second = s.per_second(c.runtime.try_failed as f64)?;
+    let failure_ratio = ratio(c.runtime.try_failed as f64, c.try_attempts() as f64);
+    let acquisitions = acquisitions(c, counted)?;
+    let per_acquisition = c.runtime.try_failed as f64 / acquisitions.max(1) as f64;
+    if failed_per_second < thresholds.rate
+        || failure_ratio < TRY_FAILURE_RATIO
+        || per_acquisition < TRY_FAILURES_PER_ACQUISITION
+    {
+        return None;
+    }
+    let mut evidence = vec![
+        ("try_failed", Value::Count(c.runtime.try_failed)),
+        ("try_failed_per_s", Value::PerSecond(failed_per_second)),
+        ("try_attempts", Value::Count(c.try_attempts())),
+        ("failure_ratio", Value::Share(failure_ratio)),
+        ("failures_per_acquisition", Value::Factor(per_acquisition)),
+    ];
+    let mut text = "{try_failed} failed trylocks ({try_failed_per_s}/s), {failure_ratio} of \
+                    ~{try_attempts} tries, {failures_per_acquisition} per acquisition"
+        .to_owned();
+    let fix = match site {
+        Some(site) => {
+            evidence.push(("site", Value::Name(site.label())));
+            text.push_str(", all from {site}");
+            "block instead of spinning on trylock in {site}: take the lock with its blocking \
+             call, or wait on a condition variable for what the spinning waits for"
+        }
+        None => {
+            "block instead of spinning on trylock: take the lock with its blocking call, or \
+             wait on a condition variable for what the spinning waits for"
+        }
+    };
+    Some(Finding {
+        kind: Kind::TrylockSpin,
+        subject: s.name.to_owned(),
+        pid: s.pid,
+        lock_kind: s.kind,
+        locks: s.names(),
+        evidence,
+        text,
+        fix: fix.to_owned(),
+    })
+}

@@ -1,0 +1,246 @@
+//! Findings: the diagnosis at the end of the lock view, each naming a lock, a group of
+//! locks or a set of threads, the evidence (numbers of the report) and the usual fixes.
+//!
+//! Job: apply SyncPerf's rules (Alam et al., "SyncPerf: categorizing, detecting, and
+//! diagnosing synchronization performance bugs") to the lock table, to the per-lock phases of
+//! the timeline, and to each thread's work and waiting:
+//! - a lock (or group: locks of one array symbol or init site) whose contention rate is at
+//!   least the contention threshold is a contention problem, told apart by its acquisition
+//!   rate: few acquisitions make *long critical sections* (SyncPerf's quadrant 1: when the
+//!   holds others waited for, where timed, are long enough for the waits), many a *coarse
+//!   lock* (quadrant 2);
+//! - one under the contention threshold but taken at least the rate threshold a second is
+//!   *lock overhead* (quadrant 4), found through its group when no member is on its own;
+//! - a group member contended [`ASYMMETRY`] times as often as the other members together is
+//!   *asymmetric contention* (a hot hash bucket); the group and its members then get no
+//!   other lock finding: the skew explains their contention;
+//! - a lock whose trylocks fail many times a second, mostly, and repeatedly for each
+//!   acquisition is a *trylock spin*;
+//! - a lock over the timeline's pressure threshold in some phases and under it in others is
+//!   *phased contention*;
+//! - threads of one start routine whose work differs much, or stages (threads grouped by
+//!   start routine) of which one waits while another computes, are *load imbalance*, with
+//!   SyncPerf's thread split: threads per stage in proportion to its work.
+//!
+//! A finding must not fire on noise: acquisitions are sampled estimates (a relative error of
+//! about `1/sqrt(acquisition_samples)`, the runtime's acquisition sampling; a lock taken a
+//! few hundred times is estimated from a handful of samples, mostly too low, as each
+//! thread's last period goes uncounted), so every lock finding needs evidence the exact
+//! counts give: contention findings a lock whose waiting is at least [`MIN_PRESSURE`] of the
+//! running time, at least [`MIN_CONTENDED`] contended acquisitions, and for long critical
+//! sections holds long enough for the waits (a rate made too high by a low estimate cannot
+//! then name a lock that costs nothing); rate findings at least
+//! [`MIN_ACQUISITION_SAMPLES`] sampled acquisitions and the rate still over the threshold
+//! two standard errors below the estimate; asymmetry the edges of both estimates apart. An
+//! acquisition estimate is never taken below the contended acquisitions, which are exact and
+//! acquisitions too. docs/findings.md tells each rule.
+//!
+//! Invariants: a lock table that is unavailable, a process whose acquisitions were not
+//! counted, or a profile without thread times gives no lock finding that needs what is
+//! missing (no trylock site: the finding names none); a group's finding stands for its
+//! members' of the same kind (they get none); findings come ordered by [`Kind`], within a
+//! kind groups before locks, each in the lock table's order (blame first). Every `{key}` of
+//! a finding's words names an entry of its evidence. Not async-signal-safe (allocates);
+//! single-threaded.
+//!
+//! Files: this one holds the thresholds, the finding's types and [`findings`]; the rules
+//! are in `lock_rules.rs` (the lock table), `phases.rs` (the timeline's phases) and
+//! `imbalance.rs` (threads and stages).
+
+mod imbalance;
+mod lock_rules;
+mod phases;
+#[cfg(test)]
+mod tests;
+
+use super::locks::LockTable;
+use super::symbolize::Symbolizer;
+use super::timeline::Timeline;
+use super::{select_processes, AttributionError, Filter};
+use crate::format::read::{ProcessProfile, Profile};
+use crate::format::WaitKind;
+use imbalance::{imbalance_findings, thread_loads};
+use lock_rules::{lock_findings, wall_times};
+use phases::phase_findings;
+
+/// The thresholds a user sets (`--contention-threshold`, `--rate-threshold`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Thresholds {
+    /// The contention rate (contended acquisitions over acquisitions, a fraction) at and
+    /// above which a lock is highly contended.
+    pub contention: f64,
+    /// Acquisitions per second of the process's wall time at and above which a lock is taken
+    /// often (and failed trylocks per second at which they are many).
+    pub rate: f64,
+}
+
+impl Default for Thresholds {
+    /// SyncPerf's: 10% contention, 1000 acquisitions a second.
+    fn default() -> Thresholds {
+        Thresholds {
+            contention: 0.10,
+            rate: 1000.0,
+        }
+    }
+}
+
+/// The least critical section pressure (waiting over running time) of a lock that a
+/// contention finding names: less is no problem whatever the rate says.
+pub const MIN_PRESSURE: f64 = 0.01;
+/// The fewest contended acquisitions (exact) of a lock that a contention finding names.
+pub const MIN_CONTENDED: u64 = 20;
+/// How many times the holds of the waiters ahead of it (the average contended hold times the
+/// most waiters at once) a wait may last for long critical sections to explain it.
+pub const WAIT_PER_HOLDS: f64 = 2.0;
+/// The fewest sampled acquisitions an acquisition rate is trusted from.
+pub const MIN_ACQUISITION_SAMPLES: u64 = 10;
+/// How many standard errors of an acquisition estimate a rate must clear its threshold by.
+pub const STANDARD_ERRORS: f64 = 2.0;
+/// How many times as often as the other members of its group a hot member is contended.
+pub const ASYMMETRY: f64 = 2.0;
+/// The least share of a lock's trylocks that fail for a trylock spin.
+pub const TRY_FAILURE_RATIO: f64 = 0.5;
+/// The least failed trylocks per acquisition for a trylock spin: a caller that tries once
+/// and then blocks fails at most once per acquisition.
+pub const TRY_FAILURES_PER_ACQUISITION: f64 = 2.0;
+/// A stage waiting at least this share of its time (waiting over work and waiting)...
+pub const STAGE_WAITING: f64 = 0.30;
+/// ...while another waits at most this share is imbalanced.
+pub const STAGE_COMPUTING: f64 = 0.10;
+/// The least waiting of the waiting stage, and work of the computing one (ns).
+pub const MIN_STAGE_NS: u64 = 100_000_000;
+/// Threads of one start routine are imbalanced when the most loaded one's work exceeds the
+/// least loaded one's by more than this share...
+pub const THREAD_IMBALANCE: f64 = 0.20;
+/// ...by at least this much (ns)...
+pub const MIN_IMBALANCE_NS: u64 = 50_000_000;
+/// ...and by at least this share of their mean work.
+pub const MIN_IMBALANCE_OF_MEAN: f64 = 0.10;
+/// What one uncontended lock and unlock costs, about (ns: glibc's mutex pair on current
+/// x86-64, docs/benchmarks.md), to weigh a lock's acquisitions against running time.
+pub const LOCK_PAIR_NS: f64 = 20.0;
+/// The least share of the threads' running time that a lock's acquisitions, at
+/// [`LOCK_PAIR_NS`] each, must cost for lock overhead.
+pub const MIN_OVERHEAD_SHARE: f64 = 0.001;
+/// A lock whose high phases cover less than this share of the run is phased...
+pub const MAX_HIGH_COVERAGE: f64 = 0.80;
+/// ...when they hold at least this share of its waiting (pressure times length): the
+/// contention belongs to them. (A partial last interval of a few hundred microseconds in
+/// which one wait ended read 15% pressure, and made a phase of 0.03% of the run.)
+pub const MIN_HIGH_WAITING_SHARE: f64 = 0.5;
+
+/// What a finding diagnoses. Ordered as findings are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    LongCriticalSections,
+    CoarseLock,
+    AsymmetricContention,
+    TrylockSpin,
+    LockOverhead,
+    PhasedContention,
+    LoadImbalance,
+}
+
+impl Kind {
+    /// The stable, machine-readable name (JSON `kind`).
+    pub fn id(self) -> &'static str {
+        match self {
+            Kind::LongCriticalSections => "long_critical_sections",
+            Kind::CoarseLock => "coarse_lock",
+            Kind::AsymmetricContention => "asymmetric_contention",
+            Kind::TrylockSpin => "trylock_spin",
+            Kind::LockOverhead => "lock_overhead",
+            Kind::PhasedContention => "phased_contention",
+            Kind::LoadImbalance => "load_imbalance",
+        }
+    }
+
+    /// The name in words.
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::LongCriticalSections => "long critical sections",
+            Kind::CoarseLock => "coarse lock",
+            Kind::AsymmetricContention => "asymmetric contention",
+            Kind::TrylockSpin => "trylock spin",
+            Kind::LockOverhead => "lock overhead",
+            Kind::PhasedContention => "phased contention",
+            Kind::LoadImbalance => "load imbalance",
+        }
+    }
+}
+
+/// One number (or name) of a finding's evidence; the view formats it by its type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Count(u64),
+    /// A duration, or a time from the run's start.
+    Ns(u64),
+    /// A fraction, shown as a percentage.
+    Share(f64),
+    PerSecond(f64),
+    /// A ratio of two numbers, shown as `2.5x`.
+    Factor(f64),
+    Name(String),
+    /// An identifier (a thread's), shown as it is.
+    Id(u64),
+    /// Threads per start routine.
+    Threads(Vec<(String, u64)>),
+}
+
+/// One diagnosis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub kind: Kind,
+    /// The lock or group as the lock view names it, or the start routines.
+    pub subject: String,
+    pub pid: u32,
+    /// The kind of the lock (none for load imbalance).
+    pub lock_kind: Option<WaitKind>,
+    /// The lock view's names (locks and groups) the finding is about: what `--lock` selects.
+    pub locks: Vec<String>,
+    /// The numbers, by key (the JSON keys; durations end in `_ns`).
+    pub evidence: Vec<(&'static str, Value)>,
+    /// The evidence and the fix in words: templates whose `{key}`s stand for the entries of
+    /// `evidence` (the view fills them in).
+    pub text: String,
+    pub fix: String,
+}
+
+impl Finding {
+    /// The evidence under `key`.
+    pub fn value(&self, key: &str) -> Option<&Value> {
+        self.evidence
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+    }
+}
+
+/// The findings of the processes `filter` selects (a thread filter selects its process:
+/// findings are about locks and stages, not one thread), with `table` their lock table and
+/// `timeline` the timeline of all their locks ([`super::timeline::of_every_lock`]; none when not laid out).
+pub fn findings(
+    profile: &Profile,
+    filter: Filter,
+    table: &LockTable,
+    timeline: Option<&Timeline>,
+    thresholds: Thresholds,
+    symbolizer: &mut Symbolizer,
+) -> Result<Vec<Finding>, AttributionError> {
+    let selected = select_processes(profile, filter)?;
+    let procs: Vec<&ProcessProfile> = selected.iter().map(|&p| &profile.processes[p]).collect();
+    let mut out = lock_findings(table, &wall_times(&procs), thresholds);
+    out.extend(timeline.map_or_else(Vec::new, phase_findings));
+    out.extend(imbalance_findings(&thread_loads(&procs, symbolizer)));
+    out.sort_by_key(|f| f.kind);
+    Ok(out)
+}
+
+/// `part / whole` (0 when `whole` is 0).
+fn ratio(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        part / whole
+    } else {
+        0.0
+    }
+}

@@ -1,0 +1,767 @@
+//! The findings' rules, case by case: tables, phases and thread loads built by hand.
+
+use super::imbalance::{imbalance_findings, split_threads, Stage, ThreadLoad};
+use super::lock_rules::{element_name, lock_findings};
+use super::phases::phase_findings;
+use super::*;
+use crate::attribution::locks::{Counts, LockGroup, LockRow, LockTable, Naming, Site};
+use crate::attribution::timeline::{LockSeries, Phase, Timeline};
+use crate::format::{LockStats, WaitKind};
+use std::collections::{HashMap, HashSet};
+
+const SECOND: u64 = 1_000_000_000;
+const PID: u32 = 7;
+
+fn site(caller: &str, function: &str) -> Site {
+    Site {
+        caller: caller.to_owned(),
+        lock_function: function.to_owned(),
+    }
+}
+
+/// `rows` in a process that ran 10 ms in all, so that their acquisitions' cost, not
+/// their running time, decides lock overhead.
+fn briefly(rows: Vec<LockRow>) -> Vec<LockRow> {
+    rows.into_iter()
+        .map(|r| LockRow {
+            running_ns: 10_000_000,
+            ..r
+        })
+        .collect()
+}
+
+/// A mutex row of process [`PID`] named `name` (by symbol) with `counts`, its pressure
+/// over 10 s of running time.
+fn row(name: &str, counts: Counts) -> LockRow {
+    let running_ns = 10 * SECOND;
+    LockRow {
+        pid: PID,
+        address: 0x1000,
+        kind: Some(WaitKind::Mutex),
+        name: name.to_owned(),
+        naming: Naming::Symbol,
+        group: None,
+        instances: 1,
+        pressure: Some(counts.runtime.wait_ns as f64 / running_ns as f64),
+        counts,
+        running_ns,
+        waiters: Vec::new(),
+        holders: Vec::new(),
+        pairs: Vec::new(),
+        inside: Vec::new(),
+        try_site: None,
+    }
+}
+
+/// Counts of `acquisitions` (from `samples` sampled ones), `contended` of them, each
+/// wait `wait_each` ns.
+fn counts(acquisitions: u64, samples: u64, contended: u64, wait_each: u64) -> Counts {
+    Counts {
+        runtime: LockStats {
+            acquisitions,
+            acquisition_samples: samples,
+            contended,
+            contended_measured: contended,
+            wait_ns: contended * wait_each,
+            ..LockStats::default()
+        },
+        ..Counts::default()
+    }
+}
+
+fn table(locks: Vec<LockRow>) -> LockTable {
+    LockTable {
+        available: true,
+        locks,
+        groups: Vec::new(),
+        running_ns: 10 * SECOND,
+        acquisitions_counted: true,
+        untabled_events: 0,
+    }
+}
+
+/// `table` with one group of all its rows, named `name`.
+fn grouped(mut locks: Vec<LockRow>, name: &str) -> LockTable {
+    let mut sum = Counts::default();
+    for l in &mut locks {
+        l.group = Some(name.to_owned());
+        sum.runtime.acquisitions += l.counts.runtime.acquisitions;
+        sum.runtime.acquisition_samples += l.counts.runtime.acquisition_samples;
+        sum.runtime.contended += l.counts.runtime.contended;
+        sum.runtime.wait_ns += l.counts.runtime.wait_ns;
+    }
+    let mut t = table(locks);
+    t.groups.push(LockGroup {
+        pid: PID,
+        name: name.to_owned(),
+        kind: Some(WaitKind::Mutex),
+        members: (0..t.locks.len()).collect(),
+        pressure: Some(sum.runtime.wait_ns as f64 / t.running_ns as f64),
+        counts: sum,
+    });
+    t
+}
+
+/// The findings of `t` for a process of `wall` seconds, default thresholds.
+fn found(t: &LockTable, wall: u64) -> Vec<Finding> {
+    let walls = HashMap::from([(PID, wall * SECOND)]);
+    let mut f = lock_findings(t, &walls, Thresholds::default());
+    f.sort_by_key(|f| f.kind);
+    f
+}
+
+fn kinds(f: &[Finding]) -> Vec<(Kind, &str)> {
+    f.iter().map(|f| (f.kind, f.subject.as_str())).collect()
+}
+
+fn share(f: &Finding, key: &str) -> f64 {
+    match f.value(key) {
+        Some(Value::Share(v) | Value::PerSecond(v) | Value::Factor(v)) => *v,
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+fn name<'a>(f: &'a Finding, key: &str) -> &'a str {
+    match f.value(key) {
+        Some(Value::Name(v)) => v,
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+#[test]
+fn few_contended_acquisitions_are_long_critical_sections_naming_the_code_inside() {
+    // 400 acquisitions in 2 s, 350 contended, 5 ms each: pressure 17.5%.
+    let mut r = row("config_lock", counts(30, 3, 350, 5_000_000));
+    r.inside = vec![
+        (site("reload_config", "parse"), 900),
+        (site("reload_config", ""), 100),
+    ];
+    r.holders = vec![(site("reload_config", "pthread_mutex_unlock"), 5)];
+    let f = found(&table(vec![r]), 2);
+    assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "config_lock")]);
+    let f = &f[0];
+    assert_eq!(
+        f.value("acquisitions"),
+        Some(&Value::Count(350)),
+        "never below the contended"
+    );
+    assert_eq!(share(f, "contention_rate"), 1.0);
+    assert_eq!(share(f, "acquisitions_per_s"), 175.0);
+    assert_eq!(
+        name(f, "holders_compute_in"),
+        "parse <- reload_config (90%), reload_config (10%)"
+    );
+    assert!(f.fix.contains("{holders_compute_in}"), "{}", f.fix);
+}
+
+#[test]
+fn without_code_inside_the_fix_names_where_the_holds_end() {
+    let mut r = row("config_lock", counts(30, 3, 350, 5_000_000));
+    r.holders = vec![
+        (site("reload_config", "pthread_mutex_unlock"), 5),
+        (site("other", "pthread_mutex_unlock"), 1),
+    ];
+    let f = found(&table(vec![r]), 2);
+    assert_eq!(
+        name(&f[0], "holds_end_in"),
+        "reload_config -> pthread_mutex_unlock"
+    );
+}
+
+#[test]
+fn many_contended_acquisitions_are_a_coarse_lock() {
+    let f = found(
+        &table(vec![row(
+            "stats_lock",
+            counts(2_000_000, 5000, 600_000, 2000),
+        )]),
+        2,
+    );
+    assert_eq!(kinds(&f), [(Kind::CoarseLock, "stats_lock")]);
+    assert!((share(&f[0], "contention_rate") - 0.3).abs() < 1e-9);
+    assert_eq!(share(&f[0], "acquisitions_per_s"), 1_000_000.0);
+}
+
+#[test]
+fn contention_needs_pressure_contended_acquisitions_and_the_rate() {
+    // 3 acquisitions, 1 contended: noise, however long the wait.
+    let noise = found(&table(vec![row("a", counts(3, 1, 1, 5 * SECOND))]), 2);
+    assert!(noise.is_empty(), "{noise:?}");
+    // 19 contended (one short of the minimum), 20.
+    let one = |c: Counts| found(&table(vec![row("a", c)]), 2);
+    let f = one(counts(100, 1, 19, 100_000_000));
+    assert!(f.is_empty(), "{f:?}");
+    let f = one(counts(100, 1, 20, 100_000_000));
+    assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "a")]);
+    // Pressure just under 1% (of 10 s), and at 1%.
+    let f = one(counts(100, 1, 50, 1_999_999));
+    assert!(f.is_empty(), "{f:?}");
+    let f = one(counts(100, 1, 50, 2_000_000));
+    assert_eq!(f.len(), 1);
+    // A contention rate just under 10%: not contended, and too rare for overhead; at
+    // 10%.
+    let f = one(counts(1001, 20, 100, 10_000_000));
+    assert!(f.is_empty(), "{f:?}");
+    let f = one(counts(1000, 20, 100, 10_000_000));
+    assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "a")]);
+    // The rate threshold splits the two kinds: 1999 and 2000 acquisitions in 2 s.
+    let f = one(counts(1999, 50, 500, 1_000_000));
+    assert_eq!(f[0].kind, Kind::LongCriticalSections);
+    let f = one(counts(2000, 50, 500, 1_000_000));
+    assert_eq!(f[0].kind, Kind::CoarseLock);
+}
+
+#[test]
+fn long_critical_sections_need_holds_as_long_as_the_waits() {
+    // 350 waits of 5 ms behind holds of 1.25 ms with up to 2 waiters: 2 x 2.5 ms.
+    let mut c = counts(30, 3, 350, 5_000_000);
+    (
+        c.runtime.timed_holds,
+        c.runtime.contended_hold_ns,
+        c.runtime.peak_waiters,
+    ) = (100, 125_000_000, 2);
+    let f = found(&table(vec![row("q", c.clone())]), 2);
+    assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "q")]);
+    assert_eq!(f[0].value("hold_avg_ns"), Some(&Value::Ns(1_250_000)));
+    // Holds of 1.2 ms: the waits were mostly for something else (a CPU).
+    c.runtime.contended_hold_ns = 120_000_000;
+    let f = found(&table(vec![row("q", c.clone())]), 2);
+    assert!(f.is_empty(), "{f:?}");
+    // A coarse lock needs no such proof: many acquisitions, mostly contended.
+    c.runtime.acquisitions = 100_000;
+    c.runtime.acquisition_samples = 400;
+    c.runtime.contended = 60_000;
+    c.runtime.wait_ns = 60_000 * 5_000_000;
+    let f = found(&table(vec![row("q", c)]), 2);
+    assert_eq!(kinds(&f), [(Kind::CoarseLock, "q")]);
+}
+
+#[test]
+fn a_rare_locks_rate_made_too_high_by_its_estimate_needs_real_waiting() {
+    // 2000 acquisitions, 100 contended (5%), estimated from 3 samples as 400 (25%): no
+    // finding unless the waits cost, and then long holds are what it has.
+    let f = found(&table(vec![row("a", counts(400, 3, 100, 100_000))]), 2);
+    assert!(f.is_empty(), "pressure 0.1%: {f:?}");
+    let mut c = counts(400, 3, 100, 2_000_000);
+    (
+        c.runtime.timed_holds,
+        c.runtime.contended_hold_ns,
+        c.runtime.peak_waiters,
+    ) = (100, 99_000_000, 1);
+    let f = found(&table(vec![row("a", c.clone())]), 2);
+    assert!(f.is_empty(), "waits of 2 ms behind holds of 0.99 ms: {f:?}");
+    c.runtime.contended_hold_ns = 100_000_000;
+    let f = found(&table(vec![row("a", c)]), 2);
+    assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "a")]);
+}
+
+#[test]
+fn an_uncontended_table_has_no_findings() {
+    let t = table(vec![
+        row("a", counts(500, 4, 0, 0)),
+        row("b", counts(100, 2, 0, 0)),
+        row("c", counts(0, 0, 0, 0)),
+    ]);
+    assert!(found(&t, 2).is_empty());
+    assert!(found(&grouped(t.locks.clone(), "x[]"), 2).is_empty());
+}
+
+#[test]
+fn frequent_uncontended_acquisitions_are_lock_overhead_at_the_low_edge_of_the_estimate() {
+    // 4000 acquisitions in 2 s from 100 samples: 2000/s, 1600/s at two standard errors.
+    let a = |c| table(briefly(vec![row("a", c)]));
+    let f = found(&a(counts(4000, 100, 10, 1000)), 2);
+    assert_eq!(kinds(&f), [(Kind::LockOverhead, "a")]);
+    assert!((share(&f[0], "acquisitions_per_s_low") - 1600.0).abs() < 1e-6);
+    // 2500 from 100 samples: 1250/s, but 1000/s is within the error.
+    let f = found(&a(counts(2500, 100, 0, 0)), 2);
+    assert_eq!(f.len(), 1, "exactly 1000/s at the low edge");
+    let f = found(&a(counts(2490, 100, 0, 0)), 2);
+    assert!(f.is_empty(), "{f:?}");
+    // The same rate in 10 s of running time costs 0.06% of it: no problem.
+    let f = found(&table(vec![row("a", counts(4000, 100, 10, 1000))]), 2);
+    assert!(f.is_empty(), "{f:?}");
+    // A large estimate from 9 samples says nothing.
+    let f = found(&table(vec![row("a", counts(900_000, 9, 0, 0))]), 2);
+    assert!(f.is_empty(), "{f:?}");
+    // Uncounted acquisitions say nothing either.
+    let mut t = table(vec![row("a", counts(900_000, 1000, 0, 0))]);
+    t.acquisitions_counted = false;
+    assert!(found(&t, 2).is_empty());
+}
+
+#[test]
+fn lock_overhead_is_found_only_through_the_group_and_not_again_for_members() {
+    // 100 locks of 1500 acquisitions each in 2 s (750/s), 6 samples each.
+    let members: Vec<LockRow> = briefly(
+        (0..100)
+            .map(|i| row(&format!("objects+{:#x}", i * 64), counts(1500, 6, 0, 0)))
+            .collect(),
+    );
+    let f = found(&table(members.clone()), 2);
+    assert!(f.is_empty(), "no member on its own: {f:?}");
+    let t = grouped(members, "objects[]");
+    let f = found(&t, 2);
+    assert_eq!(kinds(&f), [(Kind::LockOverhead, "objects[]")]);
+    assert_eq!(f[0].value("members_over_rate"), Some(&Value::Count(0)));
+    assert!(
+        f[0].text.contains("found only through the group"),
+        "{}",
+        f[0].text
+    );
+    // A member over the rate on its own: the group's finding stands for it.
+    let mut members = t.locks.clone();
+    members[3].counts = counts(100_000, 400, 0, 0);
+    let f = found(&grouped(members, "objects[]"), 2);
+    assert_eq!(kinds(&f), [(Kind::LockOverhead, "objects[]")]);
+    assert_eq!(f[0].value("members_over_rate"), Some(&Value::Count(1)));
+}
+
+/// A group of 16 buckets with `hot` acquisitions (`hot_contended` contended) of bucket 0
+/// and `cold` (`cold_contended`) of each other one, 2 ms waits, 40 bytes apart.
+fn buckets(hot: u64, hot_contended: u64, cold: u64, cold_contended: u64) -> LockTable {
+    let mut locks = vec![row(
+        "buckets",
+        counts(hot, hot / 256, hot_contended, 200_000),
+    )];
+    for i in 1..16 {
+        let c = counts(cold, cold / 256, cold_contended, 200_000);
+        locks.push(row(&format!("buckets+{:#x}", i * 40), c));
+    }
+    grouped(locks, "buckets[]")
+}
+
+#[test]
+fn a_hot_member_is_asymmetric_contention_and_nothing_else_of_its_group() {
+    // Bucket 0: 30% of 256 000; the others 5% of 25 600 each.
+    let t = buckets(256_000, 76_800, 25_600, 1280);
+    let f = found(&t, 2);
+    assert_eq!(kinds(&f), [(Kind::AsymmetricContention, "buckets[]")]);
+    let f = &f[0];
+    assert_eq!(name(f, "member"), "buckets");
+    assert_eq!(name(f, "element"), "buckets[0]");
+    assert!((share(f, "factor") - 6.0).abs() < 1e-9);
+    assert_eq!(f.locks, ["buckets[]", "buckets"]);
+    // The others as hot as bucket 0 is: a coarse group, no asymmetry.
+    let f = found(&buckets(256_000, 76_800, 25_600, 7680), 2);
+    assert_eq!(kinds(&f), [(Kind::CoarseLock, "buckets[]")]);
+}
+
+#[test]
+fn asymmetry_must_hold_at_the_edges_of_the_estimates() {
+    // Twice as contended by the point estimates (20% against 10%), but not beyond
+    // their errors.
+    let f = found(&buckets(25_600, 5120, 25_600, 2560), 2);
+    assert!(
+        f.iter().all(|f| f.kind != Kind::AsymmetricContention),
+        "{f:?}"
+    );
+    // Three times: beyond them.
+    let f = found(&buckets(25_600, 7680, 25_600, 2560), 2);
+    assert_eq!(f[0].kind, Kind::AsymmetricContention, "{f:?}");
+    // A hot member under the contention threshold is no problem.
+    let f = found(&buckets(256_000, 12_800, 25_600, 128), 2);
+    assert!(
+        f.iter().all(|f| f.kind != Kind::AsymmetricContention),
+        "{f:?}"
+    );
+}
+
+#[test]
+fn array_elements_are_numbered_by_the_members_distances() {
+    // A mutex at offset 8 of 72-byte elements, elements 0, 2 and 3.
+    let locks = ["w+0x8", "w+0x98", "w+0xe0"]
+        .iter()
+        .map(|n| row(n, Counts::default()))
+        .collect();
+    let t = grouped(locks, "w[]");
+    let g = &t.groups[0];
+    let names: Vec<Option<String>> = (0..3).map(|m| element_name(&t, g, m)).collect();
+    assert_eq!(
+        names,
+        [
+            Some("w[0]".into()),
+            Some("w[2]".into()),
+            Some("w[3]".into())
+        ]
+    );
+    let mut t = t;
+    t.locks[1].naming = Naming::InitSite;
+    assert_eq!(element_name(&t, &t.groups[0], 0), None);
+}
+
+fn trylocks(failed: u64, acquired: u64, acquisitions: u64, contended: u64) -> Counts {
+    let mut c = counts(acquisitions, acquisitions / 256, contended, 1000);
+    (c.runtime.try_failed, c.runtime.try_acquired) = (failed, acquired);
+    c
+}
+
+#[test]
+fn many_failed_trylocks_per_acquisition_are_a_trylock_spin_named_by_its_site() {
+    let mut r = row("slot_lock", trylocks(30_000_000, 50, 100, 0));
+    r.try_site = Some(site("poll_for_slot", "pthread_mutex_trylock"));
+    let f = found(&table(vec![r.clone()]), 2);
+    assert_eq!(kinds(&f), [(Kind::TrylockSpin, "slot_lock")]);
+    assert_eq!(
+        name(&f[0], "site"),
+        "poll_for_slot -> pthread_mutex_trylock"
+    );
+    assert!(f[0].fix.contains("{site}"));
+    // Several sites (or an older profile): found, naming none.
+    r.try_site = None;
+    let f = found(&table(vec![r]), 2);
+    assert_eq!(kinds(&f), [(Kind::TrylockSpin, "slot_lock")]);
+    assert_eq!(f[0].value("site"), None);
+    assert!(!f[0].fix.contains('{'), "{}", f[0].fix);
+}
+
+#[test]
+fn a_trylock_before_blocking_is_no_spin() {
+    // Each contended acquisition tried once first: 75% of tries fail, one failure per
+    // contended acquisition (a coarse lock, not a spin).
+    let f = found(
+        &table(vec![row(
+            "stats",
+            trylocks(750_000, 250_000, 1_000_000, 750_000),
+        )]),
+        2,
+    );
+    assert_eq!(kinds(&f), [(Kind::CoarseLock, "stats")]);
+    // The same with the acquisitions under-estimated: the contended ones bound them.
+    let f = found(&table(vec![row("stats", trylocks(7000, 10, 100, 6990))]), 2);
+    assert!(f.iter().all(|f| f.kind != Kind::TrylockSpin), "{f:?}");
+    // 1999 failures in 2 s: under the rate; half the tries fail, twice per acquisition.
+    let f = found(&table(vec![row("t", trylocks(1999, 1999, 999, 0))]), 2);
+    assert!(f.is_empty(), "{f:?}");
+    let f = found(&table(vec![row("t", trylocks(2000, 2000, 1000, 0))]), 2);
+    assert_eq!(kinds(&f), [(Kind::TrylockSpin, "t")]);
+    let f = found(&table(vec![row("t", trylocks(2000, 2001, 1000, 0))]), 2);
+    assert!(f.is_empty(), "under half: {f:?}");
+    let f = found(&table(vec![row("t", trylocks(2000, 2000, 1001, 0))]), 2);
+    assert!(f.is_empty(), "under two per acquisition: {f:?}");
+    // Without counted acquisitions nothing tells a spin from a try before blocking.
+    let mut t = table(vec![row("t", trylocks(2_000_000, 0, 0, 0))]);
+    t.acquisitions_counted = false;
+    assert!(found(&t, 2).is_empty());
+}
+
+#[test]
+fn no_lock_data_no_wall_time_no_lock_findings() {
+    let t = table(vec![row(
+        "stats_lock",
+        counts(2_000_000, 5000, 600_000, 2000),
+    )]);
+    assert!(lock_findings(&t, &HashMap::new(), Thresholds::default()).is_empty());
+    let old = LockTable::default();
+    assert!(found(&old, 2).is_empty());
+}
+
+#[test]
+fn events_are_not_locks() {
+    let mut r = row("not_full", counts(0, 0, 5000, 1_000_000));
+    r.kind = Some(WaitKind::CondVar);
+    r.pressure = None;
+    assert!(found(&table(vec![r]), 2).is_empty());
+}
+
+/// A phase from `start_ms` to `end_ms`, in a timeline of 1 ms intervals.
+fn phase(start_ms: u64, end_ms: u64, pressure: f64, high: bool) -> Phase {
+    Phase {
+        start: start_ms as usize,
+        end: end_ms as usize,
+        high,
+        pressure,
+    }
+}
+
+/// The findings of a timeline of 1 ms intervals whose one lock has `phases`.
+fn phased(phases: Vec<Phase>) -> Vec<Finding> {
+    let intervals = phases.last().map_or(0, |p| p.end);
+    let lock = LockSeries {
+        pid: PID,
+        address: 0x1000,
+        name: "phase_lock".into(),
+        kind: Some(WaitKind::Mutex),
+        wait_ns: Vec::new(),
+        blame_ns: Vec::new(),
+        acquisitions: None,
+        try_failed: None,
+        pressure: Vec::new(),
+        phases,
+        overall_pressure: 0.3,
+        peak_pressure: 0.0,
+    };
+    let timeline = Timeline {
+        interval_ns: 1_000_000,
+        intervals,
+        origin_ns: 0,
+        end_ns: intervals as u64 * 1_000_000,
+        threshold: 0.1,
+        running_ns: Vec::new(),
+        work_ns: Vec::new(),
+        wait_ns: Vec::new(),
+        locks: vec![lock],
+        threads: Vec::new(),
+        timed: true,
+        acquisitions_known: false,
+    };
+    phase_findings(&timeline)
+}
+
+#[test]
+fn a_lock_high_in_part_of_the_run_is_phased() {
+    let f = phased(vec![
+        phase(0, 1000, 0.6, true),
+        phase(1000, 2000, 0.001, false),
+    ]);
+    assert_eq!(kinds(&f), [(Kind::PhasedContention, "phase_lock")]);
+    assert_eq!(f[0].lock_kind, Some(WaitKind::Mutex));
+    assert!((share(&f[0], "high_share_of_run") - 0.5).abs() < 1e-9);
+    assert_eq!(
+        f[0].value("first_high_end_ns"),
+        Some(&Value::Ns(1_000_000_000))
+    );
+    // High 80% of the run: not a phase, the lock's contention throughout.
+    let f = phased(vec![phase(0, 800, 0.6, true), phase(800, 1000, 0.0, false)]);
+    assert!(f.is_empty(), "{f:?}");
+    let f = phased(vec![phase(0, 799, 0.6, true), phase(799, 1000, 0.0, false)]);
+    assert_eq!(f.len(), 1);
+    // Only high, only low, none (an older profile).
+    assert!(phased(vec![phase(0, 1000, 0.6, true)]).is_empty());
+    assert!(phased(vec![phase(0, 1000, 0.01, false)]).is_empty());
+    assert!(phased(Vec::new()).is_empty());
+}
+
+/// A thread of `routine` that lived 2 s.
+fn load(tid: u32, routine: &str, work_ms: u64, wait_ms: u64) -> ThreadLoad {
+    ThreadLoad {
+        pid: PID,
+        tid,
+        routine: routine.to_owned(),
+        work_ns: work_ms * 1_000_000,
+        wait_ns: wait_ms * 1_000_000,
+        life_ns: Some(2 * SECOND),
+    }
+}
+
+/// [`load`] for a thread that lived `life_ms`.
+fn lived(tid: u32, work_ms: u64, wait_ms: u64, life_ms: u64) -> ThreadLoad {
+    ThreadLoad {
+        life_ns: Some(life_ms * 1_000_000),
+        ..load(tid, "w", work_ms, wait_ms)
+    }
+}
+
+#[test]
+fn a_stage_waiting_while_another_computes_is_imbalance_with_a_split_by_work() {
+    let loads = [
+        load(1, "parse", 130, 1800),
+        load(2, "parse", 130, 1800),
+        load(3, "parse", 130, 1800),
+        load(4, "render", 520, 40),
+        load(5, "render", 520, 40),
+        load(6, "render", 520, 40),
+    ];
+    let f = imbalance_findings(&loads);
+    assert_eq!(kinds(&f), [(Kind::LoadImbalance, "parse vs render")]);
+    let split = f[0].value("suggested_threads");
+    let want = vec![("parse".to_owned(), 1), ("render".to_owned(), 5)];
+    assert_eq!(split, Some(&Value::Threads(want)));
+    // The computing stage waiting 10%, and just over.
+    let mut loads = loads;
+    for l in &mut loads[3..] {
+        l.wait_ns = l.work_ns / 9;
+    }
+    assert_eq!(imbalance_findings(&loads).len(), 1);
+    for l in &mut loads[3..] {
+        l.wait_ns += 1_000_000;
+    }
+    assert!(imbalance_findings(&loads).is_empty());
+}
+
+fn stage<'a>(routine: &'a str, threads: &'a [ThreadLoad], work_ns: u64) -> Stage<'a> {
+    Stage {
+        routine,
+        threads: threads.iter().collect(),
+        work_ns,
+        wait_ns: 0,
+    }
+}
+
+#[test]
+fn a_split_keeps_the_thread_count_and_a_thread_per_stage() {
+    let loads: Vec<ThreadLoad> = (0..3).map(|i| load(i, "x", 1, 0)).collect();
+    let seats =
+        |stages: &[Stage]| -> Vec<u64> { split_threads(stages).iter().map(|s| s.1).collect() };
+    let stages = [
+        stage("a", &loads[..1], 1),
+        stage("b", &loads[1..2], 1),
+        stage("c", &loads[2..], 1_000_000),
+    ];
+    assert_eq!(seats(&stages), [1, 1, 1], "one each, however little work");
+    let stages = [stage("a", &loads[..2], 3), stage("b", &loads[2..], 1)];
+    assert_eq!(seats(&stages), [2, 1]);
+    let stages = [stage("a", &loads[..1], 1), stage("b", &loads[1..], 3)];
+    assert_eq!(seats(&stages), [1, 2]);
+}
+
+#[test]
+fn balanced_stages_and_threads_are_no_imbalance() {
+    // All waiting alike (a latency-bound pipeline), or all computing.
+    let f = imbalance_findings(&[load(1, "parse", 130, 1800), load(2, "render", 500, 900)]);
+    assert!(f.is_empty(), "{f:?}");
+    let f = imbalance_findings(&[
+        load(1, "w", 790, 0),
+        load(2, "w", 785, 0),
+        load(3, "w", 821, 0),
+        load(4, "x", 10, 0),
+    ]);
+    assert!(f.is_empty(), "{f:?}");
+    // Short stages: their time is too short to tell.
+    let f = imbalance_findings(&[load(1, "a", 1, 90), load(2, "b", 90, 0)]);
+    assert!(f.is_empty(), "{f:?}");
+    // A dispatcher waiting for requests while two workers compute: it already has the
+    // one thread the split would give it.
+    let f = imbalance_findings(&[
+        load(1, "dispatch", 50, 1900),
+        load(2, "work", 1900, 50),
+        load(3, "work", 1900, 50),
+    ]);
+    assert!(f.is_empty(), "{f:?}");
+}
+
+#[test]
+fn threads_of_one_routine_with_uneven_work_are_imbalance() {
+    // The lighter thread ended sooner (fork-join), or waited (a barrier).
+    let f = imbalance_findings(&[lived(1, 400, 0, 1800), lived(2, 600, 0, 2000)]);
+    assert_eq!(kinds(&f), [(Kind::LoadImbalance, "w")]);
+    assert_eq!(f[0].value("max_work_tid"), Some(&Value::Id(2)));
+    let f = imbalance_findings(&[lived(1, 400, 100, 2000), lived(2, 600, 0, 2000)]);
+    assert_eq!(f.len(), 1);
+    // Unequal shares of the CPUs, both runnable all along: the scheduler's doing.
+    let f = imbalance_findings(&[lived(1, 400, 99, 2000), lived(2, 600, 0, 2000)]);
+    assert!(f.is_empty(), "{f:?}");
+    // 20% more exactly: not more than 20%.
+    let f = imbalance_findings(&[lived(1, 500, 0, 1000), lived(2, 600, 0, 2000)]);
+    assert!(f.is_empty(), "{f:?}");
+    // Over 20% but under 50 ms.
+    let f = imbalance_findings(&[lived(1, 100, 0, 1000), lived(2, 149, 0, 2000)]);
+    assert!(f.is_empty(), "{f:?}");
+    // Threads that mostly wait have time to spare, whatever their work.
+    let f = imbalance_findings(&[lived(1, 260, 1700, 2000), lived(2, 400, 1500, 2000)]);
+    assert!(f.is_empty(), "{f:?}");
+    // One thread.
+    assert!(imbalance_findings(&[load(1, "w", 100, 0)]).is_empty());
+}
+
+/// A process of stages `parse` (three threads waiting on a condition variable most of
+/// their time) and `render` (two computing), its main thread waiting to join them: read
+/// from its samples, through [`findings`].
+#[test]
+fn stages_are_read_from_the_samples_without_joins_or_the_main_thread() {
+    use crate::attribution::testutil::{add_flagged, app, process};
+    use crate::format::read::ThreadInfo;
+    let ms = 1_000_000;
+    let mut p = process(PID, &["work", "idleness"]);
+    p.version = crate::format::FORMAT_VERSION;
+    let stage = |tid, routine| ThreadInfo {
+        tid,
+        start_routine: Some(app(routine)),
+        start_ns: Some(0),
+        end_ns: Some(2 * SECOND),
+        ..Default::default()
+    };
+    p.threads
+        .extend([stage(11, 0x60), stage(12, 0x60), stage(13, 0x60)]);
+    p.threads.extend([stage(21, 0x70), stage(22, 0x70)]);
+    let condvar = WaitKind::CondVar.flags();
+    let join = WaitKind::Join.flags();
+    for tid in [11, 12, 13] {
+        add_flagged(&mut p, tid, 0, &[app(0x60)], 100 * ms, 0);
+        add_flagged(&mut p, tid, 1, &[app(0x60)], 900 * ms, condvar);
+    }
+    for tid in [21, 22] {
+        add_flagged(&mut p, tid, 0, &[app(0x70)], 1500 * ms, 0);
+        // A join does not count: it would make the renderers wait as long.
+        add_flagged(&mut p, tid, 1, &[app(0x70)], 1500 * ms, join);
+    }
+    // Main waits 2 s in joins: not a stage, and no waiting.
+    add_flagged(&mut p, PID, 1, &[app(0x30)], 2 * SECOND, join);
+    let profile = Profile {
+        path: "test".into(),
+        processes: vec![p],
+        skipped: Vec::new(),
+    };
+    let found = findings(
+        &profile,
+        Filter::default(),
+        &LockTable::default(),
+        None,
+        Thresholds::default(),
+        &mut Symbolizer::new(),
+    )
+    .expect("findings");
+    assert_eq!(found.len(), 1, "{found:?}");
+    let f = &found[0];
+    assert_eq!(f.kind, Kind::LoadImbalance);
+    assert_eq!(f.value("waiting_stage_share"), Some(&Value::Share(0.9)));
+    assert_eq!(f.value("computing_stage_share"), Some(&Value::Share(0.0)));
+    assert_eq!(
+        f.value("computing_stage_work_ns"),
+        Some(&Value::Ns(3 * SECOND))
+    );
+    // 300 ms of parsing against 3 s of rendering: one parser, four renderers.
+    let Some(Value::Threads(split)) = f.value("suggested_threads") else {
+        panic!("{f:?}");
+    };
+    let seats: Vec<u64> = split.iter().map(|s| s.1).collect();
+    assert_eq!(seats, [1, 4], "{split:?}");
+}
+
+/// Every `{key}` of a finding's words names an entry of its evidence.
+#[test]
+fn templates_name_only_their_evidence() {
+    let mut r = row("slot_lock", trylocks(30_000_000, 50, 100, 0));
+    r.try_site = Some(site("poll_for_slot", "pthread_mutex_trylock"));
+    let mut all = found(&table(vec![r]), 2);
+    let mut cs = row("config_lock", counts(30, 3, 350, 5_000_000));
+    (
+        cs.counts.runtime.timed_holds,
+        cs.counts.runtime.contended_hold_ns,
+    ) = (10, 50_000_000);
+    all.extend(found(&table(vec![cs]), 2));
+    all.extend(found(&buckets(256_000, 76_800, 25_600, 1280), 2));
+    all.extend(found(&buckets(256_000, 76_800, 25_600, 7680), 2));
+    let members = briefly(
+        (0..100)
+            .map(|i| row(&format!("o+{:#x}", i * 64), counts(1500, 6, 0, 0)))
+            .collect(),
+    );
+    all.extend(found(&grouped(members, "o[]"), 2));
+    all.extend(phased(vec![
+        phase(0, 1000, 0.6, true),
+        phase(1000, 2000, 0.0, false),
+    ]));
+    all.extend(imbalance_findings(&[
+        load(1, "p", 130, 1800),
+        load(2, "r", 520, 40),
+        load(3, "r", 300, 40),
+    ]));
+    all.extend(imbalance_findings(&[
+        lived(4, 400, 0, 1800),
+        lived(5, 600, 0, 2000),
+    ]));
+    let kinds: HashSet<Kind> = all.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds.len(), 7, "every kind: {kinds:?}");
+    for f in &all {
+        for words in [&f.text, &f.fix] {
+            let mut rest = words.as_str();
+            while let Some(open) = rest.find('{') {
+                let close = rest[open..].find('}').expect("closed") + open;
+                let key = &rest[open + 1..close];
+                assert!(f.value(key).is_some(), "{:?}: no {key} for {words}", f.kind);
+                rest = &rest[close + 1..];
+            }
+        }
+    }
+}

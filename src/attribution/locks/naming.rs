@@ -1,0 +1,178 @@
+//! Naming and grouping locks: a lock by the variable it lies in, the function that
+//! initialised it or the call path of its first wait; call sites of lock functions and
+//! the code holders computed in; groups of locks of one array symbol or site.
+//!
+//! Invariants: names are the lock view's (what `--lock` selects); a group has at least two
+//! members, of one process and kind. Not async-signal-safe (allocates); single-threaded.
+
+use super::{is_lock_kind, Counts, LockGroup, LockRow, Naming, Site};
+use crate::attribution::lock_sites::is_runtime_module;
+use crate::attribution::lock_wrappers::{is_wrapper, named_caller};
+use crate::attribution::symbolize::{CodeAddress, Symbolizer};
+use crate::attribution::{Loc, Names};
+use crate::format::read::ProcessProfile;
+use crate::format::WaitKind;
+use std::collections::HashMap;
+
+/// `symbol` or `symbol+0xOFF` of the variable the lock lies in.
+pub(super) fn symbol_name(
+    proc: &ProcessProfile,
+    address: u64,
+    symbolizer: &mut Symbolizer,
+) -> Option<String> {
+    let module = proc
+        .modules
+        .iter()
+        .find(|m| (m.start..m.end).contains(&address))?;
+    let (name, within) = symbolizer.data_symbol(module, address.checked_sub(module.base)?)?;
+    Some(match within {
+        0 => name,
+        off => format!("{name}+{off:#x}"),
+    })
+}
+
+/// `caller -> pthread_mutex_init` for a lock initialised by a call returning to `site`.
+pub(super) fn init_site_name(
+    proc: &ProcessProfile,
+    site: u64,
+    kind: Option<WaitKind>,
+    symbolizer: &mut Symbolizer,
+) -> Option<String> {
+    let caller = caller_of(proc, site, symbolizer)?;
+    let init = match kind? {
+        WaitKind::Mutex => "pthread_mutex_init",
+        WaitKind::RwLock => "pthread_rwlock_init",
+        WaitKind::Spin => "pthread_spin_init",
+        WaitKind::CondVar => "pthread_cond_init",
+        WaitKind::Semaphore => "sem_init",
+        WaitKind::Barrier => "pthread_barrier_init",
+        WaitKind::Join | WaitKind::Futex => return None,
+    };
+    Some(format!("{caller} -> {init}"))
+}
+
+/// The function a lock function called from return address `site` (absolute) returns to:
+/// past a language's lock wrappers inlined into the user's code (innermost first).
+pub(super) fn caller_of(
+    proc: &ProcessProfile,
+    site: u64,
+    symbolizer: &mut Symbolizer,
+) -> Option<String> {
+    let module = proc
+        .modules
+        .iter()
+        .find(|m| site != 0 && (m.start..m.end).contains(&site))?;
+    let offset = site.checked_sub(module.base)?;
+    let chain = symbolizer.symbolize(Some(module), CodeAddress::ReturnAddress(offset));
+    let user = chain
+        .iter()
+        .find(|f| !is_wrapper(&f.function, f.file.as_deref(), &module.path));
+    Some(user.or(chain.first())?.function.clone())
+}
+
+/// The trylock function of a lock kind.
+pub(super) fn try_function(kind: Option<WaitKind>) -> &'static str {
+    match kind {
+        Some(WaitKind::Spin) => "pthread_spin_trylock",
+        Some(WaitKind::RwLock) => "pthread_rwlock_try*lock",
+        _ => "pthread_mutex_trylock",
+    }
+}
+
+/// The site of a root-first path: the function that called its innermost runtime location
+/// (the lock function, past any language runtime's lock wrappers), and that lock function;
+/// the leaf function when it has none.
+pub(super) fn site_of(locs: &[Loc], names: &Names) -> Site {
+    let is_runtime = |l: &Loc| is_runtime_module(&names.function(l.function).module);
+    let name = |l: &Loc| names.function(l.function).name.clone();
+    match locs.iter().rposition(is_runtime) {
+        Some(i) => Site {
+            caller: named_caller(names, locs, i)
+                .map_or_else(|| "[no caller]".to_owned(), |c| name(&locs[c])),
+            lock_function: name(&locs[i]),
+        },
+        None => Site {
+            caller: locs.last().map_or_else(String::new, name),
+            lock_function: String::new(),
+        },
+    }
+}
+
+/// The code of a root-first path of a CPU sample: its innermost function and that
+/// function's caller (`caller -> function`); runtime frames count as their caller.
+pub(super) fn code_of(locs: &[Loc], names: &Names) -> Site {
+    let is_runtime = |l: &Loc| is_runtime_module(&names.function(l.function).module);
+    let name = |l: &Loc| names.function(l.function).name.clone();
+    let app = match locs.iter().position(is_runtime) {
+        Some(i) => &locs[..i],
+        None => locs,
+    };
+    match app {
+        [] => Site {
+            caller: "[unknown]".to_owned(),
+            lock_function: String::new(),
+        },
+        [only] => Site {
+            caller: name(only),
+            lock_function: String::new(),
+        },
+        [.., caller, leaf] => Site {
+            caller: name(caller),
+            lock_function: name(leaf),
+        },
+    }
+}
+
+/// Groups rows of one process that share an array symbol (`buckets+0x40`, `buckets+0x80`)
+/// or a first-wait site, sets each member's `group`, and returns the groups (by blame,
+/// then waiting, then acquisitions).
+pub(super) fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
+    type Key = (u32, Option<WaitKind>, String);
+    let mut by_key: HashMap<Key, Vec<usize>> = HashMap::new();
+    for (i, l) in locks.iter().enumerate() {
+        let key = match l.naming {
+            Naming::Symbol => l.name.split('+').next().unwrap_or(&l.name).to_owned(),
+            Naming::InitSite | Naming::FirstWait => l.name.clone(),
+            Naming::Address => continue,
+        };
+        by_key.entry((l.pid, l.kind, key)).or_default().push(i);
+    }
+    let mut groups = Vec::new();
+    for ((pid, kind, key), members) in by_key {
+        if members.len() < 2 {
+            continue;
+        }
+        let name = match locks[members[0]].naming {
+            Naming::Symbol => format!("{key}[]"),
+            _ => key,
+        };
+        let mut counts = Counts::default();
+        for &m in &members {
+            counts.add(&locks[m].counts);
+            locks[m].group = Some(name.clone());
+        }
+        let running = locks[members[0]].running_ns;
+        let pressure = kind
+            .filter(|k| is_lock_kind(*k) && running > 0)
+            .map(|_| counts.runtime.wait_ns as f64 / running as f64);
+        groups.push(LockGroup {
+            pid,
+            name,
+            kind,
+            members,
+            counts,
+            pressure,
+        });
+    }
+    groups.sort_by(|a, b| {
+        let rank = |g: &LockGroup| {
+            (
+                g.counts.blame_ns,
+                g.counts.runtime.wait_ns,
+                g.counts.runtime.acquisitions,
+            )
+        };
+        rank(b).cmp(&rank(a)).then_with(|| a.name.cmp(&b.name))
+    });
+    groups
+}
