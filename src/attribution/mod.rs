@@ -19,6 +19,7 @@ pub mod callers;
 pub mod cct;
 pub mod clock;
 pub mod findings;
+pub mod line_costs;
 pub mod loaded;
 pub mod lock_sites;
 pub mod lock_wrappers;
