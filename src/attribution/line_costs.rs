@@ -23,7 +23,10 @@ const LISTED_MATCHES: usize = 5;
 /// The function `query` names, and its ids (one per module it is in), among the functions
 /// of the analysis's paths (see [`match_name`]). No name, or several, is an error naming
 /// the fix.
-pub(crate) fn find_function(analysis: &Analysis, query: &str) -> anyhow::Result<(String, Vec<FunctionId>)> {
+pub(crate) fn find_function(
+    analysis: &Analysis,
+    query: &str,
+) -> anyhow::Result<(String, Vec<FunctionId>)> {
     let mut by_name: BTreeMap<&str, Vec<FunctionId>> = BTreeMap::new();
     let mut seen: HashSet<FunctionId> = HashSet::new();
     for loc in analysis.paths.iter().flat_map(|p| &p.locs) {
@@ -98,7 +101,7 @@ pub(crate) struct Cost {
 }
 
 impl Cost {
-    fn zero(metrics: usize) -> Cost {
+    pub(crate) fn zero(metrics: usize) -> Cost {
         Cost {
             own: vec![0; metrics],
             total: vec![0; metrics],

@@ -23,10 +23,12 @@ use crate::attribution::line_costs::{find_function, line_costs, Cost, Costs};
 use crate::attribution::metrics::{MetricTable, BLAME, IDLENESS, WORK};
 use crate::attribution::symbolize::module_name;
 use crate::attribution::{Analysis, FileId, FunctionId};
+use anyhow::bail;
 use files::{body_lines, read_source, SourceFile};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::ops::RangeInclusive;
+use std::path::Path;
 
 /// The metrics shown when `--metrics` is not given, those of them the profile has.
 pub const DEFAULT_METRICS: [&str; 3] = [WORK, IDLENESS, BLAME];

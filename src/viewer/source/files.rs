@@ -7,7 +7,7 @@
 //!
 //! Not async-signal-safe (allocates, does I/O).
 
-use crate::attribution::symbolize::module_name;
+use std::io;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 

@@ -3,7 +3,7 @@
 //!
 //! Not async-signal-safe (allocates, does I/O).
 
-use super::{Cost, Listing};
+use super::{Cost, Listing, Row};
 use crate::attribution::metrics::MetricTable;
 use crate::attribution::Analysis;
 use crate::viewer::json::Values;
