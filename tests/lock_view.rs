@@ -412,18 +412,29 @@ fn work_inside_contended_holds_is_held_contended_in_its_function_and_lock() {
 /// is paired with its own phase's holder (the program's overlap of waits and holds, within
 /// 15%), and not with the other phase's, where splitting each holder's blame by the
 /// waiters' shares of all waiting would put half of each wait. The average length of the
-/// holds others waited for is the program's within 20%.
+/// holds others waited for is the program's within 20% (timed from their first waiter's
+/// arrival when they began without waiting, as the program times them too).
 #[test]
 fn waiters_are_paired_with_the_holders_whose_holds_they_overlapped() {
     let (dir, t) = profiled("phased_pairs", "lock-view-phases", &["2"]);
     let v = locks_json(&dir, &[]);
     let journal = lock(&v, "journal_lock");
-    // The holds others waited for: their average length, as the program measured it.
-    let want = t["contended_hold_ns"] / t["contended_holds"].max(1);
+    // The holds others waited for: their average length, as the program measured it. A
+    // hold that began without waiting is timed from its first waiter's arrival (the
+    // runtime reads no clock on an uncontended acquisition; docs/report-json.md calls that
+    // a lower bound), so the figure lies between the program's average from the first
+    // waiters' arrivals and its average of the whole holds, each within 20%. On a quiet
+    // machine the two are a few percent apart; on a loaded one waiters arrive late.
+    let holds = t["contended_holds"].max(1);
+    let (whole, from_wait) = (
+        t["contended_hold_ns"] / holds,
+        t["contended_hold_from_wait_ns"] / holds,
+    );
     let got = journal["counts"]["contended_hold_avg_ns"].as_u64().unwrap();
     assert!(
-        within(got, want, 0.2),
-        "average contended hold {got} ns, program {want} ns; counts {}",
+        got as f64 >= 0.8 * from_wait as f64 && got as f64 <= 1.2 * whole as f64,
+        "average contended hold {got} ns, program {from_wait} ns from the first waiters' \
+         arrivals, {whole} ns whole; counts {}",
         journal["counts"]
     );
     for (waiter, holder, other) in [
