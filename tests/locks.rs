@@ -574,30 +574,44 @@ fn spin_numbers() -> SpinNumbers {
 }
 
 /// The long critical section takes the blame: enqueue ranks first and takes over 80% of it.
+/// A loaded machine can change the workload itself (preempted holders spread the waiting
+/// differently): when the program's own truth no longer puts over 85% of the waiting on
+/// enqueue, the profile's share of enqueue is judged against the program's share instead
+/// (within 5 percentage points), never against the design.
 #[test]
 fn spin_blame_lands_on_the_long_critical_section() {
     let n = spin_numbers();
     let truth_share = (n.t["blame_enqueue_a_ns"] + n.t["blame_enqueue_b_ns"]) as f64
         / (n.t["blame_enqueue_a_ns"] + n.t["blame_enqueue_b_ns"] + n.t["blame_dequeue_ns"]).max(1)
             as f64;
-    assert!(
-        truth_share > 0.85,
-        "the workload itself did not put {:.0}% of the waiting on enqueue (machine too busy?)\n{}",
-        truth_share * 100.0,
-        n.text
-    );
     assert!(n.total_blame > 0, "no spin blame at all\n{}", n.text);
-    assert!(
-        n.enqueue > n.dequeue,
-        "enqueue must rank first by blame\n{}",
-        n.text
-    );
-    assert!(
-        n.enqueue as f64 > 0.8 * n.total_blame as f64,
-        "enqueue has only {:.1}% of the spin blame\n{}",
-        n.enqueue as f64 / n.total_blame as f64 * 100.0,
-        n.text
-    );
+    let share = n.enqueue as f64 / n.total_blame as f64;
+    if truth_share > 0.85 {
+        assert!(
+            n.enqueue > n.dequeue,
+            "enqueue must rank first by blame\n{}",
+            n.text
+        );
+        assert!(
+            share > 0.8,
+            "enqueue has only {:.1}% of the spin blame\n{}",
+            share * 100.0,
+            n.text
+        );
+    } else {
+        eprintln!(
+            "the machine changed the workload: the program put {:.0}% of the waiting on \
+             enqueue (designed: over 85%); judged against that",
+            truth_share * 100.0
+        );
+        assert!(
+            (share - truth_share).abs() <= 0.05,
+            "enqueue has {:.1}% of the spin blame, the program {:.1}%\n{}",
+            share * 100.0,
+            truth_share * 100.0,
+            n.text
+        );
+    }
     // Spin idleness is each spin's wall time, measured: close to the program's own measure
     // of its waits (which also counts its few uncontended acquisitions).
     assert!(
