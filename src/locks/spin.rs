@@ -111,18 +111,30 @@ impl MonSpin {
     /// Runs `f` with the record's meta lock, after bringing the counter up to `now`.
     fn update<R>(&self, now: u64, f: impl FnOnce(&MonSpin) -> R) -> R {
         self.lock_meta();
+        self.accrue(now);
+        let r = f(self);
+        self.meta.store(false, Ordering::Release);
+        r
+    }
+
+    /// Whether waiting accrues now: spinners wait while the lock is held. Meta lock held.
+    #[inline(always)]
+    fn accruing(&self) -> bool {
+        self.spinners.load(Ordering::Relaxed) > 0 && self.held.load(Ordering::Relaxed)
+    }
+
+    /// Brings the counter and the stamp up to `now`. Meta lock held.
+    #[inline(always)]
+    fn accrue(&self, now: u64) {
         let stamp = self.stamp.load(Ordering::Relaxed);
         if now > stamp {
-            let spinners = u64::from(self.spinners.load(Ordering::Relaxed));
-            if spinners > 0 && self.held.load(Ordering::Relaxed) {
+            if self.accruing() {
+                let spinners = u64::from(self.spinners.load(Ordering::Relaxed));
                 self.idleness
                     .fetch_add(spinners * (now - stamp), Ordering::Relaxed);
             }
             self.stamp.store(now, Ordering::Relaxed);
         }
-        let r = f(self);
-        self.meta.store(false, Ordering::Release);
-        r
     }
 
     /// [`update`](Self::update) for a release: `f` must leave the record not accruing
@@ -131,15 +143,8 @@ impl MonSpin {
     /// old; every update that starts accruing again brings it up to date first.
     fn update_releasing<R>(&self, now: impl FnOnce() -> u64, f: impl FnOnce(&MonSpin) -> R) -> R {
         self.lock_meta();
-        let spinners = u64::from(self.spinners.load(Ordering::Relaxed));
-        if spinners > 0 && self.held.load(Ordering::Relaxed) {
-            let now = now();
-            let stamp = self.stamp.load(Ordering::Relaxed);
-            if now > stamp {
-                self.idleness
-                    .fetch_add(spinners * (now - stamp), Ordering::Relaxed);
-                self.stamp.store(now, Ordering::Relaxed);
-            }
+        if self.accruing() {
+            self.accrue(now());
         }
         let r = f(self);
         debug_assert!(!self.held.load(Ordering::Relaxed));
