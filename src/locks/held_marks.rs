@@ -9,8 +9,11 @@
 //! holder it read there ([`HeldMarks::mark`]). A thread about to wait marks itself with that
 //! lock too, before the wait ([`HeldMarks::mark_latest`]): the waiters that came before it
 //! marked the previous holder, and marking itself once it holds the lock would cost its
-//! critical section. A measured release, and `pthread_cond_wait`, forget the thread's marks
-//! of the lock ([`HeldMarks::forget`]). At each
+//! critical section. A mark outlives the hold: the thread's next hold of the lock may begin
+//! without waiting while others still wait for it (a woken waiter beaten to the mutex goes
+//! back to sleep inside glibc, and marks nobody), so only `pthread_cond_wait` forgets the
+//! thread's marks of its mutex ([`HeldMarks::forget`]: glibc retakes the mutex with its word
+//! saying waiters sleep, whether or not any do). At each
 //! timer sample the handler asks [`HeldMarks::contended`]: a mark counts only if the lock's
 //! own words say, now, that this thread holds it and that it is contended, as glibc keeps
 //! them: a mutex whose owner is the thread and whose lock word says waiters may sleep (2;
@@ -25,10 +28,10 @@
 //! - The lock's words are read with a fault-free copy (`read`: `process_vm_readv`), never
 //!   a load: a mark outlives its hold (releases do not clear it), and its lock may be
 //!   freed and unmapped.
-//! - A mark whose lock the thread does not hold is cleared by the handler, by
-//!   compare-and-swap, so a waiter's fresh mark of the same lock is never lost to it: a
-//!   thread cannot take or release a lock while its own handler runs, so "not the owner"
-//!   holds for the whole of the handler, and a mark left meanwhile is stale too.
+//! - A mark stays until another replaces it, `pthread_cond_wait` forgets it, or its lock's
+//!   memory is gone (cleared by the handler, by compare-and-swap, so a waiter's fresh mark
+//!   is never lost to it). A mark of a lock the thread does not hold costs a read a sample
+//!   and counts nothing.
 //! - The marks have cache lines of their own (padding on both sides): waiters write them
 //!   while the thread runs, and on a line the thread writes inside its critical sections
 //!   (its pending lock counts) each write cost it a miss there.
@@ -174,8 +177,8 @@ impl HeldMarks {
     }
 
     /// The lock (address, kind) the thread `tid` holds while others wait for it, among its
-    /// marks (its waiters', and its own latest contended lock); marks of locks it does not
-    /// hold (or that are gone) are cleared. `read` copies 32-bit words of memory at an
+    /// marks (its waiters', and its own latest contended lock); marks of locks that are gone
+    /// are cleared. `read` copies 32-bit words of memory at an
     /// address without faulting. Async-signal-safe if `read` is.
     pub fn contended(&self, tid: u32, mut read: impl FnMut(usize, &mut [u32]) -> Read) -> Held {
         let mut found = Held::default();
@@ -222,8 +225,11 @@ impl HeldMarks {
                         found.lock = WaitKind::from_code(kind).map(|k| (address, k));
                     }
                 }
-                // Not the owner (or unreadable): the hold is over.
-                _ => {
+                // Another thread's hold, or none: the mark stays, for the thread's next hold
+                // of the lock (see the module's doc).
+                Some((false, _)) => {}
+                // Nothing mapped there any more: the lock is gone, and so is its mark.
+                None => {
                     for (s, &m) in slots.iter().zip(&marks) {
                         if m == mark {
                             let _ =
@@ -299,8 +305,8 @@ mod tests {
         assert_eq!(found(&marks, 77, &other), None, "another owner");
         assert_eq!(
             found(&marks, 77, &contended),
-            None,
-            "a stale mark is cleared"
+            Some(0x1000),
+            "the mark outlives the hold: the thread's next hold may begin without waiting"
         );
     }
 
@@ -383,7 +389,7 @@ mod tests {
     }
 
     #[test]
-    fn the_threads_own_latest_lock_counts_until_its_hold_is_over() {
+    fn the_threads_own_latest_lock_counts_while_it_holds_it_and_cond_wait_forgets_it() {
         let marks = HeldMarks::new();
         marks.mark_latest(0x5000, WaitKind::Mutex);
         marks.mark(0x5000, WaitKind::Mutex);
@@ -398,10 +404,10 @@ mod tests {
         marks.mark_latest(0x5000, WaitKind::Mutex);
         let other = [(0x5000, mutex(2, 8, 0))];
         assert_eq!(marks.contended(4, reader(&other)).lock, None);
-        assert_eq!(
+        assert_ne!(
             marks.latest.load(Ordering::Relaxed),
             0,
-            "not the owner: cleared"
+            "not the owner: kept"
         );
     }
 }

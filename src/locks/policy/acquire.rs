@@ -254,10 +254,6 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
         },
         _ => {}
     }
-    if rc == 0 {
-        // Its marks of the mutex (`held.contended`) are over with the hold.
-        state.held.forget(address);
-    }
     // The hold is over: the record of the wait that began it, if deferred, is written now.
     record_deferred_wait(state);
     rc
