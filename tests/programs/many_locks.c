@@ -20,13 +20,16 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define USES 4
 
@@ -79,12 +82,22 @@ static inline uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Waits for the other thread's handshake step; yields now and then so that an
- * oversubscribed machine does not turn every handshake into a scheduler time slice. */
+/* Waits for the other thread's handshake step: spins a little, then sleeps on the word
+ * (a futex), so that on a loaded machine the partner is woken when the step is made instead
+ * of waiting for a time slice (sched_yield to a CPU hog gives the CPU away for a whole
+ * slice, and 94K handshakes took minutes). */
 static void await_phase(int *phase, int want) {
-    for (unsigned n = 1; __atomic_load_n(phase, __ATOMIC_ACQUIRE) != want; n++)
-        if (n % 256 == 0)
-            sched_yield();
+    for (unsigned n = 0; n < 2000; n++)
+        if (__atomic_load_n(phase, __ATOMIC_ACQUIRE) == want)
+            return;
+    for (int seen; (seen = __atomic_load_n(phase, __ATOMIC_ACQUIRE)) != want;)
+        syscall(SYS_futex, phase, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+
+/* Makes a handshake step and wakes the partner, if it sleeps on it. */
+static void set_phase(int *phase, int value) {
+    __atomic_store_n(phase, value, __ATOMIC_RELEASE);
+    syscall(SYS_futex, phase, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 /* Pass 0 over every CONTEND_EVERY-th lock: thread 0 takes it and holds it until thread 1 has
@@ -93,7 +106,7 @@ static void await_phase(int *phase, int want) {
 static void handshake(struct lockbox *b, int me) {
     if (me == 0) {
         lock_box(b, me);
-        __atomic_store_n(&b->phase, 1, __ATOMIC_RELEASE);
+        set_phase(&b->phase, 1);
         await_phase(&b->phase, 2);
         uint64_t end = now_ns() + 3000;
         while (now_ns() < end)
@@ -102,7 +115,7 @@ static void handshake(struct lockbox *b, int me) {
         unlock_box(b);
     } else {
         await_phase(&b->phase, 1);
-        __atomic_store_n(&b->phase, 2, __ATOMIC_RELEASE);
+        set_phase(&b->phase, 2);
         lock_box(b, me);
         b->count++;
         unlock_box(b);
