@@ -922,6 +922,49 @@ fn monitoring_memory_follows_live_locks() {
     );
 }
 
+/// More locks alive at once (100,000) than the runtime's init-site table holds (65,536
+/// slots): the lock view says how many lost their init site, and the init site's group
+/// together with them accounts for every mutex the program made, never more.
+#[test]
+fn locks_that_lost_their_init_site_are_counted_and_said() {
+    let prog = lock_prog("many_locks");
+    let dir = scratch_dir("many-locks-sites").join("prof");
+    let run = {
+        let _one_at_a_time = machine();
+        let mut cmd = Command::new(blameprof());
+        cmd.args(["run", "-q", "-o"])
+            .arg(&dir)
+            .arg("--")
+            .arg(&prog)
+            .args(["400000", "100000", "destroy"]);
+        run_with_timeout(&mut cmd, RUN_TIMEOUT)
+    };
+    assert!(run.status.success(), "{}", run.describe());
+    let t = truth(&run.stdout);
+    let mutexes = t["locks"] / 2;
+    let json = report_ok(&dir, &["--view", "locks", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let displaced = v["init_sites_displaced"].as_u64().unwrap();
+    let grouped: u64 = v["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["group"] == "main -> pthread_mutex_init")
+        .map(|l| l["instances"].as_u64().unwrap())
+        .sum();
+    assert!(
+        displaced > 0 && grouped <= mutexes && grouped + displaced >= mutexes,
+        "{grouped} mutexes grouped at their init site and {displaced} inits displaced, \
+         {mutexes} made"
+    );
+    let text = report_ok(&dir, &["--view", "locks"]).stdout;
+    assert!(
+        text.replace(',', "")
+            .contains(&format!("{displaced} lock inits lost their init site")),
+        "the lock view does not say so:\n{text}"
+    );
+}
+
 /// Locks freed without `pthread_*_destroy` (and memory reused for new, calloc'd mutexes
 /// that are never initialised) keep working.
 #[test]

@@ -215,6 +215,9 @@ pub struct LockTable {
     pub acquisitions_counted: bool,
     /// Lock events the runtime could not attribute to a row (its table was full).
     pub untabled_events: u64,
+    /// Lock inits whose init site the runtime could not keep (its fixed table): those locks
+    /// are in no init-site group.
+    pub init_sites_displaced: u64,
 }
 
 /// Builds the lock table of the processes `filter` selects (a thread filter selects the
@@ -244,6 +247,7 @@ pub fn lock_table(
         let running = running_ns(proc, calibration);
         table.running_ns += running;
         table.untabled_events += proc.counter(crate::format::counters::LOCK_EVENTS_UNTABLED);
+        table.init_sites_displaced += proc.counter(crate::format::counters::INIT_SITES_DISPLACED);
         table.acquisitions_counted &=
             proc.counter(crate::format::counters::ACQUISITIONS_UNCOUNTED) == 0;
         rows.reserve(proc.locks.len());

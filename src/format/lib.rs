@@ -498,6 +498,12 @@ pub mod counters {
     /// object's destroy, or a lock freed without its destroy and another kind of object
     /// made at its address): dropped from the rows, counted here.
     pub const LOCK_EVENTS_STRAY: &str = "lock_events_stray";
+    /// Lock inits whose init site the runtime could not keep: another lock's entry took its
+    /// slot in the fixed init-site table (more locks alive at once than its 65,536 slots,
+    /// or two in one slot; a lock freed without its destroy keeps its slot until then), or
+    /// the table of distinct sites was full. Those locks are named another way and are in
+    /// no init-site group, so a group may count fewer locks than the program made.
+    pub const INIT_SITES_DISPLACED: &str = "init_sites_displaced";
     /// Most locks in the runtime's lock table at once (memory gauge).
     pub const LOCK_TABLE_PEAK: &str = "lock_table_peak";
     /// Timer samples whose check of the locks the thread may hold failed for another reason

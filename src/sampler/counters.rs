@@ -46,6 +46,7 @@ pub enum Counter {
     LockTablePeak,
     AcquisitionsUncounted,
     LockEventsStray,
+    InitSitesDisplaced,
     HeldChecksFailed,
     WriteLastErrno,
     PartReopened,
@@ -58,7 +59,7 @@ pub enum Counter {
     ExecsUnprofiled,
 }
 
-const ALL: [(Counter, &str); 45] = [
+const ALL: [(Counter, &str); 46] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -121,6 +122,7 @@ const ALL: [(Counter, &str); 45] = [
         names::ACQUISITIONS_UNCOUNTED,
     ),
     (Counter::LockEventsStray, names::LOCK_EVENTS_STRAY),
+    (Counter::InitSitesDisplaced, names::INIT_SITES_DISPLACED),
     (Counter::HeldChecksFailed, names::HELD_CHECKS_FAILED),
     (Counter::WriteLastErrno, names::WRITE_LAST_ERRNO),
     (Counter::PartReopened, names::PART_REOPENED),

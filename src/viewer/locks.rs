@@ -389,6 +389,15 @@ fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
             table.untabled_events
         )?;
     }
+    if table.init_sites_displaced > 0 {
+        writeln!(
+            out,
+            "{} lock inits lost their init site (more locks alive at once than the runtime's \
+             65,536 slots, or locks freed without destroy): such locks are named another way, \
+             and groups by init site count fewer locks than the program made.",
+            findings::thousands(table.init_sites_displaced)
+        )?;
+    }
     Ok(())
 }
 
@@ -488,6 +497,7 @@ pub fn write_json_with(
         "acquisitions_counted": table.acquisitions_counted,
         "acquisition_sampling_period": crate::format::ACQUISITION_SAMPLING_PERIOD,
         "untabled_events": table.untabled_events,
+        "init_sites_displaced": table.init_sites_displaced,
         "locks": locks,
         "groups": groups,
     });

@@ -77,6 +77,7 @@ fn table(locks: Vec<LockRow>) -> LockTable {
         running_ns: 10 * SECOND,
         acquisitions_counted: true,
         untabled_events: 0,
+        init_sites_displaced: 0,
     }
 }
 
