@@ -82,7 +82,18 @@ fn run_without_command() {
 #[test]
 fn run_command_not_found() {
     let out = scratch_dir("not-found").join("prof");
-    for cmd in ["no-such-command-blameprof-test", "/nonexistent/dir/program"] {
+    // A name is looked up in PATH; a path is not, and its advice is not to prefix it again.
+    for (cmd, says) in [
+        (
+            "no-such-command-blameprof-test",
+            "is in no directory of PATH (check the name, or give its path, \
+             e.g. ./no-such-command-blameprof-test",
+        ),
+        (
+            "/nonexistent/dir/program",
+            "no such file: '/nonexistent/dir/program' (check the path)",
+        ),
+    ] {
         let run = run_args(&[
             OsStr::new("run"),
             OsStr::new("-o"),
@@ -91,6 +102,9 @@ fn run_command_not_found() {
             OsStr::new(cmd),
         ]);
         assert_clean_error(&run, &format!("run -- {cmd}"));
+        assert_eq!(run.code(), 127, "{}", run.describe());
+        assert!(run.stderr.contains(says), "{}", run.describe());
+        assert!(!run.stderr.contains(".//"), "{}", run.describe());
     }
 }
 

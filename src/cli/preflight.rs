@@ -23,8 +23,10 @@ pub enum LaunchError {
     NoCommand,
     #[error("unknown option '{0}' for 'blameprof run' (see 'blameprof run --help'; put the program after --)")]
     UnknownOption(String),
-    #[error("command not found: '{0}' (check the name, or give a path such as ./{0})")]
+    #[error("command not found: '{0}' is in no directory of PATH (check the name, or give its path, e.g. ./{0} for a program in this directory)")]
     NotFound(String),
+    #[error("no such file: '{0}' (check the path)")]
+    NoSuchFile(String),
     #[error("'{0}' is not executable (make it executable with chmod +x, or check the path)")]
     NotExecutable(PathBuf),
     #[error("'{0}' is statically linked: LD_PRELOAD cannot inject the profiler into it; rebuild it as a dynamically linked program")]
@@ -38,7 +40,7 @@ impl LaunchError {
     pub fn exit_code(&self) -> i32 {
         match self {
             LaunchError::NoCommand | LaunchError::UnknownOption(_) => 2,
-            LaunchError::NotFound(_) => 127,
+            LaunchError::NotFound(_) | LaunchError::NoSuchFile(_) => 127,
             _ => 126,
         }
     }
@@ -154,7 +156,7 @@ fn resolve(command: &str) -> Result<PathBuf, LaunchError> {
         return if p.exists() {
             Ok(p)
         } else {
-            Err(LaunchError::NotFound(command.to_string()))
+            Err(LaunchError::NoSuchFile(command.to_string()))
         };
     }
     let search = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
@@ -182,7 +184,7 @@ fn is_executable(path: &Path) -> bool {
 fn check_file(path: &Path, depth: u32) -> Result<(), LaunchError> {
     let meta = path
         .metadata()
-        .map_err(|_| LaunchError::NotFound(path.display().to_string()))?;
+        .map_err(|_| LaunchError::NoSuchFile(path.display().to_string()))?;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
         return Err(LaunchError::NotExecutable(path.to_owned()));
     }
@@ -260,7 +262,7 @@ mod tests {
         ));
         assert!(matches!(
             check("./no/such/file"),
-            Err(LaunchError::NotFound(_))
+            Err(LaunchError::NoSuchFile(_))
         ));
         let f = std::env::temp_dir().join(format!("bp-noexec-{}", std::process::id()));
         std::fs::write(&f, b"data").unwrap();
