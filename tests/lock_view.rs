@@ -528,11 +528,38 @@ fn acquisitions_are_the_programs_own_count() {
 /// misplaces it here, where 8 threads share 2 CPUs: a woken waiter runs at the tick that
 /// preempts the thread computing between its turns, so a third of the samples fell there
 /// (the program: 9%), and the holds' work read 0.72x (docs/benchmarks.md, session 27).
+///
+/// A loaded machine changes the workload and the measure: holders descheduled inside their
+/// holds, threads that no longer run side by side (the program then finds a waiter behind
+/// as little as 1-9% of its holds, where glibc's lock word still says one sleeps after each
+/// hold that began with a wait). So a run whose holders were descheduled for more than a
+/// tenth of their holds (wall against CPU time inside them), or whose program found a
+/// waiter behind less than 80% of its holds (over 94% on an idle machine), is run again,
+/// up to 3 times, and the least disturbed is judged.
 #[test]
 fn held_contended_is_the_programs_own_measure() {
     for (threads, hold_ns) in [("2", "20000"), ("3", "200000"), ("8", "2000000")] {
         for run_args in [&[][..], &["--contended-per-ms", "1000"][..]] {
-            let (t, l, work) = turns(threads, hold_ns, run_args);
+            let disturbance = |t: &Truth| {
+                let inside = t["inside_ns"].max(1) as f64;
+                let descheduled = t["inside_wall_ns"] as f64 / inside - 1.0;
+                let alone = 1.0 - t["contended_ns"] as f64 / inside;
+                // Comparable to the descheduled share: 0.1 at a share of 0.8.
+                descheduled.max((alone - 0.1) / 2.0)
+            };
+            let mut runs = vec![turns(threads, hold_ns, run_args)];
+            while runs.len() < 3 && runs.iter().all(|(t, ..)| disturbance(t) > 0.1) {
+                eprintln!(
+                    "{threads} threads, {hold_ns} ns holds, {run_args:?}: the machine \
+                     disturbed the run ({:.2}); running again",
+                    disturbance(&runs[runs.len() - 1].0)
+                );
+                runs.push(turns(threads, hold_ns, run_args));
+            }
+            let (t, l, work) = runs
+                .into_iter()
+                .min_by(|a, b| disturbance(&a.0).total_cmp(&disturbance(&b.0)))
+                .unwrap();
             let (contended, inside) = (t["contended_ns"], t["inside_ns"]);
             let want = (work as f64 * contended as f64 / inside.max(1) as f64) as u64;
             let held = count(&l, "held_ns");

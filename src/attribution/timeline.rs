@@ -253,6 +253,26 @@ pub fn timeline(
     table: &LockTable,
     opts: TimelineOptions,
 ) -> Result<Timeline, AttributionError> {
+    lay_out(profile, filter, table, opts, Locks::All)
+}
+
+/// Which locks [`lay_out`] gives a series.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Locks {
+    All,
+    /// Only those waited for or blamed (the phases of contention need nothing else): a
+    /// program that made millions of locks, taken without waiting, costs no series each.
+    Waited,
+}
+
+/// [`timeline`] of the `which` locks.
+fn lay_out(
+    profile: &Profile,
+    filter: Filter,
+    table: &LockTable,
+    opts: TimelineOptions,
+    which: Locks,
+) -> Result<Timeline, AttributionError> {
     let selected = select_processes(profile, filter)?;
     let procs: Vec<&ProcessProfile> = selected.iter().map(|&p| &profile.processes[p]).collect();
     let (origin, end) = span(&procs);
@@ -351,7 +371,14 @@ pub fn timeline(
             }
         }
         for li in &proc.lock_intervals {
-            let l = locks.entry((pid, li.address)).or_insert_with(empty_lock);
+            // The samples above made the series of the locks waited for or blamed.
+            let l = match which {
+                Locks::All => locks.entry((pid, li.address)).or_insert_with(empty_lock),
+                Locks::Waited => match locks.get_mut(&(pid, li.address)) {
+                    Some(l) => l,
+                    None => continue,
+                },
+            };
             let stop = li.start_ns.saturating_add(li.length_ns);
             axis.spread(
                 &mut l.acquisitions,
@@ -436,8 +463,8 @@ pub fn timeline(
     })
 }
 
-/// The timeline of every lock of `table` (`opts.top` aside), for the findings: at `opts`'
-/// interval, or a longer one when the run is too long for it; none when the samples carry
+/// The timeline of every lock of `table` waited for or blamed (`opts.top` aside), for the
+/// findings, which read only their contention's phases: at `opts`' interval, or a longer one when the run is too long for it; none when the samples carry
 /// no times or the selection cannot be laid out.
 pub fn of_every_lock(
     profile: &Profile,
@@ -449,10 +476,10 @@ pub fn of_every_lock(
         top: usize::MAX,
         ..opts
     };
-    let t = match timeline(profile, filter, table, opts) {
+    let t = match lay_out(profile, filter, table, opts, Locks::Waited) {
         Err(AttributionError::TooManyIntervals { intervals, .. }) => {
             opts.interval_ns *= intervals.div_ceil(MAX_INTERVALS as u64);
-            timeline(profile, filter, table, opts)
+            lay_out(profile, filter, table, opts, Locks::Waited)
         }
         other => other,
     };

@@ -16,7 +16,10 @@
 //! saying waiters sleep, whether or not any do). At each
 //! timer sample the handler asks [`HeldMarks::contended`]: a mark counts only if the lock's
 //! own words say, now, that this thread holds it and that it is contended, as glibc keeps
-//! them: a mutex whose owner is the thread and whose lock word says waiters may sleep (2;
+//! them, or as the wait table keeps a mutex's measured waiters (registered from their
+//! arrival to their return, so also one woken and not yet running: glibc's word shows it
+//! only once it runs again): a mutex whose owner is the thread and whose lock word says
+//! waiters may sleep (2;
 //! `FUTEX_WAITERS` for robust and PI mutexes, whose word is the owner's id; 2 in the low
 //! bits of a priority-protected one's); an rwlock whose writer is the thread
 //! with readers registered in its write phase or sleeping, or writers sleeping (the
@@ -44,6 +47,7 @@
 //! Wait-free, allocation-free; [`HeldMarks::contended`] is async-signal-safe.
 
 use crate::format::WaitKind;
+use crate::locks::wait_table;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Marks a thread keeps.
@@ -200,9 +204,17 @@ impl HeldMarks {
                             found.failed = true;
                             continue;
                         }
-                        r => {
-                            (r == Read::Done).then(|| (w[MUTEX_OWNER] == tid, mutex_has_waiters(w)))
-                        }
+                        r => (r == Read::Done).then(|| {
+                            let mine = w[MUTEX_OWNER] == tid;
+                            // A waiter woken by the previous release and beaten to the
+                            // mutex by this hold is not in the word until it runs again,
+                            // which on a loaded machine may be the whole hold; it is still
+                            // registered with the wait table.
+                            let waiters = mutex_has_waiters(w)
+                                || (mine
+                                    && wait_table::mutex_waiters_registered(address) == Some(true));
+                            (mine, waiters)
+                        }),
                     }
                 }
                 Some(WaitKind::RwLock) => match read(address, &mut w) {

@@ -45,9 +45,10 @@
 //! instructions, never across a blocking call, and never two at once except in
 //! [`wake_with_proxies`], which takes two in address order.
 //!
-//! Allocation-free. Not used by the signal handler: a thread that interrupts itself (a
-//! program's signal handler posting a semaphore) must not come here while it holds a bucket
-//! lock; the policy (`locks::policy::bookkeeping`) passes such nested calls through unmonitored.
+//! Allocation-free. Not used by the signal handler (but for the lock-free read
+//! [`mutex_waiters_registered`]): a thread that interrupts itself (a program's signal
+//! handler posting a semaphore) must not come here while it holds a bucket lock; the policy
+//! (`locks::policy::bookkeeping`) passes such nested calls through unmonitored.
 
 mod buckets;
 mod history;
@@ -274,6 +275,27 @@ pub fn hold_blame(address: usize, start: Option<u64>, end: u64) -> Option<HoldBl
     let locked = Locked::of(address);
     let (_, e) = locked.find(address)?;
     Some(e.history.hold_blame(start, end))
+}
+
+/// Whether measured waiters are registered with the mutex at `address` now: from each one's
+/// arrival to its return, so also while one that was woken is not yet running and the lock
+/// word says nobody sleeps. `None` when that cannot be read now (the entry is being
+/// written, perhaps by the interrupted thread itself). Lock-free, bounded, loads only:
+/// async-signal-safe (the sampling handler's `held.contended`).
+pub fn mutex_waiters_registered(address: usize) -> Option<bool> {
+    for _ in 0..4 {
+        match find_lock_free(address) {
+            Found::Entry(e, seq) => {
+                let waiting = e.history.last().rate != [0, 0];
+                if e.history.seq.read_valid(seq) {
+                    return Some(waiting);
+                }
+            }
+            Found::Absent => return Some(false),
+            Found::Unsure => {}
+        }
+    }
+    None
 }
 
 /// Appends a change of a mutex's waiters at `now` to its history; returns its stamp.
