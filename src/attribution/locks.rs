@@ -175,6 +175,14 @@ pub struct LockRow {
     pub pressure: Option<f64>,
     /// That running time (ns).
     pub running_ns: u64,
+    /// Its sites and pairs; `None` when it has none (a lock only ever taken without
+    /// waiting: most locks of a program that makes millions, so they cost no room here).
+    pub detail: Option<Box<Detail>>,
+}
+
+/// What a lock's samples and failed trylocks tell beyond its counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Detail {
     /// Waiting per waiter site, and blame per holder site, largest first.
     pub waiters: Vec<(Site, u64)>,
     pub holders: Vec<(Site, u64)>,
@@ -187,6 +195,38 @@ pub struct LockRow {
     /// when the runtime saw them all come from one, else `None` (several sites, none
     /// failed, or a profile older than format version 4).
     pub try_site: Option<Site>,
+}
+
+impl LockRow {
+    /// Waiting per waiter site, largest first.
+    pub fn waiters(&self) -> &[(Site, u64)] {
+        self.detail.as_ref().map_or(&[], |d| &d.waiters)
+    }
+
+    /// Blame per holder site, largest first.
+    pub fn holders(&self) -> &[(Site, u64)] {
+        self.detail.as_ref().map_or(&[], |d| &d.holders)
+    }
+
+    /// Who waited behind whom, largest first.
+    pub fn pairs(&self) -> &[Pair] {
+        self.detail.as_ref().map_or(&[], |d| &d.pairs)
+    }
+
+    /// Where its holders computed while others waited, largest first.
+    pub fn inside(&self) -> &[(Site, u64)] {
+        self.detail.as_ref().map_or(&[], |d| &d.inside)
+    }
+
+    /// Where its failed trylocks were called from, if from one site.
+    pub fn try_site(&self) -> Option<&Site> {
+        self.detail.as_ref().and_then(|d| d.try_site.as_ref())
+    }
+
+    /// Its detail, made (empty) if it had none.
+    pub fn detail_mut(&mut self) -> &mut Detail {
+        self.detail.get_or_insert_with(Box::default)
+    }
 }
 
 /// Locks with the same array symbol or first-wait site.
@@ -290,11 +330,11 @@ pub fn lock_table(
             if is_wait {
                 row.first_wait.get_or_insert(k);
                 let blamed = s.flags & SAMPLE_UNBLAMED == 0;
-                row.waits.push((s.time, s.span, k, value, blamed));
+                row.samples().waits.push((s.time, s.span, k, value, blamed));
             } else if m == blame {
-                row.releases.push((s.time, s.span, k, value));
+                row.samples().releases.push((s.time, s.span, k, value));
             } else {
-                row.held.push((k, value));
+                row.samples().held.push((k, value));
             }
         }
     }
@@ -331,17 +371,30 @@ struct Building {
     destroyed: u32,
     live: bool,
     running_ns: u64,
-    /// Each wait sample: (end, span, recorded path index, value, whether someone is to
-    /// blame for it); each release's blame sample: (time, span, path index, value); each
-    /// held.contended sample: (path index, value).
-    waits: Vec<(u64, u64, usize, u64, bool)>,
-    releases: Vec<(u64, u64, usize, u64)>,
-    held: Vec<(usize, u64)>,
+    /// Its samples; `None` for a lock that has none (most of the locks of a churn).
+    samples: Option<Box<Samples>>,
     first_wait: Option<usize>,
     /// The init call's return address (absolute; 0 unknown).
     init_site: u64,
     /// Where its failed trylocks came from (`LockStats::try_fail_site`).
     try_fail_site: u64,
+}
+
+/// A row's samples: each wait sample: (end, span, recorded path index, value, whether
+/// someone is to blame for it); each release's blame sample: (time, span, path index,
+/// value); each held.contended sample: (path index, value).
+#[derive(Default)]
+struct Samples {
+    waits: Vec<(u64, u64, usize, u64, bool)>,
+    releases: Vec<(u64, u64, usize, u64)>,
+    held: Vec<(usize, u64)>,
+}
+
+impl Building {
+    /// Its samples, made (empty) if it had none.
+    fn samples(&mut self) -> &mut Samples {
+        self.samples.get_or_insert_with(Box::default)
+    }
 }
 
 /// The rows under construction: each (process, address) once, in order of first sight.
@@ -393,10 +446,11 @@ fn finish_row(
         out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         out
     };
-    let mut waiters = by_site(&mut b.waits.iter().map(|w| (w.2, w.3)), sites);
-    let holders = by_site(&mut b.releases.iter().map(|r| (r.2, r.3)), sites);
-    let inside = by_site(&mut b.held.iter().copied(), code);
-    let pairs = pairs_of(&b.waits, &b.releases, sites, &holders);
+    let s = b.samples.map_or_else(Samples::default, |s| *s);
+    let mut waiters = by_site(&mut s.waits.iter().map(|w| (w.2, w.3)), sites);
+    let holders = by_site(&mut s.releases.iter().map(|r| (r.2, r.3)), sites);
+    let inside = by_site(&mut s.held.iter().copied(), code);
+    let pairs = pairs_of(&s.waits, &s.releases, sites, &holders);
     let mut counts = b.counts;
     counts.blame_ns = holders.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     counts.held_ns = inside.iter().fold(0, |sum, h| sum.saturating_add(h.1));
@@ -444,11 +498,15 @@ fn finish_row(
         counts,
         pressure,
         running_ns: b.running_ns,
-        waiters,
-        holders,
-        pairs,
-        inside,
-        try_site,
+        detail: Some(Detail {
+            waiters,
+            holders,
+            pairs,
+            inside,
+            try_site,
+        })
+        .filter(|d| *d != Detail::default())
+        .map(Box::new),
     }
 }
 
@@ -532,14 +590,14 @@ mod tests {
             v.iter().map(|(s, ns)| (s.label(), *ns)).collect()
         };
         assert_eq!(
-            sites(&l.waiters),
+            sites(l.waiters()),
             [
                 ("lookup -> pthread_mutex_lock".to_owned(), 6_000_000),
                 ("insert -> pthread_mutex_lock".to_owned(), 1_000_000)
             ]
         );
         assert_eq!(
-            sites(&l.holders),
+            sites(l.holders()),
             [
                 ("insert -> pthread_mutex_unlock".to_owned(), 4_800_000),
                 ("lookup -> pthread_mutex_unlock".to_owned(), 1_500_000)
@@ -584,7 +642,7 @@ mod tests {
 
     /// A lock's pairs as (waiter, holder, ns).
     fn pairs(l: &LockRow) -> Vec<(&str, &str, u64)> {
-        l.pairs
+        l.pairs()
             .iter()
             .map(|p| (p.waiter.caller.as_str(), p.holder.caller.as_str(), p.ns))
             .collect()
@@ -617,7 +675,7 @@ mod tests {
         }
         let t = table_of(p);
         let untimed = table_of(lock_table_process());
-        assert_eq!(t.locks[0].pairs, untimed.locks[0].pairs);
+        assert_eq!(t.locks[0].pairs(), untimed.locks[0].pairs());
     }
 
     #[test]

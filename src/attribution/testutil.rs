@@ -548,13 +548,16 @@ pub(crate) fn lock_table_of(p: ProcessProfile) -> super::locks::LockTable {
         .expect("lock table");
     for l in &mut t.locks {
         l.name = readable(&l.name);
-        let sites = l
+        let Some(d) = l.detail.as_deref_mut() else {
+            continue;
+        };
+        let sites = d
             .waiters
             .iter_mut()
-            .chain(l.holders.iter_mut())
-            .chain(l.inside.iter_mut())
+            .chain(d.holders.iter_mut())
+            .chain(d.inside.iter_mut())
             .map(|w| &mut w.0);
-        let pairs = l
+        let pairs = d
             .pairs
             .iter_mut()
             .flat_map(|p| [&mut p.waiter, &mut p.holder]);

@@ -150,7 +150,7 @@ pub fn write_text(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
     write_header(out)?;
     for r in &keep {
         write_counts_line(out, &r.name, r.kind, &r.counts, r.pressure)?;
-        for p in r.pairs.iter().take(opts.pairs_per_lock) {
+        for p in r.pairs().iter().take(opts.pairs_per_lock) {
             write_pair(out, p, waiter_total(r, p))?;
         }
     }
@@ -247,7 +247,7 @@ fn write_counts_line(
 
 /// The waiting of the pair's waiter site on its lock.
 fn waiter_total(r: &LockRow, p: &Pair) -> u64 {
-    r.waiters
+    r.waiters()
         .iter()
         .find(|(s, _)| *s == p.waiter)
         .map_or(0, |w| w.1)
@@ -306,18 +306,18 @@ fn write_one(
     write_counts_line(out, &r.name, r.kind, &r.counts, r.pressure)?;
     writeln!(out)?;
     writeln!(out, "  Waiters (where threads waited for it):")?;
-    for (s, ns) in &r.waiters {
+    for (s, ns) in r.waiters() {
         writeln!(out, "    {:>10}  {}", format_value(*ns, "ns"), s.label())?;
     }
     writeln!(
         out,
         "  Holders (where the waiting was made: blame at the release):"
     )?;
-    for (s, ns) in &r.holders {
+    for (s, ns) in r.holders() {
         writeln!(out, "    {:>10}  {}", format_value(*ns, "ns"), s.label())?;
     }
     writeln!(out, "  Who waited behind whom:")?;
-    for p in &r.pairs {
+    for p in r.pairs() {
         write_pair(out, p, waiter_total(r, p))?;
     }
     if r.kind.is_some_and(WaitKind::names_its_holder) {
@@ -333,10 +333,10 @@ fn write_inside(out: &mut dyn Write, r: &LockRow) -> io::Result<()> {
         "  Inside its contended holds (where holders computed while others waited: \
          held.contended):"
     )?;
-    if r.inside.is_empty() {
+    if r.inside().is_empty() {
         writeln!(out, "    none sampled")?;
     }
-    for (s, ns) in &r.inside {
+    for (s, ns) in r.inside() {
         writeln!(
             out,
             "    {:>10}  {:>5.1}%  {}",
@@ -460,14 +460,14 @@ pub fn write_json_with(
                 "group": r.group,
                 "instances": r.instances,
                 "counts": counts(&r.counts, r.pressure),
-                "waiters": sites(&r.waiters),
-                "holders": sites(&r.holders),
-                "pairs": r.pairs.iter().map(|p| json!({
+                "waiters": sites(r.waiters()),
+                "holders": sites(r.holders()),
+                "pairs": r.pairs().iter().map(|p| json!({
                     "waiter": p.waiter.caller,
                     "holder": p.holder.caller,
                     "ns": p.ns,
                 })).collect::<Vec<_>>(),
-                "inside": r.inside.iter().map(|(s, ns)| json!({
+                "inside": r.inside().iter().map(|(s, ns)| json!({
                     "function": if s.lock_function.is_empty() { &s.caller } else { &s.lock_function },
                     "caller": if s.lock_function.is_empty() { None } else { Some(&s.caller) },
                     "ns": ns,

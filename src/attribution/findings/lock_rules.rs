@@ -157,7 +157,7 @@ pub(super) fn lock_findings(
         let found = [
             contention(&subject, thresholds, counted),
             overhead(&subject, thresholds, counted),
-            trylock_spin(&subject, r.try_site.as_ref(), thresholds, counted),
+            trylock_spin(&subject, r.try_site(), thresholds, counted),
         ];
         out.extend(
             found
@@ -241,7 +241,7 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
             if let Some(code) = holders_code(&s.rows) {
                 evidence.push(("holders_compute_in", Value::Name(code)));
                 fix.push_str("; the holders compute in {holders_compute_in}");
-            } else if let Some(site) = top_site(s.rows.iter().flat_map(|r| &r.holders)) {
+            } else if let Some(site) = top_site(s.rows.iter().flat_map(|r| r.holders())) {
                 evidence.push(("holds_end_in", Value::Name(site)));
                 fix.push_str("; the holds others waited for end in {holds_end_in}");
             }
@@ -280,7 +280,7 @@ fn holds_explain_waits(c: &Counts, wait_avg: u64) -> bool {
 /// sites, `function <- caller (share)`.
 fn holders_code(rows: &[&LockRow]) -> Option<String> {
     let mut by: BTreeMap<&Site, u64> = BTreeMap::new();
-    for (site, ns) in rows.iter().flat_map(|r| &r.inside) {
+    for (site, ns) in rows.iter().flat_map(|r| r.inside()) {
         let sum = by.entry(site).or_default();
         *sum = sum.saturating_add(*ns);
     }

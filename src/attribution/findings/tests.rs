@@ -45,11 +45,7 @@ fn row(name: &str, counts: Counts) -> LockRow {
         pressure: Some(counts.runtime.wait_ns as f64 / running_ns as f64),
         counts,
         running_ns,
-        waiters: Vec::new(),
-        holders: Vec::new(),
-        pairs: Vec::new(),
-        inside: Vec::new(),
-        try_site: None,
+        detail: None,
     }
 }
 
@@ -133,11 +129,11 @@ fn name<'a>(f: &'a Finding, key: &str) -> &'a str {
 fn few_contended_acquisitions_are_long_critical_sections_naming_the_code_inside() {
     // 400 acquisitions in 2 s, 350 contended, 5 ms each: pressure 17.5%.
     let mut r = row("config_lock", counts(30, 3, 350, 5_000_000));
-    r.inside = vec![
+    r.detail_mut().inside = vec![
         (site("reload_config", "parse"), 900),
         (site("reload_config", ""), 100),
     ];
-    r.holders = vec![(site("reload_config", "pthread_mutex_unlock"), 5)];
+    r.detail_mut().holders = vec![(site("reload_config", "pthread_mutex_unlock"), 5)];
     let f = found(&table(vec![r]), 2);
     assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "config_lock")]);
     let f = &f[0];
@@ -158,7 +154,7 @@ fn few_contended_acquisitions_are_long_critical_sections_naming_the_code_inside(
 #[test]
 fn without_code_inside_the_fix_names_where_the_holds_end() {
     let mut r = row("config_lock", counts(30, 3, 350, 5_000_000));
-    r.holders = vec![
+    r.detail_mut().holders = vec![
         (site("reload_config", "pthread_mutex_unlock"), 5),
         (site("other", "pthread_mutex_unlock"), 1),
     ];
@@ -400,7 +396,7 @@ fn trylocks(failed: u64, acquired: u64, acquisitions: u64, contended: u64) -> Co
 #[test]
 fn many_failed_trylocks_per_acquisition_are_a_trylock_spin_named_by_its_site() {
     let mut r = row("slot_lock", trylocks(30_000_000, 50, 100, 0));
-    r.try_site = Some(site("poll_for_slot", "pthread_mutex_trylock"));
+    r.detail_mut().try_site = Some(site("poll_for_slot", "pthread_mutex_trylock"));
     let f = found(&table(vec![r.clone()]), 2);
     assert_eq!(kinds(&f), [(Kind::TrylockSpin, "slot_lock")]);
     assert_eq!(
@@ -409,7 +405,7 @@ fn many_failed_trylocks_per_acquisition_are_a_trylock_spin_named_by_its_site() {
     );
     assert!(f[0].fix.contains("{site}"));
     // Several sites (or an older profile): found, naming none.
-    r.try_site = None;
+    r.detail_mut().try_site = None;
     let f = found(&table(vec![r]), 2);
     assert_eq!(kinds(&f), [(Kind::TrylockSpin, "slot_lock")]);
     assert_eq!(f[0].value("site"), None);
@@ -723,7 +719,7 @@ fn stages_are_read_from_the_samples_without_joins_or_the_main_thread() {
 #[test]
 fn templates_name_only_their_evidence() {
     let mut r = row("slot_lock", trylocks(30_000_000, 50, 100, 0));
-    r.try_site = Some(site("poll_for_slot", "pthread_mutex_trylock"));
+    r.detail_mut().try_site = Some(site("poll_for_slot", "pthread_mutex_trylock"));
     let mut all = found(&table(vec![r]), 2);
     let mut cs = row("config_lock", counts(30, 3, 350, 5_000_000));
     (

@@ -374,11 +374,7 @@ mod tests {
             },
             pressure: None,
             running_ns: 0,
-            waiters: Vec::new(),
-            holders: Vec::new(),
-            pairs: Vec::new(),
-            inside: Vec::new(),
-            try_site: None,
+            detail: None,
         }
     }
 
