@@ -81,6 +81,8 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // What writes to standard output stops quietly when its reader is gone (`| head`).
+    let to_stdout = !matches!(cli.command, Command::Run(_));
     let result = match &cli.command {
         Command::Run(args) => cli::run::run(args),
         Command::Report(args) => {
@@ -116,6 +118,7 @@ fn main() {
     };
     match result {
         Ok(code) => std::process::exit(code),
+        Err(e) if to_stdout && broken_pipe(&e) => std::process::exit(0),
         Err(e) => {
             let code = e
                 .downcast_ref::<cli::preflight::LaunchError>()
@@ -124,6 +127,14 @@ fn main() {
             std::process::exit(code);
         }
     }
+}
+
+/// Whether the error is a write to a pipe whose reader is gone.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// The error and its causes on one line.

@@ -512,3 +512,26 @@ fn report_on_profile_with_a_fifo_part() {
         run.describe()
     );
 }
+
+/// A reader that goes away (`blameprof man | head`) stops the writing quietly: exit status
+/// 0, nothing on standard error.
+#[test]
+fn output_to_a_closed_pipe_ends_quietly() {
+    for args in [&["man"][..], &["completions", "bash"][..]] {
+        let mut child = std::process::Command::new(blameprof())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("blameprof starts");
+        // The read end is closed before anything is written: every write fails (EPIPE).
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("blameprof ends");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stderr.is_empty(),
+            "blameprof {args:?} into a closed pipe: {}, stderr {stderr:?}",
+            out.status
+        );
+    }
+}
