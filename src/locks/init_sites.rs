@@ -11,10 +11,10 @@
 //! sees either the whole entry or another lock's (and then no site). Two live locks that
 //! map to one slot keep the later one's: the other reads no site and is named another way
 //! (the report says how each lock was named), and the displacement is counted
-//! (`Counter::InitSitesDisplaced`, which the lock view reports: its groups then undercount).
-//! Both tables live in `.bss`. Lock-free, allocation-free, async-signal-safe.
+//! ([`displaced`], which the lifecycle copies into the profile's counters and the lock view
+//! reports: its groups then undercount). Both tables live in `.bss`. Lock-free,
+//! allocation-free, async-signal-safe.
 
-use crate::sampler::counters::{self, Counter};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Distinct init sites kept (more are not named).
@@ -27,6 +27,8 @@ const LOCKS: usize = 1 << 16;
 const PROBES: usize = 16;
 
 static SITE: [AtomicUsize; SITES] = [const { AtomicUsize::new(0) }; SITES];
+/// Inits whose site could not be kept (see [`displaced`]).
+static DISPLACED: AtomicU64 = AtomicU64::new(0);
 static LOCK: [AtomicU64; LOCKS] = [const { AtomicU64::new(0) }; LOCKS];
 
 fn hash(v: usize) -> usize {
@@ -73,7 +75,7 @@ pub fn note(address: usize, site: usize) {
         return;
     }
     let Some(entry) = intern(site).and_then(|index| pack(address, index)) else {
-        counters::add(Counter::InitSitesDisplaced, 1);
+        DISPLACED.fetch_add(1, Ordering::Relaxed);
         return;
     };
     let slot = slot(address);
@@ -82,8 +84,14 @@ pub fn note(address: usize, site: usize) {
     let old = slot.load(Ordering::Relaxed);
     slot.store(entry, Ordering::Relaxed);
     if old != 0 && old >> SITE_BITS != entry >> SITE_BITS {
-        counters::add(Counter::InitSitesDisplaced, 1);
+        DISPLACED.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Lock inits whose site the tables could not keep: another lock's entry displaced (its
+/// lock then reads no site), or the site table full.
+pub fn displaced() -> u64 {
+    DISPLACED.load(Ordering::Relaxed)
 }
 
 /// The return address of the init call of the lock at `address`; 0 when unknown.
@@ -135,7 +143,6 @@ mod tests {
             .map(|pages| a + pages * 4096)
             .find(|&b| std::ptr::eq(slot(a), slot(b)))
             .unwrap();
-        let displaced = || counters::get(Counter::InitSitesDisplaced);
         note(a, 0x40_1234);
         let before = displaced();
         note(b, 0x40_1234);

@@ -481,6 +481,10 @@ fn finish(reason: u8) -> bool {
         u64::from(crate::locks::lock_table::peak()),
     );
     counters::set(Counter::LockEventsStray, crate::locks::lock_table::strays());
+    counters::set(
+        Counter::InitSitesDisplaced,
+        crate::locks::init_sites::displaced(),
+    );
     let known = ENDED_CPU_NS.load(Ordering::Relaxed) + ends.iter().map(|e| e.2).sum::<u64>();
     let unseen = process_cpu
         .saturating_sub(CPU_BASE_NS.load(Ordering::Relaxed))
