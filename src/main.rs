@@ -110,9 +110,12 @@ fn main() {
             cli::diff::run(args, &mut out).map(|()| 0)
         }
         Command::Completions { shell } => {
-            let mut out = std::io::stdout().lock();
-            clap_complete::generate(*shell, &mut Cli::command(), "blameprof", &mut out);
-            Ok(0)
+            // Into memory first: clap_complete panics on a failed write (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "blameprof", &mut script);
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &script)
+                .map(|()| 0)
+                .map_err(anyhow::Error::from)
         }
         Command::Man { dir } => help::man_pages(Cli::command(), dir.as_deref()).map(|()| 0),
     };
