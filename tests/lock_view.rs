@@ -259,13 +259,7 @@ fn destroyed_locks_fold_into_their_init_sites_group() {
     );
     // Locks at one address over the run share a row; together they are every cache made.
     let members = caches["members"].as_array().unwrap().len();
-    let instances: u64 = v["locks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|l| l["group"] == "cache_new -> pthread_mutex_init")
-        .map(|l| l["instances"].as_u64().unwrap())
-        .sum();
+    let instances = group_instances(&v, "cache_new -> pthread_mutex_init");
     assert!(members >= 2, "{caches}");
     assert!(
         instances <= t["caches"] && instances * 2 >= t["caches"],

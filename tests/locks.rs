@@ -931,27 +931,14 @@ fn locks_that_lost_their_init_site_are_counted_and_said() {
     let dir = scratch_dir("many-locks-sites").join("prof");
     let run = {
         let _one_at_a_time = machine();
-        let mut cmd = Command::new(blameprof());
-        cmd.args(["run", "-q", "-o"])
-            .arg(&dir)
-            .arg("--")
-            .arg(&prog)
-            .args(["400000", "100000", "destroy"]);
-        run_with_timeout(&mut cmd, RUN_TIMEOUT)
+        profile_ok(&dir, 200, &prog, &["400000", "100000", "destroy"])
     };
-    assert!(run.status.success(), "{}", run.describe());
     let t = truth(&run.stdout);
     let mutexes = t["locks"] / 2;
     let json = report_ok(&dir, &["--view", "locks", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     let displaced = v["init_sites_displaced"].as_u64().unwrap();
-    let grouped: u64 = v["locks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|l| l["group"] == "main -> pthread_mutex_init")
-        .map(|l| l["instances"].as_u64().unwrap())
-        .sum();
+    let grouped = group_instances(&v, "main -> pthread_mutex_init");
     assert!(
         displaced > 0 && grouped <= mutexes && grouped + displaced >= mutexes,
         "{grouped} mutexes grouped at their init site and {displaced} inits displaced, \

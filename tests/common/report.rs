@@ -253,3 +253,16 @@ pub fn heaviest_path(report: &Value) -> Vec<String> {
     }
     out
 }
+
+/// The lock instances of the rows of a lock view (`--view locks --format json`) that belong
+/// to `group`: locks at one address over a run share a row, so this counts every lock of
+/// the group the view saw.
+pub fn group_instances(locks_view: &Value, group: &str) -> u64 {
+    locks_view["locks"]
+        .as_array()
+        .expect("a lock view")
+        .iter()
+        .filter(|l| l["group"] == group)
+        .map(|l| l["instances"].as_u64().unwrap())
+        .sum()
+}
