@@ -929,13 +929,16 @@ fn monitoring_memory_follows_live_locks() {
 fn locks_that_lost_their_init_site_are_counted_and_said() {
     let prog = lock_prog("many_locks");
     let dir = scratch_dir("many-locks-sites").join("prof");
-    let run = {
+    // The reports too: reading this profile of 200,000 lock rows is CPU work that would
+    // disturb another test's profiled run.
+    let (run, json, text) = {
         let _one_at_a_time = machine();
-        profile_ok(&dir, 200, &prog, &["400000", "100000", "destroy"])
+        let run = profile_ok(&dir, 200, &prog, &["400000", "100000", "destroy"]);
+        let json = report_ok(&dir, &["--view", "locks", "--format", "json"]);
+        (run, json, report_ok(&dir, &["--view", "locks"]).stdout)
     };
     let t = truth(&run.stdout);
     let mutexes = t["locks"] / 2;
-    let json = report_ok(&dir, &["--view", "locks", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     let displaced = v["init_sites_displaced"].as_u64().unwrap();
     let grouped = group_instances(&v, "main -> pthread_mutex_init");
@@ -944,7 +947,6 @@ fn locks_that_lost_their_init_site_are_counted_and_said() {
         "{grouped} mutexes grouped at their init site and {displaced} inits displaced, \
          {mutexes} made"
     );
-    let text = report_ok(&dir, &["--view", "locks"]).stdout;
     assert!(
         text.replace(',', "")
             .contains(&format!("{displaced} lock inits lost their init site")),
