@@ -209,14 +209,36 @@ fn lookup_insert_short_holds_take_their_own_share() {
 /// far more short samples than a thread may keep (`lock_glue::THIN_BUDGET_PER_MS`), so
 /// the thinning windows grow; the totals must still be the program's own measurements, and
 /// the summary must say the windows grew.
+///
+/// At this rate the runtime also samples the contended acquisitions and the holds that
+/// began without waiting, so lookup's blame is a sampled estimate, judged as
+/// `sampled_holders`' are (`common::blame_tolerance`, at least 15%): a run the machine
+/// disturbed (holders preempted mid-hold) is repeated, up to 3 runs, and if even the least
+/// disturbed allows an error over `WIDEST_JUDGEABLE` the blame's amount is said to be
+/// skipped, after the idleness (every wait is timed: robust to this) was checked.
 #[test]
 fn queued_short_holds_stay_accurate_past_the_sample_budget() {
     let prog = lock_prog("lookup_insert");
-    let dir = scratch_dir("lookup_insert_queued").join("prof");
-    let run = {
-        let _one_at_a_time = machine();
-        profile_ok(&dir, 1000, &prog, &["0.6", "3", "2", "0"])
-    };
+    let mut least: Option<(Run, PathBuf, f64)> = None;
+    for attempt in 1..=3 {
+        let dir = scratch_dir(&format!("lookup_insert_queued-{attempt}")).join("prof");
+        let run = {
+            let _one_at_a_time = machine();
+            profile_ok(&dir, 1000, &prog, &["0.6", "3", "2", "0"])
+        };
+        let t = truth(&run.stdout);
+        let tolerance = blame_tolerance(&t, sampling_periods(&run.stderr), "lookup", 0.15);
+        if least.as_ref().is_none_or(|l| tolerance < l.2) {
+            least = Some((run, dir, tolerance));
+        }
+        if tolerance <= WIDEST_JUDGEABLE {
+            break;
+        }
+        eprintln!(
+            "queued short holds: run {attempt} disturbed by the machine (tolerance {tolerance:.2})"
+        );
+    }
+    let (run, dir, tolerance) = least.expect("at least one run");
     let t = truth(&run.stdout);
     let note = run.counters_note().unwrap_or_default();
     assert!(
@@ -229,22 +251,32 @@ fn queued_short_holds_stay_accurate_past_the_sample_budget() {
     let lookup_blame = flat_metric(&blame, "lookup", "blame.mutex").0;
     let lookup_idle = flat_metric(&idle, "lookup", "idleness.mutex").0;
     let summary = format!(
-        "lookup blame {} (truth {}), idleness {} (truth {}); {note}",
+        "lookup blame {} (truth {}, tolerance {:.0}%), idleness {} (truth {}); {note}",
         ms(lookup_blame),
         ms(t["blame_lookup_ns"]),
+        tolerance * 100.0,
         ms(lookup_idle),
         ms(t["idle_lookup_ns"])
     );
     eprintln!("queued short holds: {summary}");
     assert!(
-        within(lookup_blame, t["blame_lookup_ns"], 0.15),
-        "blame of the queued lookups off by {:+.1}%: {summary}",
-        err_pct(lookup_blame, t["blame_lookup_ns"])
-    );
-    assert!(
         within(lookup_idle, t["idle_lookup_ns"], 0.15),
         "idleness of the queued lookups off by {:+.1}%: {summary}",
         err_pct(lookup_idle, t["idle_lookup_ns"])
+    );
+    if tolerance > WIDEST_JUDGEABLE {
+        skip(&format!(
+            "lookup's sampled blame cannot be judged: the machine preempted holders mid-hold \
+             in 3 runs of 3, so the program's own truth allows a sample {:.0}% of error (the \
+             idleness was checked): {summary}",
+            tolerance * 100.0
+        ));
+        return;
+    }
+    assert!(
+        within(lookup_blame, t["blame_lookup_ns"], tolerance),
+        "blame of the queued lookups off by {:+.1}%: {summary}",
+        err_pct(lookup_blame, t["blame_lookup_ns"])
     );
 }
 
@@ -281,7 +313,9 @@ fn blame_against_truth(
 /// accounting (a sampled estimate: docs/lock-blame.md says why it reads a little low).
 #[test]
 fn sampled_contended_acquisitions_still_blame_the_right_holder() {
-    let stderr = sampled_holders_within_the_truth("sampled_holders", &[]);
+    let Some(stderr) = sampled_holders_within_the_truth("sampled_holders", &[]) else {
+        return;
+    };
     assert!(
         stderr.contains("measured (sampled"),
         "the contended acquisitions were not sampled:\n{stderr}"
@@ -294,55 +328,118 @@ fn sampled_contended_acquisitions_still_blame_the_right_holder() {
 /// still land on the right holder in the right amounts, and the summary must say so.
 #[test]
 fn sampled_holds_that_began_with_a_try_still_blame_the_right_holder() {
-    let stderr = sampled_holders_within_the_truth("sampled_holders_try", &["try"]);
+    let Some(stderr) = sampled_holders_within_the_truth("sampled_holders_try", &["try"]) else {
+        return;
+    };
     assert!(
         stderr.contains("noted (sampled"),
         "the holds that began with a try were not sampled:\n{stderr}"
     );
 }
 
+/// The program's truth of waiting under which a run of `sampled_holders` (2 threads, 1 s)
+/// did not contend enough to judge a sample by: a fifth of what a quiet machine gives
+/// (about 0.9 s).
+const CONTENDED_IDLE_NS: u64 = 200_000_000;
+
+/// A run of `sampled_holders`, its truth, each holder's tolerance, the idleness' tolerance
+/// and the widest of them (infinite: the run barely contended).
+type SampledRun = (
+    Run,
+    PathBuf,
+    std::collections::HashMap<String, u64>,
+    Vec<(&'static str, f64)>,
+    f64,
+    f64,
+);
+
 /// Runs `sampled_holders` (with `extra` arguments) at a budget of 1 measured contended
 /// event a millisecond per thread, and checks each holder's blame and the total mutex
-/// idleness against the program's truth; returns the run's stderr.
+/// idleness against the program's truth; returns the run's stderr, or `None` when it
+/// skipped (said on stdout, counted by `.ci/run`).
 ///
 /// The tolerance is 20%, or what the program's own truth says a sampled estimate of it can
-/// reach if that is wider: 3.5 standard errors of a sampler that keeps each wait or hold
-/// with the run's measured fraction p and scales it by 1/p (`truth_spread` in truth_log.h).
-/// On a quiet machine the waits are microseconds and the 20% holds; on a loaded one the
-/// machine preempts holders mid-hold, a few waits of milliseconds dominate the truth, and
-/// no sample of 1 in 50 can be that close. Then the run is repeated (up to 3 runs) for one
-/// the machine disturbed less, and the least disturbed is judged by its own tolerance.
-fn sampled_holders_within_the_truth(scratch: &str, extra: &[&str]) -> String {
-    let mut last = None;
+/// reach if that is wider: 3.5 standard errors of a Horvitz-Thompson estimate that keeps
+/// each wait with probability 1/Pc and each hold that began without waiting with 1/Ph,
+/// where Pc and Ph are the longest sampling periods the run's summary states (the actual
+/// probabilities are no smaller, so the bound is safe), and the spread comes from
+/// `truth_spread` in truth_log.h: var = (Pc - 1) wait_sq + (Ph - 1) hold_sq.
+///
+/// On a quiet machine the waits are microseconds and the 20% holds. On a loaded one the
+/// machine preempts holders mid-hold: a few waits of milliseconds carry most of the truth,
+/// and an estimate that keeps 1 hold in 32 either misses them (reads 30-50% low) or keeps
+/// one and counts it 32 times (reads 2-5x high). The run is then repeated (up to 3 runs)
+/// for one the machine disturbed less. If even the least disturbed run's truth allows an
+/// error over [`WIDEST_JUDGEABLE`], the amounts cannot be judged: the test still checks
+/// that the waiting itself (calibrated by every timed wait, so robust to this) is the
+/// program's, and that no blame went anywhere but the two holders, and then says it
+/// skipped the amounts.
+fn sampled_holders_within_the_truth(scratch: &str, extra: &[&str]) -> Option<String> {
+    let mut least: Option<SampledRun> = None;
     for attempt in 1..=3 {
         let (run, dir) = sampled_holders_run(&format!("{scratch}-{attempt}"), extra);
         let t = truth(&run.stdout);
-        let p = measured_fraction(&run.stderr);
-        let spread = |sq: u64, truth_ns: u64| {
-            let se_ns = ((1.0 - p) / p * sq as f64).sqrt() * 1e3;
-            (3.5 * se_ns / truth_ns.max(1) as f64).max(0.20)
-        };
+        let periods = sampling_periods(&run.stderr);
         let tolerances: Vec<(&str, f64)> = ["short_hold", "long_hold"]
             .iter()
-            .map(|&f| {
-                let sq = t[&format!("wait_sq_{f}_us2")].max(t[&format!("hold_sq_{f}_us2")]);
-                (f, spread(sq, t[&format!("blame_{f}_ns")]))
-            })
+            .map(|&f| (f, blame_tolerance(&t, periods, f, 0.20)))
             .collect();
-        let idle_tolerance = spread(t["idle_sq_us2"], t["idle_ns"]);
-        let widest = tolerances
-            .iter()
-            .map(|&(_, x)| x)
-            .fold(idle_tolerance, f64::max);
-        let quiet = widest <= 0.5;
-        last = Some((run, dir, t, tolerances, idle_tolerance));
-        if quiet {
+        let idle_tolerance = idle_tolerance(t["idle_ns"], t["idle_sq_us2"], periods, 0.20);
+        // A run whose threads barely waited (the scheduler ran them apart, by turns) is
+        // no test of sampling: its truth is mostly the lock calls' own time.
+        let idle_ns = t["idle_ns"];
+        let widest = if idle_ns >= CONTENDED_IDLE_NS {
+            tolerances
+                .iter()
+                .map(|&(_, x)| x)
+                .fold(idle_tolerance, f64::max)
+        } else {
+            f64::INFINITY
+        };
+        if least.as_ref().is_none_or(|l| widest < l.5) {
+            least = Some((run, dir, t, tolerances, idle_tolerance, widest));
+        }
+        if widest <= WIDEST_JUDGEABLE {
             break;
         }
-        eprintln!("{scratch}: run {attempt} disturbed by the machine (tolerance {widest:.2})");
+        eprintln!(
+            "{scratch}: run {attempt} disturbed by the machine (tolerance {widest:.2}, \
+             waiting {})",
+            ms(idle_ns)
+        );
     }
-    let (run, dir, t, tolerances, idle_tolerance) = last.expect("at least one run");
+    let (run, dir, t, tolerances, idle_tolerance, widest) = least.expect("at least one run");
+    if widest.is_infinite() {
+        skip(&format!(
+            "the machine ran the two threads apart in 3 runs of 3: they waited {} at most, \
+             under the {} a sample needs to be judged",
+            ms(t["idle_ns"]),
+            ms(CONTENDED_IDLE_NS)
+        ));
+        return None;
+    }
     let flat = report_json_metric(&dir, "blame.mutex", &["--view", "flat"]);
+    // The waiting itself, scaled up from the measured few and calibrated by the waiting of
+    // all of them.
+    let idle = total_of(&flat, "idleness.mutex") as f64;
+    let truth_idle = t["idle_ns"] as f64;
+    assert!(
+        (idle - truth_idle).abs() <= idle_tolerance.min(WIDEST_JUDGEABLE) * truth_idle,
+        "mutex idleness {:.1} ms, the program measured {:.1} ms (tolerance {:.0}%)",
+        idle / 1e6,
+        truth_idle / 1e6,
+        idle_tolerance.min(WIDEST_JUDGEABLE) * 100.0
+    );
+    // Blame goes to the holders and nowhere else.
+    let holders = flat_metric(&flat, "short_hold", "blame.mutex").0
+        + flat_metric(&flat, "long_hold", "blame.mutex").0;
+    let all = total_of(&flat, "blame.mutex");
+    assert!(
+        holders as f64 >= 0.95 * all as f64,
+        "only {} of {} mutex blame is the two holders'",
+        ms(holders),
+        ms(all)
+    );
     let mut report = String::new();
     let mut bad = Vec::new();
     for (f, tolerance) in tolerances {
@@ -355,23 +452,21 @@ fn sampled_holders_within_the_truth(scratch: &str, extra: &[&str]) -> String {
         bad.extend(off);
     }
     eprintln!("{scratch}:\n{report}");
+    if widest > WIDEST_JUDGEABLE {
+        skip(&format!(
+            "each holder's sampled blame cannot be judged on this run: the machine preempted \
+             holders mid-hold in 3 runs of 3, so the program's own truth allows a 1-in-N \
+             sample {:.0}% of error (the waiting and where the blame went were checked):\n{report}",
+            widest * 100.0
+        ));
+        return None;
+    }
     assert!(
         bad.is_empty(),
         "blame of {bad:?} off by more than its tolerance:\n{report}\n{}",
         run.stderr
     );
-    // The waiting itself, scaled up from the measured few and calibrated by the waiting of
-    // all of them.
-    let idle = total_of(&flat, "idleness.mutex") as f64;
-    let truth_idle = t["idle_ns"] as f64;
-    assert!(
-        (idle - truth_idle).abs() <= idle_tolerance * truth_idle,
-        "mutex idleness {:.1} ms, the program measured {:.1} ms (tolerance {:.0}%)",
-        idle / 1e6,
-        truth_idle / 1e6,
-        idle_tolerance * 100.0
-    );
-    run.stderr
+    Some(run.stderr)
 }
 
 /// One profiled run of `sampled_holders`: 1 s, 2 threads, holds of 1 and 3 us, gaps of
@@ -392,32 +487,6 @@ fn sampled_holders_run(scratch: &str, extra: &[&str]) -> (Run, std::path::PathBu
     };
     assert!(run.status.success(), "{}", run.describe());
     (run, dir)
-}
-
-/// The smallest fraction of events the run's samplers kept, from its summary: measured of
-/// the contended acquisitions, noted of the holds that began without waiting (1 when all
-/// were).
-fn measured_fraction(stderr: &str) -> f64 {
-    // "12345, 2000 measured (sampled: ..." and "N began without waiting while others
-    // waited, M noted (sampled: ...".
-    let fraction = |prefix: &str, word: &str| -> Option<f64> {
-        let line = stderr.lines().find_map(|l| l.split(prefix).nth(1))?;
-        let seen: f64 = line
-            .split_whitespace()
-            .next()?
-            .trim_end_matches(',')
-            .parse()
-            .ok()?;
-        let kept: f64 = line.split(", ").find_map(|part| {
-            let mut words = part.split_whitespace();
-            let n = words.next()?;
-            (words.next() == Some(word)).then(|| n.parse().ok())?
-        })?;
-        (seen > 0.0).then(|| (kept / seen).clamp(1e-6, 1.0))
-    };
-    let contention = fraction("contended lock acquisitions: ", "measured");
-    let holds = fraction("mutex holds: ", "noted");
-    contention.into_iter().chain(holds).fold(1.0, f64::min)
 }
 
 // ---------------------------------------------------------------------------------------

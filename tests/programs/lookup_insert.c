@@ -114,6 +114,13 @@ int main(int argc, char **argv) {
     uint64_t contended[NFUNC] = {0};
     if (truth_mutex_totals(logs, nthreads, "lookup_insert", blame, idle, held, nhold, contended))
         return 2;
+    /* The truth's spread (truth_log.h): how far a sampled estimate of it may fall. */
+    uint64_t wait_sq[NFUNC], hold_sq[NFUNC], idle_sq;
+    size_t nh;
+    ival_t *holds = truth_merge_holds(logs, nthreads, &nh);
+    if (!holds || truth_spread(logs, nthreads, holds, nh, NFUNC, wait_sq, hold_sq, &idle_sq))
+        return 2;
+    free(holds);
     uint64_t wall = now_ns() - t_start;
     printf("lookup_insert: %.2f s, %d lookup threads + 1 insert thread\n", wall / 1e9, nlookup);
     for (int f = 0; f < NFUNC; f++)
@@ -122,11 +129,14 @@ int main(int argc, char **argv) {
                (unsigned long long)contended[f], idle[f] / 1e9, blame[f] / 1e9);
     printf("truth blame_insert_ns=%llu blame_lookup_ns=%llu idle_lookup_ns=%llu idle_insert_ns=%llu"
            " holds_insert=%llu holds_lookup=%llu held_insert_ns=%llu held_lookup_ns=%llu"
-           " wall_ns=%llu\n",
+           " wall_ns=%llu wait_sq_lookup_us2=%llu hold_sq_lookup_us2=%llu"
+           " wait_sq_insert_us2=%llu hold_sq_insert_us2=%llu idle_sq_us2=%llu\n",
            (unsigned long long)blame[F_INSERT], (unsigned long long)blame[F_LOOKUP],
            (unsigned long long)idle[F_LOOKUP], (unsigned long long)idle[F_INSERT],
            (unsigned long long)nhold[F_INSERT], (unsigned long long)nhold[F_LOOKUP],
            (unsigned long long)held[F_INSERT], (unsigned long long)held[F_LOOKUP],
-           (unsigned long long)wall);
+           (unsigned long long)wall, (unsigned long long)wait_sq[F_LOOKUP],
+           (unsigned long long)hold_sq[F_LOOKUP], (unsigned long long)wait_sq[F_INSERT],
+           (unsigned long long)hold_sq[F_INSERT], (unsigned long long)idle_sq);
     return 0;
 }
