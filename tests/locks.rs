@@ -228,7 +228,7 @@ fn queued_short_holds_stay_accurate_past_the_sample_budget() {
         };
         let t = truth(&run.stdout);
         let tolerance = blame_tolerance(&t, sampling_periods(&run.stderr), "lookup", 0.15);
-        if least.as_ref().is_none_or(|l| tolerance < l.2) {
+        if least.as_ref().map_or(true, |l| tolerance < l.2) {
             least = Some((run, dir, tolerance));
         }
         if tolerance <= WIDEST_JUDGEABLE {
@@ -396,7 +396,7 @@ fn sampled_holders_within_the_truth(scratch: &str, extra: &[&str]) -> Option<Str
         } else {
             f64::INFINITY
         };
-        if least.as_ref().is_none_or(|l| widest < l.5) {
+        if least.as_ref().map_or(true, |l| widest < l.5) {
             least = Some((run, dir, t, tolerances, idle_tolerance, widest));
         }
         if widest <= WIDEST_JUDGEABLE {
