@@ -268,22 +268,68 @@ fn destroyed_locks_fold_into_their_init_sites_group() {
     );
 }
 
+/// The pairs of the lookups' waiting with the holders that kept them waiting, against the
+/// program's overlap of every wait with each holder's holds. At this rate the runtime
+/// samples the contended acquisitions and the holds that began without waiting, so each
+/// pair is a sampled estimate, judged as `tests/locks.rs` judges sampled blame
+/// (`common::blame_tolerance`, at least 15%): a run the machine disturbed (holders preempted
+/// mid-hold) is repeated, up to 3 runs, and the amounts are said skipped if even the least
+/// disturbed allows an error over `WIDEST_JUDGEABLE`.
 #[test]
 fn waiters_are_split_by_the_holders_that_kept_them_waiting() {
-    let (dir, t) = profiled("lookup_insert", "lock-view-pairs", &["1.5", "3"]);
+    let holders = [("insert", "blame_insert_ns"), ("lookup", "blame_lookup_ns")];
+    let mut least: Option<(PathBuf, Truth, Vec<f64>, f64)> = None;
+    for attempt in 1..=3 {
+        let (dir, t, stderr) = profiled_with_summary(
+            "lookup_insert",
+            &format!("lock-view-pairs-{attempt}"),
+            &["1.5", "3"],
+        );
+        let periods = sampling_periods(&stderr);
+        let tolerances: Vec<f64> = holders
+            .iter()
+            .map(|&(holder, _)| blame_tolerance(&t, periods, holder, 0.15))
+            .collect();
+        let widest = tolerances.iter().copied().fold(0.15, f64::max);
+        if least.as_ref().map_or(true, |l| widest < l.3) {
+            least = Some((dir, t, tolerances, widest));
+        }
+        if widest <= WIDEST_JUDGEABLE {
+            break;
+        }
+        eprintln!(
+            "lock-view pairs: run {attempt} disturbed by the machine (tolerance {widest:.2})"
+        );
+    }
+    let (dir, t, tolerances, _) = least.expect("at least one run");
     let v = locks_json(&dir, &[]);
     let table = lock(&v, "table_lock");
-    for (holder, truth_key) in [("insert", "blame_insert_ns"), ("lookup", "blame_lookup_ns")] {
+    let mut lines = String::new();
+    let mut bad = Vec::new();
+    let mut unjudgeable = false;
+    for ((holder, truth_key), tolerance) in holders.into_iter().zip(tolerances) {
         let got = behind(table, "lookup", holder);
         // The program's truth: every wait's overlap with the holder's holds. Insert's own
         // rare waits are in it too; they are a few percent.
         let want = t[truth_key];
-        assert!(
-            within(got, want, 0.15),
-            "lookup behind {holder}: {got} ns, program {want} ns; pairs {}",
-            table["pairs"]
+        lines += &format!(
+            "lookup behind {holder}: {got} ns, program {want} ns ({:+.1}%, tolerance {:.0}%)\n",
+            (got as f64 - want as f64) / want.max(1) as f64 * 100.0,
+            tolerance * 100.0
         );
+        unjudgeable |= tolerance > WIDEST_JUDGEABLE;
+        if !within(got, want, tolerance) {
+            bad.push(holder);
+        }
     }
+    if unjudgeable {
+        skip(&format!(
+            "the pairs' sampled blame cannot be judged: the machine preempted holders mid-hold \
+             in 3 runs of 3:\n{lines}"
+        ));
+        return;
+    }
+    assert!(bad.is_empty(), "{lines}pairs {}", table["pairs"]);
 }
 
 #[test]
