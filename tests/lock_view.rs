@@ -582,9 +582,13 @@ fn acquisitions_are_the_programs_own_count() {
 /// hold that began with a wait). So a run whose holders were descheduled for more than a
 /// tenth of their holds (wall against CPU time inside them), or whose program found a
 /// waiter behind less than 80% of its holds (over 94% on an idle machine), is run again,
-/// up to 3 times, and the least disturbed is judged.
+/// up to 3 times, and the least disturbed is judged. If all 3 were disturbed, that case is
+/// not judged by the program's share (it measures another workload then): its held.contended
+/// must still lie within the work inside the holds, and once every other case was judged the
+/// test says it skipped the disturbed ones.
 #[test]
 fn held_contended_is_the_programs_own_measure() {
+    let mut unjudged = Vec::new();
     for (threads, hold_ns) in [("2", "20000"), ("3", "200000"), ("8", "2000000")] {
         for run_args in [&[][..], &["--contended-per-ms", "1000"][..]] {
             let disturbance = |t: &Truth| {
@@ -610,6 +614,19 @@ fn held_contended_is_the_programs_own_measure() {
             let (contended, inside) = (t["contended_ns"], t["inside_ns"]);
             let want = (work as f64 * contended as f64 / inside.max(1) as f64) as u64;
             let held = count(&l, "held_ns");
+            if disturbance(&t) > 0.1 {
+                assert!(
+                    held <= work + work / 50,
+                    "{threads} threads, {hold_ns} ns holds, {run_args:?}: held_ns {held} over \
+                     the {work} ns of work profiled inside the holds"
+                );
+                unjudged.push(format!(
+                    "{threads} threads, {hold_ns} ns holds, {run_args:?}: disturbance {:.2} \
+                     in 3 runs of 3 (held_ns {held}, the program's share gives {want})",
+                    disturbance(&t)
+                ));
+                continue;
+            }
             assert!(
                 within(held, want, 0.15) || held.abs_diff(want) <= work / 50,
                 "{threads} threads, {hold_ns} ns holds, {run_args:?}: held_ns {held}, \
@@ -617,5 +634,12 @@ fn held_contended_is_the_programs_own_measure() {
                  the {work} ns of work profiled inside the holds"
             );
         }
+    }
+    if !unjudged.is_empty() {
+        skip(&format!(
+            "the machine disturbed these cases in every run, so the program measured another \
+             workload than the profile's (all the others were judged): {}",
+            unjudged.join("; ")
+        ));
     }
 }
