@@ -116,11 +116,8 @@ int main(int argc, char **argv) {
         return 2;
     /* The truth's spread (truth_log.h): how far a sampled estimate of it may fall. */
     uint64_t wait_sq[NFUNC], hold_sq[NFUNC], idle_sq;
-    size_t nh;
-    ival_t *holds = truth_merge_holds(logs, nthreads, &nh);
-    if (!holds || truth_spread(logs, nthreads, holds, nh, NFUNC, wait_sq, hold_sq, &idle_sq))
+    if (truth_mutex_spread(logs, nthreads, NFUNC, wait_sq, hold_sq, &idle_sq))
         return 2;
-    free(holds);
     uint64_t wall = now_ns() - t_start;
     printf("lookup_insert: %.2f s, %d lookup threads + 1 insert thread\n", wall / 1e9, nlookup);
     for (int f = 0; f < NFUNC; f++)

@@ -19,8 +19,8 @@
  * holds). Prints
  *   truth blame_short_hold_ns=.. blame_long_hold_ns=.. idle_ns=.. acquisitions=..
  *         wait_sq_<fn>_us2=.. hold_sq_<fn>_us2=.. idle_sq_us2=..
- * (the truth's spread, truth_log.h's truth_spread(): how far a sampled estimate of it may
- * fall from it; large when the machine preempted holders mid-hold).
+ * (the truth's spread, truth_log.h's truth_mutex_spread(): how far a sampled estimate of
+ * it may fall from it; large when the machine preempted holders mid-hold).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -97,11 +97,8 @@ int main(int argc, char **argv) {
     if (truth_mutex_totals(logs, nthreads, "sampled_holders", blame, idle, held, count, NULL))
         return 2;
     uint64_t wait_sq[NFUNC], hold_sq[NFUNC], idle_sq;
-    size_t nh;
-    ival_t *holds = truth_merge_holds(logs, nthreads, &nh);
-    if (!holds || truth_spread(logs, nthreads, holds, nh, NFUNC, wait_sq, hold_sq, &idle_sq))
+    if (truth_mutex_spread(logs, nthreads, NFUNC, wait_sq, hold_sq, &idle_sq))
         return 2;
-    free(holds);
     printf("sampled_holders: %.2f s, %d threads, %llu acquisitions\n",
            (now_ns() - t_start) / 1e9, nthreads,
            (unsigned long long)(count[F_SHORT] + count[F_LONG]));

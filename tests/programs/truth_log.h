@@ -220,6 +220,19 @@ static inline int truth_spread(const tlog_t *logs, int n, const ival_t *holds, s
     return 0;
 }
 
+/* truth_spread() of a mutex workload's `n` logs, merging their holds itself. -1 if memory
+ * ran out, else 0. */
+static inline int truth_mutex_spread(const tlog_t *logs, int n, int nfunc, uint64_t *wait_sq,
+                                     uint64_t *hold_sq, uint64_t *idle_sq) {
+    size_t nh;
+    ival_t *holds = truth_merge_holds(logs, n, &nh);
+    if (!holds)
+        return -1;
+    int rc = truth_spread(logs, n, holds, nh, nfunc, wait_sq, hold_sq, idle_sq);
+    free(holds);
+    return rc;
+}
+
 /* The truth of one mutex workload's `n` logs, all at once, per function: blame, idle (wait
  * time), held (hold time), count (holds) and, if not NULL, contended (waits that overlap a
  * hold); see truth_wait_blame(). -1 (after a message) if a log overflowed, else 0. */
