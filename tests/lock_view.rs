@@ -278,8 +278,7 @@ fn destroyed_locks_fold_into_their_init_sites_group() {
 #[test]
 fn waiters_are_split_by_the_holders_that_kept_them_waiting() {
     let holders = [("insert", "blame_insert_ns"), ("lookup", "blame_lookup_ns")];
-    let mut least: Option<(PathBuf, Truth, Vec<f64>, f64)> = None;
-    for attempt in 1..=3 {
+    let ((dir, t, tolerances), _) = least_disturbed("lock-view pairs", |attempt| {
         let (dir, t, stderr) = profiled_with_summary(
             "lookup_insert",
             &format!("lock-view-pairs-{attempt}"),
@@ -291,17 +290,8 @@ fn waiters_are_split_by_the_holders_that_kept_them_waiting() {
             .map(|&(holder, _)| blame_tolerance(&t, periods, holder, 0.15))
             .collect();
         let widest = tolerances.iter().copied().fold(0.15, f64::max);
-        if least.as_ref().map_or(true, |l| widest < l.3) {
-            least = Some((dir, t, tolerances, widest));
-        }
-        if widest <= WIDEST_JUDGEABLE {
-            break;
-        }
-        eprintln!(
-            "lock-view pairs: run {attempt} disturbed by the machine (tolerance {widest:.2})"
-        );
-    }
-    let (dir, t, tolerances, _) = least.expect("at least one run");
+        ((dir, t, tolerances), widest)
+    });
     let v = locks_json(&dir, &[]);
     let table = lock(&v, "table_lock");
     let mut lines = String::new();

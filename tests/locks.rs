@@ -219,8 +219,7 @@ fn lookup_insert_short_holds_take_their_own_share() {
 #[test]
 fn queued_short_holds_stay_accurate_past_the_sample_budget() {
     let prog = lock_prog("lookup_insert");
-    let mut least: Option<(Run, PathBuf, f64)> = None;
-    for attempt in 1..=3 {
+    let ((run, dir), tolerance) = least_disturbed("queued short holds", |attempt| {
         let dir = scratch_dir(&format!("lookup_insert_queued-{attempt}")).join("prof");
         let run = {
             let _one_at_a_time = machine();
@@ -228,17 +227,8 @@ fn queued_short_holds_stay_accurate_past_the_sample_budget() {
         };
         let t = truth(&run.stdout);
         let tolerance = blame_tolerance(&t, sampling_periods(&run.stderr), "lookup", 0.15);
-        if least.as_ref().map_or(true, |l| tolerance < l.2) {
-            least = Some((run, dir, tolerance));
-        }
-        if tolerance <= WIDEST_JUDGEABLE {
-            break;
-        }
-        eprintln!(
-            "queued short holds: run {attempt} disturbed by the machine (tolerance {tolerance:.2})"
-        );
-    }
-    let (run, dir, tolerance) = least.expect("at least one run");
+        ((run, dir), tolerance)
+    });
     let t = truth(&run.stdout);
     let note = run.counters_note().unwrap_or_default();
     assert!(
@@ -343,17 +333,6 @@ fn sampled_holds_that_began_with_a_try_still_blame_the_right_holder() {
 /// (about 0.9 s).
 const CONTENDED_IDLE_NS: u64 = 200_000_000;
 
-/// A run of `sampled_holders`, its truth, each holder's tolerance, the idleness' tolerance
-/// and the widest of them (infinite: the run barely contended).
-type SampledRun = (
-    Run,
-    PathBuf,
-    std::collections::HashMap<String, u64>,
-    Vec<(&'static str, f64)>,
-    f64,
-    f64,
-);
-
 /// Runs `sampled_holders` (with `extra` arguments) at a budget of 1 measured contended
 /// event a millisecond per thread, and checks each holder's blame and the total mutex
 /// idleness against the program's truth; returns the run's stderr, or `None` when it
@@ -376,8 +355,7 @@ type SampledRun = (
 /// program's, and that no blame went anywhere but the two holders, and then says it
 /// skipped the amounts.
 fn sampled_holders_within_the_truth(scratch: &str, extra: &[&str]) -> Option<String> {
-    let mut least: Option<SampledRun> = None;
-    for attempt in 1..=3 {
+    let ((run, dir, t, tolerances, idle_tolerance), widest) = least_disturbed(scratch, |attempt| {
         let (run, dir) = sampled_holders_run(&format!("{scratch}-{attempt}"), extra);
         let t = truth(&run.stdout);
         let periods = sampling_periods(&run.stderr);
@@ -388,28 +366,17 @@ fn sampled_holders_within_the_truth(scratch: &str, extra: &[&str]) -> Option<Str
         let idle_tolerance = idle_tolerance(t["idle_ns"], t["idle_sq_us2"], periods, 0.20);
         // A run whose threads barely waited (the scheduler ran them apart, by turns) is
         // no test of sampling: its truth is mostly the lock calls' own time.
-        let idle_ns = t["idle_ns"];
-        let widest = if idle_ns >= CONTENDED_IDLE_NS {
+        let widest = if t["idle_ns"] >= CONTENDED_IDLE_NS {
             tolerances
                 .iter()
                 .map(|&(_, x)| x)
                 .fold(idle_tolerance, f64::max)
         } else {
+            eprintln!("{scratch}: run {attempt} waited only {}", ms(t["idle_ns"]));
             f64::INFINITY
         };
-        if least.as_ref().map_or(true, |l| widest < l.5) {
-            least = Some((run, dir, t, tolerances, idle_tolerance, widest));
-        }
-        if widest <= WIDEST_JUDGEABLE {
-            break;
-        }
-        eprintln!(
-            "{scratch}: run {attempt} disturbed by the machine (tolerance {widest:.2}, \
-             waiting {})",
-            ms(idle_ns)
-        );
-    }
-    let (run, dir, t, tolerances, idle_tolerance, widest) = least.expect("at least one run");
+        ((run, dir, t, tolerances, idle_tolerance), widest)
+    });
     if widest.is_infinite() {
         skip(&format!(
             "the machine ran the two threads apart in 3 runs of 3: they waited {} at most, \

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 mod report;
 pub use report::*;
 mod sampled;
-#[allow(unused_imports)] // only tests/locks.rs uses them
+#[allow(unused_imports)] // only tests/locks.rs and tests/lock_view.rs use them
 pub use sampled::*;
 mod unchanged;
 #[allow(unused_imports)] // only tests/processes.rs and tests/dying.rs use them
