@@ -278,20 +278,21 @@ fn destroyed_locks_fold_into_their_init_sites_group() {
 #[test]
 fn waiters_are_split_by_the_holders_that_kept_them_waiting() {
     let holders = [("insert", "blame_insert_ns"), ("lookup", "blame_lookup_ns")];
-    let ((dir, t, tolerances), _) = least_disturbed("lock-view pairs", |attempt| {
-        let (dir, t, stderr) = profiled_with_summary(
-            "lookup_insert",
-            &format!("lock-view-pairs-{attempt}"),
-            &["1.5", "3"],
-        );
-        let periods = sampling_periods(&stderr);
-        let tolerances: Vec<f64> = holders
-            .iter()
-            .map(|&(holder, _)| blame_tolerance(&t, periods, holder, 0.15))
-            .collect();
-        let widest = tolerances.iter().copied().fold(0.15, f64::max);
-        ((dir, t, tolerances), widest)
-    });
+    let ((dir, t, tolerances), _) =
+        least_disturbed("lock-view pairs", WIDEST_JUDGEABLE, |attempt| {
+            let (dir, t, stderr) = profiled_with_summary(
+                "lookup_insert",
+                &format!("lock-view-pairs-{attempt}"),
+                &["1.5", "3"],
+            );
+            let periods = sampling_periods(&stderr);
+            let tolerances: Vec<f64> = holders
+                .iter()
+                .map(|&(holder, _)| blame_tolerance(&t, periods, holder, 0.15))
+                .collect();
+            let widest = tolerances.iter().copied().fold(0.15, f64::max);
+            ((dir, t, tolerances), widest)
+        });
     let v = locks_json(&dir, &[]);
     let table = lock(&v, "table_lock");
     let mut lines = String::new();
@@ -368,11 +369,34 @@ fn ping_pong_reads_half_pressure_and_one_thread_none() {
 /// under the function that computed there, per lock kind, and per lock in the lock view
 /// (within 20% of the program's contended share of the work the profile puts inside the
 /// holds); the same holders' computing outside any lock is not.
+///
+/// A holder the machine descheduled mid-hold (its holds' wall time more than a tenth over
+/// their CPU time) resumes with a waiter behind it that came meanwhile, and the CPU
+/// timer's sample at that tick finds the waiter where the program's slice, begun before,
+/// did not (beside a CPU hog: 570 ms read against the program's share, 432 ms). Such a run
+/// is repeated, up to 3 runs, and the least disturbed is judged; if all 3 were disturbed,
+/// held.contended must still lie within the work inside the holds, and the test says it
+/// skipped the amounts.
 #[test]
 fn work_inside_contended_holds_is_held_contended_in_its_function_and_lock() {
-    let (dir, t) = profiled("contended_hold", "lock-view-held", &["3", "2"]);
+    let ((dir, t), disturbance) = least_disturbed("held.contended in holds", 0.1, |attempt| {
+        let (dir, t) = profiled(
+            "contended_hold",
+            &format!("lock-view-held-{attempt}"),
+            &["3", "2"],
+        );
+        let descheduled = ["table", "config"]
+            .iter()
+            .map(|p| {
+                t[&format!("{p}_wall_ns")] as f64 / t[&format!("{p}_inside_ns")].max(1) as f64 - 1.0
+            })
+            .fold(0.0, f64::max);
+        ((dir, t), descheduled)
+    });
+    let judged = disturbance <= 0.1;
     let flat = report_json_metric(&dir, "held.contended", &["--view", "flat"]);
     let v = locks_json(&dir, &["--metric", "held.contended"]);
+    let mut unjudged = Vec::new();
     for (lock_name, kind, inside, outside, prefix) in [
         ("table_lock", "mutex", "rebuild_table", "tidy_up", "table"),
         (
@@ -400,12 +424,37 @@ fn work_inside_contended_holds_is_held_contended_in_its_function_and_lock() {
         let (work_in, _) = flat_metric(&flat, inside, "work");
         let want = (work_in as f64 * share) as u64;
         let (held_in, _) = flat_metric(&flat, inside, "held.contended");
-        assert!(
-            within(held_in, want, 0.2),
-            "{inside}: held.contended {held_in} ns, its work {work_in} ns times the \
-             program's contended share {share:.3} = {want} ns (the program: {contended} ns \
-             of {inside_cpu} ns)"
-        );
+        let by_kind = total_of(&flat, &format!("held.contended.{kind}"));
+        let l = lock(&v, lock_name);
+        let held = count(l, "held_ns");
+        if judged {
+            assert!(
+                within(held_in, want, 0.2),
+                "{inside}: held.contended {held_in} ns, its work {work_in} ns times the \
+                 program's contended share {share:.3} = {want} ns (the program: {contended} ns \
+                 of {inside_cpu} ns)"
+            );
+            assert!(
+                within(by_kind, want, 0.25),
+                "held.contended.{kind} {by_kind} ns, expected {want} ns"
+            );
+            // Split by lock: the lock's row.
+            assert!(
+                within(held, want, 0.2),
+                "{lock_name}: held_ns {held}, expected {want}"
+            );
+        } else {
+            for (what, got) in [(inside, held_in), (lock_name, held)] {
+                assert!(
+                    got <= work_in + work_in / 50,
+                    "{what}: held.contended {got} ns over the {work_in} ns of work profiled \
+                     inside the holds"
+                );
+            }
+            unjudged.push(format!(
+                "{lock_name}: held.contended {held_in} ns, the program's share gives {want} ns"
+            ));
+        }
         let (held_out, _) = flat_metric(&flat, outside, "held.contended");
         let (work_out, _) = flat_metric(&flat, outside, "work");
         assert!(work_out > 500_000_000, "{outside} computed {work_out} ns");
@@ -413,18 +462,7 @@ fn work_inside_contended_holds_is_held_contended_in_its_function_and_lock() {
             held_out * 20 <= work_out,
             "{outside} holds no lock, yet held.contended {held_out} of its work {work_out}"
         );
-        let by_kind = total_of(&flat, &format!("held.contended.{kind}"));
-        assert!(
-            within(by_kind, want, 0.25),
-            "held.contended.{kind} {by_kind} ns, expected {want} ns"
-        );
-        // Split by lock: the lock's row, and the code inside its holds.
-        let l = lock(&v, lock_name);
-        let held = count(l, "held_ns");
-        assert!(
-            within(held, want, 0.2),
-            "{lock_name}: held_ns {held}, expected {want}"
-        );
+        // The code inside the lock's holds.
         let top = &l["inside"][0];
         assert_eq!(
             (top["function"].as_str(), top["caller"].as_str()),
@@ -442,6 +480,14 @@ fn work_inside_contended_holds_is_held_contended_in_its_function_and_lock() {
             .any(|l| l.contains("%  rebuild_table -> compute")),
         "{one}"
     );
+    if !unjudged.is_empty() {
+        skip(&format!(
+            "the machine descheduled the holders mid-hold in 3 runs of 3 (their holds' wall \
+             time {:.0}% over their CPU time at least), so the amounts were not judged: {}",
+            disturbance * 100.0,
+            unjudged.join("; ")
+        ));
+    }
 }
 
 /// Who waited behind whom is matched in time: in a run whose first half has `append`

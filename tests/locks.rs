@@ -219,16 +219,17 @@ fn lookup_insert_short_holds_take_their_own_share() {
 #[test]
 fn queued_short_holds_stay_accurate_past_the_sample_budget() {
     let prog = lock_prog("lookup_insert");
-    let ((run, dir), tolerance) = least_disturbed("queued short holds", |attempt| {
-        let dir = scratch_dir(&format!("lookup_insert_queued-{attempt}")).join("prof");
-        let run = {
-            let _one_at_a_time = machine();
-            profile_ok(&dir, 1000, &prog, &["0.6", "3", "2", "0"])
-        };
-        let t = truth(&run.stdout);
-        let tolerance = blame_tolerance(&t, sampling_periods(&run.stderr), "lookup", 0.15);
-        ((run, dir), tolerance)
-    });
+    let ((run, dir), tolerance) =
+        least_disturbed("queued short holds", WIDEST_JUDGEABLE, |attempt| {
+            let dir = scratch_dir(&format!("lookup_insert_queued-{attempt}")).join("prof");
+            let run = {
+                let _one_at_a_time = machine();
+                profile_ok(&dir, 1000, &prog, &["0.6", "3", "2", "0"])
+            };
+            let t = truth(&run.stdout);
+            let tolerance = blame_tolerance(&t, sampling_periods(&run.stderr), "lookup", 0.15);
+            ((run, dir), tolerance)
+        });
     let t = truth(&run.stdout);
     let note = run.counters_note().unwrap_or_default();
     assert!(
@@ -355,28 +356,29 @@ const CONTENDED_IDLE_NS: u64 = 200_000_000;
 /// program's, and that no blame went anywhere but the two holders, and then says it
 /// skipped the amounts.
 fn sampled_holders_within_the_truth(scratch: &str, extra: &[&str]) -> Option<String> {
-    let ((run, dir, t, tolerances, idle_tolerance), widest) = least_disturbed(scratch, |attempt| {
-        let (run, dir) = sampled_holders_run(&format!("{scratch}-{attempt}"), extra);
-        let t = truth(&run.stdout);
-        let periods = sampling_periods(&run.stderr);
-        let tolerances: Vec<(&str, f64)> = ["short_hold", "long_hold"]
-            .iter()
-            .map(|&f| (f, blame_tolerance(&t, periods, f, 0.20)))
-            .collect();
-        let idle_tolerance = idle_tolerance(t["idle_ns"], t["idle_sq_us2"], periods, 0.20);
-        // A run whose threads barely waited (the scheduler ran them apart, by turns) is
-        // no test of sampling: its truth is mostly the lock calls' own time.
-        let widest = if t["idle_ns"] >= CONTENDED_IDLE_NS {
-            tolerances
+    let ((run, dir, t, tolerances, idle_tolerance), widest) =
+        least_disturbed(scratch, WIDEST_JUDGEABLE, |attempt| {
+            let (run, dir) = sampled_holders_run(&format!("{scratch}-{attempt}"), extra);
+            let t = truth(&run.stdout);
+            let periods = sampling_periods(&run.stderr);
+            let tolerances: Vec<(&str, f64)> = ["short_hold", "long_hold"]
                 .iter()
-                .map(|&(_, x)| x)
-                .fold(idle_tolerance, f64::max)
-        } else {
-            eprintln!("{scratch}: run {attempt} waited only {}", ms(t["idle_ns"]));
-            f64::INFINITY
-        };
-        ((run, dir, t, tolerances, idle_tolerance), widest)
-    });
+                .map(|&f| (f, blame_tolerance(&t, periods, f, 0.20)))
+                .collect();
+            let idle_tolerance = idle_tolerance(t["idle_ns"], t["idle_sq_us2"], periods, 0.20);
+            // A run whose threads barely waited (the scheduler ran them apart, by turns) is
+            // no test of sampling: its truth is mostly the lock calls' own time.
+            let widest = if t["idle_ns"] >= CONTENDED_IDLE_NS {
+                tolerances
+                    .iter()
+                    .map(|&(_, x)| x)
+                    .fold(idle_tolerance, f64::max)
+            } else {
+                eprintln!("{scratch}: run {attempt} waited only {}", ms(t["idle_ns"]));
+                f64::INFINITY
+            };
+            ((run, dir, t, tolerances, idle_tolerance), widest)
+        });
     if widest.is_infinite() {
         skip(&format!(
             "the machine ran the two threads apart in 3 runs of 3: they waited {} at most, \

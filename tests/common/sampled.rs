@@ -11,21 +11,26 @@ use std::collections::HashMap;
 /// misses them or counts one of them N times.
 pub const WIDEST_JUDGEABLE: f64 = 0.5;
 
-/// Runs `attempt` (numbered from 1) until one of its runs can be judged (the widest
-/// tolerance it returns with the run is within [`WIDEST_JUDGEABLE`]), at most 3 times, and
-/// returns the least disturbed run with its widest tolerance; says on stderr, under
-/// `label`, which runs the machine disturbed.
-pub fn least_disturbed<T>(label: &str, mut attempt: impl FnMut(u32) -> (T, f64)) -> (T, f64) {
+/// Runs `attempt` (numbered from 1) until one of its runs can be judged (the disturbance
+/// it returns with the run, such as the widest tolerance a sampled estimate needs, is
+/// within `limit`, such as [`WIDEST_JUDGEABLE`]), at most 3 times, and returns the least
+/// disturbed run with its disturbance; says on stderr, under `label`, which runs the
+/// machine disturbed.
+pub fn least_disturbed<T>(
+    label: &str,
+    limit: f64,
+    mut attempt: impl FnMut(u32) -> (T, f64),
+) -> (T, f64) {
     let mut least: Option<(T, f64)> = None;
     for n in 1..=3 {
         let (run, widest) = attempt(n);
         if least.as_ref().map_or(true, |l| widest < l.1) {
             least = Some((run, widest));
         }
-        if widest <= WIDEST_JUDGEABLE {
+        if widest <= limit {
             break;
         }
-        eprintln!("{label}: run {n} disturbed by the machine (tolerance {widest:.2})");
+        eprintln!("{label}: run {n} disturbed by the machine ({widest:.2}, over {limit})");
     }
     least.expect("at least one run")
 }
