@@ -34,14 +34,14 @@
 //! call glibc's lock functions either.
 //!
 //! Beside the countdown, in the same thread-local block, the thread keeps where its failed
-//! trylocks are counted ([`thread_tries`], `lock_table::PendingTries` in its state), so
+//! trylocks are counted ([`thread_tries`], `pending_counts::PendingTries` in its state), so
 //! that a failed trylock reaches them by the thread pointer too, without a call.
 //!
 //! Invariants: the countdown is touched only by its own thread (and, for [`restart`], by a
 //! signal handler interrupting it, which at worst loses a period); async-signal-safe;
 //! allocation-free.
 
-use super::lock_table::PendingTries;
+use super::pending_counts::PendingTries;
 use crate::format::ACQUISITION_SAMPLING_PERIOD;
 use std::cell::Cell;
 

@@ -19,7 +19,8 @@
 //!   record both through the sampler.
 //!
 //! The [`lock_table`] keeps per-lock counts for the report's lock view, with acquisitions
-//! counted by [`acquisition_sampling`] and each lock's init call site by [`init_sites`].
+//! counted by [`acquisition_sampling`], a thread's waits and failed trylocks gathered first
+//! in [`pending_counts`], and each lock's init call site by [`init_sites`].
 //!
 //! Nothing here allocates with `malloc` or takes a pthread lock, so the interposed functions
 //! may be called by allocators and by the runtime itself.
@@ -33,6 +34,7 @@ pub mod init_sites;
 pub mod lock_table;
 #[cfg(test)]
 mod model_check;
+pub mod pending_counts;
 pub mod policy;
 pub mod slab;
 pub mod spin;

@@ -24,7 +24,7 @@ use crate::format::Frame;
 use crate::locks::contention_sampling::ContentionSampler;
 use crate::locks::held_marks::HeldMarks;
 use crate::locks::hold_starts::HoldStarts;
-use crate::locks::lock_table::{PendingTries, PendingWaits};
+use crate::locks::pending_counts::{PendingTries, PendingWaits};
 use crate::locks::thinning::{ThinRate, THIN_CLASSES, THIN_UNSTARTED};
 use crate::locks::wait_table::Wait;
 use crate::locks::wake_chain::LastWait;

@@ -21,7 +21,7 @@ use super::bookkeeping::{forget_waits, monitored_thread};
 use super::outcome::{errno, set_errno};
 use crate::format::WaitKind;
 use crate::locks::acquisition_sampling as sampling;
-use crate::locks::lock_table::{PendingTries, TriesFailed, TryNoted};
+use crate::locks::pending_counts::{PendingTries, TriesFailed, TryNoted};
 use crate::locks::{init_sites, lock_table};
 use crate::sampler::clock::{current_tid, monotonic_ns};
 use crate::sampler::counters::{self, Counter};
@@ -114,7 +114,7 @@ fn interval_ended(address: usize, ended: Option<lock_table::IntervalCounts>) {
 }
 
 /// A trylock of the lock at `address`, called from `site` (a return address; 0 unknown),
-/// found it held: counted in the thread's pending failures (`lock_table::PendingTries`,
+/// found it held: counted in the thread's pending failures (`pending_counts::PendingTries`,
 /// reached through the thread pointer: a few loads and stores), which reach the lock's row
 /// out of line.
 #[inline(always)]
@@ -205,7 +205,7 @@ pub(super) fn waited(address: usize, kind: WaitKind, ns: u64) {
 }
 
 /// A contended acquisition of the lock at `address` is about to wait, at `now`: the
-/// thread's pending waits are made ready for it (`lock_table::PendingWaits::prepare`:
+/// thread's pending waits are made ready for it (`pending_counts::PendingWaits::prepare`:
 /// shared rows are written here, before the wait, not after it).
 pub(super) fn contending(state: &ThreadState, address: usize, kind: WaitKind, now: u64) {
     // Once it holds the lock, its timer samples check it (`held.contended`): marked now,
@@ -215,7 +215,7 @@ pub(super) fn contending(state: &ThreadState, address: usize, kind: WaitKind, no
 }
 
 /// The thread's pending waits made ready for a contended acquisition of the lock at
-/// `address` about to wait at `now` (`lock_table::PendingWaits::prepare`).
+/// `address` about to wait at `now` (`pending_counts::PendingWaits::prepare`).
 pub(super) fn prepare_waits(state: &ThreadState, address: usize, kind: WaitKind, now: u64) {
     if let Err(untabled) = state.lock_waits.prepare(address, kind as u8, now) {
         counters::add(Counter::LockEventsUntabled, untabled);
