@@ -28,7 +28,7 @@ fn measurement() -> Modules {
     for dir in ["sampler", "locks", "unwind"] {
         collect(&src.join(dir), dir, &mut found);
     }
-    for leaf in ["lifecycle", "sys", "runtime_lock"] {
+    for leaf in ["lifecycle", "exec", "sys", "runtime_lock"] {
         add(&src.join(format!("measure/{leaf}.rs")), leaf, &mut found);
     }
     found
@@ -399,7 +399,9 @@ fn tiers_import_only_downwards() {
                     "blameprof-measure" => {
                         (mechanism && (d.starts_with("sampler") || d.starts_with("locks::policy")))
                             || (m.starts_with("sampler")
-                                && (d.starts_with("locks::policy") || d == "lifecycle"))
+                                && (d.starts_with("locks::policy")
+                                    || d == "lifecycle"
+                                    || d == "exec"))
                             || (m.starts_with("unwind")
                                 && (d.starts_with("sampler") || d.starts_with("locks")))
                     }

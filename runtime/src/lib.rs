@@ -32,8 +32,8 @@ mod threads;
 mod timeouts;
 mod waits;
 
-use blameprof_measure::lifecycle;
 use blameprof_measure::sampler::heap::RuntimeAllocator;
+use blameprof_measure::{exec, lifecycle};
 use libc::{c_char, c_int, c_void};
 
 /// The runtime's Rust allocations never use the program's `malloc` (see `sampler::heap`).
@@ -99,12 +99,12 @@ fn own_environment() -> *const *const c_char {
 fn around_exec(envp: *const *const c_char, exec: impl FnOnce() -> c_int) -> c_int {
     // SAFETY: `envp` is the caller's exec environment (null-terminated, per exec's contract)
     // or `environ`.
-    unsafe { lifecycle::exec_environment(envp) };
-    let finished = lifecycle::before_exec();
+    unsafe { exec::exec_environment(envp) };
+    let finished = exec::before_exec();
     let rc = exec();
     // SAFETY: __errno_location is always valid for the calling thread.
     let errno = unsafe { *libc::__errno_location() };
-    lifecycle::exec_failed(finished);
+    exec::exec_failed(finished);
     // SAFETY: as above; the caller must see exec's errno.
     unsafe { *libc::__errno_location() = errno };
     rc

@@ -5,7 +5,8 @@
 //! - [`sampler`]: timers, the signal handler, per-thread state, the profile's writer;
 //! - [`locks`]: what is measured at each lock primitive and how it is thinned, and the
 //!   lock-side state blame shifting keeps;
-//! - [`lifecycle`]: start-up, threads, `dlopen`, `fork`, `exec` and exit, composing the above;
+//! - [`lifecycle`]: start-up, threads, `dlopen`, `fork` and exit, composing the above, and
+//!   [`exec`]: an image's part handed over at `exec`;
 //! - [`sys`] and [`runtime_lock`]: raw system calls and the runtime's own lock.
 //!
 //! It writes the profile through `blameprof_format` and never imports the analysis (the
@@ -14,6 +15,7 @@
 
 pub use blameprof_format as format;
 
+pub mod exec;
 pub mod lifecycle;
 #[path = "../locks/mod.rs"]
 pub mod locks;
