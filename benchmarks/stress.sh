@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # stress.sh: the long, on-demand version of the lock-protocol stress tests (issue 19).
 #
-#   1. The model checks and the randomized stress of the real code, in the measurement
-#      crate's unit tests (src/locks/model_check/): the exhaustive models (a few seconds),
-#      then each stress part (spin locks with conversion and recycling, the wake path's
+#   1. The model checks and the randomized stress of the real code, in unit tests: the
+#      exhaustive models (blameprof-locks, src/locks/model_check/; a few seconds), then
+#      each stress part (blameprof-measure, src/measure/stress.rs) (spin locks with conversion and recycling, the wake path's
 #      sequence lock) for SECS seconds (`BLAMEPROF_STRESS_SECS`; `cargo test` alone runs
 #      them for 0.3 s).
 #   2. tests/programs/counters_stress.c (the lock semantics test of tests/locks.rs, which
@@ -34,8 +34,10 @@ NAME=stress.sh
 
 if [[ ${SKIP_UNIT:-0} != 1 ]]; then
     log "model checks, then each stress part for $SECS s"
-    (cd "$ROOT" && BLAMEPROF_STRESS_SECS=$SECS cargo test --release -p blameprof-measure \
-        model_check -- --nocapture --test-threads 1) ||
+    (cd "$ROOT" && BLAMEPROF_STRESS_SECS=$SECS cargo test --release -p blameprof-locks \
+        model_check -- --nocapture --test-threads 1 &&
+        BLAMEPROF_STRESS_SECS=$SECS cargo test --release -p blameprof-measure \
+            stress -- --nocapture --test-threads 1) ||
         die "the model checks or the stress of the real code failed (output above)"
 fi
 

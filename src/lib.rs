@@ -4,10 +4,9 @@
 //! calling-context tree, metrics, locks, findings), [`viewer`] (text, JSON, flame graphs,
 //! exports) and [`cli`] (one module per command: its arguments, loading, the view), over the
 //! profile [`format`] (the `blameprof_format` crate); `src/main.rs` only parses the command
-//! line and exits. The measurement that writes profiles is
-//! another crate (`blameprof_measure`, in `src/sampler`, `src/unwind` and `src/locks`, loaded
-//! into the profiled program by `runtime/`), which this one never imports: see
-//! `docs/architecture.md`.
+//! line and exits. The measurement that writes profiles is other crates (`src/sys`,
+//! `src/unwind`, `src/locks`, `src/sampler` and `src/measure`, loaded into the profiled
+//! program by `runtime/`), which this one never imports: see `docs/architecture.md`.
 
 pub use blameprof_format as format;
 

@@ -1,11 +1,12 @@
 //! The layering of every crate, checked on its sources (docs/architecture.md): within a
 //! crate, no file imports another that imports it back, however long the chain; and no file
-//! imports against the layer order. In the measurement crate the lock mechanism (`src/locks`,
-//! but its `policy/`) never imports the sampler, the sampler never imports the lock policy
-//! or the lifecycle, and the unwinder neither; in the analysis crate the command line
-//! (`cli`) is above the viewer, which is above the analysis (`attribution`). Crossing crates
-//! is the compiler's job: the analysis cannot import the measurement, which is not its
-//! dependency.
+//! imports against the layer order. In the analysis crate the command line (`cli`) is above
+//! the viewer, which is above the analysis (`attribution`). Between crates the compiler
+//! keeps the order (a crate can import only its dependencies), and this test checks that
+//! each crate depends only on those below it: the measurement's crates, lowest first,
+//! `blameprof-sys`, `blameprof-unwind`, `blameprof-locks` (the lock mechanism),
+//! `blameprof-sampler` and `blameprof-measure` (the lock policy and the lifecycle), then
+//! the runtime; the analysis (`blameprof`) depends on none of them.
 //!
 //! What is read: a file's code without its comments and string literals, and without the
 //! items marked `#[cfg(test)]` (a test module, a test-only helper or import), however far
@@ -18,21 +19,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// One crate's modules: module path (`locks::policy::record`) -> its code, as read.
+/// One crate's modules: module path (`policy::record`) -> its code, as read.
 type Modules = BTreeMap<String, String>;
-
-/// The measurement crate (`src/measure/lib.rs` pulls its directories in by `#[path]`).
-fn measurement() -> Modules {
-    let src = root().join("src");
-    let mut found = Modules::new();
-    for dir in ["sampler", "locks", "unwind"] {
-        collect(&src.join(dir), dir, &mut found);
-    }
-    for leaf in ["lifecycle", "exec", "sys", "runtime_lock"] {
-        add(&src.join(format!("measure/{leaf}.rs")), leaf, &mut found);
-    }
-    found
-}
 
 /// The analysis crate (`src/lib.rs`): the analysis, the viewer and the command line.
 fn analysis() -> Modules {
@@ -318,18 +306,44 @@ fn graph(known: &Modules) -> Graph {
 
 /// Every crate's import graph, by crate name.
 fn crates() -> Vec<(&'static str, Graph)> {
-    vec![
-        ("blameprof-measure", graph(&measurement())),
-        ("blameprof", graph(&analysis())),
-        (
-            "blameprof-format",
-            graph(&crate_at(&root().join("src/format"))),
-        ),
-        (
-            "blameprof-runtime",
-            graph(&crate_at(&root().join("runtime/src"))),
-        ),
-    ]
+    let mut all: Vec<(&'static str, Graph)> = CRATES
+        .iter()
+        .map(|&(name, dir)| (name, graph(&crate_at(&root().join(dir)))))
+        .collect();
+    all.push(("blameprof", graph(&analysis())));
+    all
+}
+
+/// The crates of one folder each (their root `lib.rs` there), lowest first: each may depend
+/// on those before it only.
+const CRATES: [(&str, &str); 7] = [
+    ("blameprof-format", "src/format"),
+    ("blameprof-sys", "src/sys"),
+    ("blameprof-unwind", "src/unwind"),
+    ("blameprof-locks", "src/locks"),
+    ("blameprof-sampler", "src/sampler"),
+    ("blameprof-measure", "src/measure"),
+    ("blameprof-runtime", "runtime/src"),
+];
+
+/// The workspace crates a crate's manifest depends on (its `[dependencies]` only).
+fn workspace_dependencies(manifest: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(manifest).expect("manifest");
+    let mut in_dependencies = false;
+    let mut found = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+        } else if in_dependencies && line.starts_with("blameprof-") {
+            found.push(
+                line.split([' ', '='])
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+    }
+    found
 }
 
 /// A module path's parents are not imports of it (a `mod.rs` declares its children).
@@ -375,7 +389,7 @@ fn find_loop(g: &Graph) -> Option<Vec<String>> {
 fn no_file_imports_one_that_imports_it_back() {
     let crates = crates();
     for (name, g) in &crates {
-        assert!(g.len() > 3, "{name}: found only {} modules", g.len());
+        assert!(g.len() > 2, "{name}: found only {} modules", g.len());
         if let Some(cycle) = find_loop(g) {
             panic!("import loop in {name}: {}", cycle.join(" -> "));
         }
@@ -393,25 +407,29 @@ fn tiers_import_only_downwards() {
     };
     for (name, g) in &crates {
         for (m, deps) in g {
-            let mechanism = m.starts_with("locks") && !m.starts_with("locks::policy");
             for d in deps {
-                let bad = match *name {
-                    "blameprof-measure" => {
-                        (mechanism && (d.starts_with("sampler") || d.starts_with("locks::policy")))
-                            || (m.starts_with("sampler")
-                                && (d.starts_with("locks::policy")
-                                    || d == "lifecycle"
-                                    || d == "exec"))
-                            || (m.starts_with("unwind")
-                                && (d.starts_with("sampler") || d.starts_with("locks")))
-                    }
-                    "blameprof" => tier(d) > tier(m),
-                    _ => false,
-                };
-                if bad {
+                if *name == "blameprof" && tier(d) > tier(m) {
                     wrong.push(format!("{name}: {m} imports {d}"));
                 }
             }
+        }
+    }
+    // Between crates: each depends on crates below it only, and the analysis on none of
+    // the measurement's.
+    for (i, (name, dir)) in CRATES.iter().enumerate() {
+        let manifest = match *dir {
+            "runtime/src" => root().join("runtime/Cargo.toml"),
+            d => root().join(d).join("Cargo.toml"),
+        };
+        for dep in workspace_dependencies(&manifest) {
+            if !CRATES[..i].iter().any(|(below, _)| *below == dep) {
+                wrong.push(format!("{name} depends on {dep}, not below it"));
+            }
+        }
+    }
+    for dep in workspace_dependencies(&root().join("Cargo.toml")) {
+        if dep != "blameprof-format" {
+            wrong.push(format!("blameprof depends on {dep}, a measurement crate"));
         }
     }
     assert!(
@@ -421,7 +439,12 @@ fn tiers_import_only_downwards() {
     );
     // The check sees real imports: the policy uses the sampler, the CLI the viewer.
     let g = |name: &str| &crates.iter().find(|(n, _)| *n == name).unwrap().1;
-    assert!(g("blameprof-measure")["locks::policy::record"].contains("sampler::sync_sample"));
+    assert!(g("blameprof-sampler")["buffer"].contains("output"));
+    assert!(g("blameprof-measure")["policy::record"].contains("policy::bookkeeping"));
+    assert!(
+        workspace_dependencies(&root().join("src/measure/Cargo.toml"))
+            .contains(&"blameprof-sampler".to_string())
+    );
     assert!(g("blameprof")["cli::report"].contains("viewer::locks"));
 }
 

@@ -1,5 +1,5 @@
 //! Interposed barriers (`pthread_barrier_*`): thin entry points over
-//! `blameprof_measure::locks::policy`.
+//! `blameprof_measure::policy`.
 //!
 //! The runtime learns each barrier's size at `pthread_barrier_init`; in every round the
 //! last thread to arrive takes the others' waiting as blame, at its own call of
@@ -7,7 +7,7 @@
 
 use crate::init_site::export_with_site;
 use crate::real;
-use blameprof_measure::locks::policy;
+use blameprof_measure::policy;
 use libc::{c_int, c_uint, pthread_barrier_t, pthread_barrierattr_t};
 
 export_with_site! {

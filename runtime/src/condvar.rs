@@ -1,5 +1,5 @@
 //! Interposed condition variables (`pthread_cond_*`, glibc's 2.3.2 ABI): thin entry points
-//! over `blameprof_measure::locks::policy`.
+//! over `blameprof_measure::policy`.
 //!
 //! A waiter's wait for the signal is condvar idleness blamed on the signalling context; its
 //! retake of the mutex afterwards is mutex idleness blamed on the mutex's holder; and the
@@ -9,7 +9,7 @@
 
 use crate::init_site::export_with_site;
 use crate::real;
-use blameprof_measure::locks::policy;
+use blameprof_measure::policy;
 use libc::{c_int, pthread_cond_t, pthread_mutex_t, timespec};
 
 /// # Safety

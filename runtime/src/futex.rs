@@ -12,7 +12,7 @@
 
 use crate::real;
 use blameprof_format::WaitKind;
-use blameprof_measure::locks::policy;
+use blameprof_measure::policy;
 use libc::c_long;
 
 pub(crate) const FUTEX_WAIT: c_long = 0;

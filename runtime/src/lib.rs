@@ -2,7 +2,7 @@
 //!
 //! Job: the exported entry points only. Each interposed function resolves the real one once
 //! (`dlsym(RTLD_NEXT)`), calls the lifecycle hooks (`blameprof_measure::lifecycle`) or the
-//! lock policy (`blameprof_measure::locks::policy`), and forwards; the logic lives in the
+//! lock policy (`blameprof_measure::policy`), and forwards; the logic lives in the
 //! `blameprof_measure` crate so it can be tested without preloading. The CLI never links this crate, so it never interposes anything itself.
 //!
 //! Interposed: in [`threads`], `pthread_create` (every thread gets a timer), `pthread_exit`

@@ -1,5 +1,5 @@
 //! Interposed pthread spin locks and mutexes: thin entry points over
-//! `blameprof_measure::locks` and `blameprof_measure::locks::policy`.
+//! `blameprof_measure::locks` and `blameprof_measure::policy`.
 //!
 //! Spin locks are implemented here entirely (dual representation; glibc's are never called).
 //! Mutexes keep glibc's implementation, so every type (normal, recursive, errorcheck, robust,
@@ -17,9 +17,9 @@ use crate::plain_mutex;
 use crate::real;
 use crate::timeouts;
 use blameprof_format::WaitKind;
-use blameprof_measure::locks::policy::shared_spin::note_spin_sharing;
-use blameprof_measure::locks::policy::{self, SpinGlue};
 use blameprof_measure::locks::spin;
+use blameprof_measure::policy::shared_spin::note_spin_sharing;
+use blameprof_measure::policy::{self, SpinGlue};
 use libc::{c_int, c_long, pthread_mutex_t, pthread_spinlock_t, timespec};
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -1,5 +1,5 @@
 //! Interposed reader-writer locks (`pthread_rwlock_*`): thin entry points over
-//! `blameprof_measure::locks::policy`.
+//! `blameprof_measure::policy`.
 //!
 //! As with mutexes, an acquisition first tries (glibc's try call); only when that says
 //! EBUSY is the wait measured around the real blocking call, so glibc keeps every
@@ -17,7 +17,7 @@ use crate::real;
 use crate::tests::support::sampling_enabled;
 use crate::timeouts;
 use blameprof_format::WaitKind;
-use blameprof_measure::locks::policy;
+use blameprof_measure::policy;
 use blameprof_measure::sampler::clock::current_tid;
 #[cfg(not(test))]
 use blameprof_measure::sampler::process::sampling_enabled;

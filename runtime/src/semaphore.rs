@@ -1,5 +1,5 @@
 //! Interposed POSIX semaphores (`sem_*`): thin entry points over
-//! `blameprof_measure::locks::policy`.
+//! `blameprof_measure::policy`.
 //!
 //! A wait first tries (`sem_trywait`); only when the count is zero is it measured around the
 //! real wait, which runs with the sampling signal blocked (a semaphore wait fails with
@@ -18,7 +18,7 @@ use crate::real;
 use crate::tests::support::sampling_enabled;
 use crate::timeouts;
 use blameprof_format::WaitKind;
-use blameprof_measure::locks::policy;
+use blameprof_measure::policy;
 #[cfg(not(test))]
 use blameprof_measure::sampler::process::sampling_enabled;
 use blameprof_measure::sampler::quiet::Quiet;

@@ -8,7 +8,7 @@
 use crate::real;
 use blameprof_format::WaitKind;
 use blameprof_measure::lifecycle;
-use blameprof_measure::locks::policy;
+use blameprof_measure::policy;
 use libc::{c_int, c_void, pthread_t, timespec};
 
 pub type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;

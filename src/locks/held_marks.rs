@@ -47,7 +47,7 @@
 //! Wait-free, allocation-free; [`HeldMarks::contended`] is async-signal-safe.
 
 use crate::format::WaitKind;
-use crate::locks::wait_table;
+use crate::wait_table;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Marks a thread keeps.

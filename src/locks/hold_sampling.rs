@@ -40,7 +40,7 @@
 //!
 //! Allocation-free, no locks; the seed of a thread's first draw may cost a `gettid`.
 
-use crate::locks::contention_sampling::{budget, shift_within, xorshift, WINDOW_NS};
+use crate::contention_sampling::{budget, shift_within, xorshift, WINDOW_NS};
 use std::cell::Cell;
 
 /// Holds a thread can keep here at once (nested holds of contended mutexes).

@@ -321,7 +321,7 @@ fn bump(c: &AtomicU64, v: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locks::lock_table::take;
+    use crate::lock_table::take;
 
     // The lock table is process-wide: each test uses addresses of its own.
 

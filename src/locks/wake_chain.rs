@@ -16,7 +16,7 @@
 //!
 //! Pure arithmetic on the thread's own records; async-signal-safe.
 
-use crate::locks::wait_table::WakerId;
+use crate::wait_table::WakerId;
 
 /// A thread's latest futex wait that a wake ended: when, and by which wake. A thread woken
 /// that did not get what it waited for parks again on the same futex without having woken

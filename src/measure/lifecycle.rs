@@ -337,19 +337,19 @@ fn record_thread_exit(value: *mut libc::c_void) {
     if state.tid.load(Ordering::Acquire) != tid || !state.live.load(Ordering::Acquire) {
         return;
     }
-    crate::locks::policy::record_deferred_wait(state);
+    crate::policy::record_deferred_wait(state);
     state.in_runtime.store(true, Ordering::Relaxed);
-    crate::locks::policy::abandon_wait(state);
+    crate::policy::abandon_wait(state);
     stop_timer(state);
     flush_thread(state);
     fold_contention(state);
-    crate::locks::policy::fold_lock_waits(state);
+    crate::policy::fold_lock_waits(state);
     // Its failed trylocks are counted nowhere from now on: its state may go to a new thread.
     crate::locks::acquisition_sampling::set_thread_tries(None);
     // Its hold sampling counts not yet handed on, and what its last sampled acquisition
     // counted ahead that did not come (its own thread-local state).
-    crate::locks::policy::fold_hold_sampling();
-    crate::locks::policy::take_back_acquisitions(None);
+    crate::policy::fold_hold_sampling();
+    crate::policy::take_back_acquisitions(None);
     let name = records::thread_name(tid);
     let cpu = thread_cpu_ns();
     ENDED_CPU_NS.fetch_add(cpu, Ordering::Relaxed);
@@ -433,7 +433,7 @@ pub(crate) fn finish(reason: u8) -> bool {
         return false; // a vfork child: the state belongs to the parent
     }
     if let Some(state) = thread_state::lookup(gettid()) {
-        crate::locks::policy::record_deferred_wait(state);
+        crate::policy::record_deferred_wait(state);
     }
     if !process::disable() {
         return false;
@@ -449,8 +449,8 @@ pub(crate) fn finish(reason: u8) -> bool {
     // This thread's hold sampling counts; those the threads still alive have not handed on
     // (at most a millisecond's) are in their own thread-local state, out of reach. So is
     // what their last sampled acquisitions counted ahead: only this thread's is taken back.
-    crate::locks::policy::fold_hold_sampling();
-    crate::locks::policy::take_back_acquisitions(None);
+    crate::policy::fold_hold_sampling();
+    crate::policy::take_back_acquisitions(None);
     let me = gettid();
     // Before the threads' clocks: the live ones run on while they are read.
     let process_cpu = process_cpu_ns();
@@ -467,7 +467,7 @@ pub(crate) fn finish(reason: u8) -> bool {
         // exit: folded now as well, they would count twice).
         let tid = state.tid.load(Ordering::Acquire);
         if reason == 0 || tid == me {
-            crate::locks::policy::fold_lock_waits(state);
+            crate::policy::fold_lock_waits(state);
         }
         let cpu = if tid == me {
             thread_cpu_ns()

@@ -2,7 +2,7 @@
 //! the published module set.
 //!
 //! Job: the few globals every part of the measurement reads; set by the lifecycle
-//! (`crate::lifecycle`) at start-up, fork, exec and exit, and by nothing else.
+//! (`blameprof_measure::lifecycle`) at start-up, fork, exec and exit, and by nothing else.
 //!
 //! Invariants: sampling is enabled only after the configuration, the thread table and the
 //! main thread's state exist, and is disabled before any of them is torn down.

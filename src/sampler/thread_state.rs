@@ -95,9 +95,9 @@ pub struct ThreadState {
     /// epoch (high 32 bits, unique per [`attach`]).
     pub wake_seq: AtomicU64,
     /// The idleness (ns) of the thread's latest lock wait, which acquired the lock, when
-    /// its record waits for the hold to end (`locks::policy::blocked`): the owner sets it
-    /// and takes it back by swapping; at the process's end another thread may take it (and
-    /// count it unrecorded), so exactly one of them accounts for it. 0: none.
+    /// its record waits for the hold to end (`blameprof_measure::policy::blocked`): the
+    /// owner sets it and takes it back by swapping; at the process's end another thread may
+    /// take it (and count it unrecorded), so exactly one of them accounts for it. 0: none.
     pub deferred_wait_ns: AtomicU64,
     /// The current thinning window of the thread's synchronous samples, blame
     /// (`[0]`) and idleness (`[1]`), per size class (`locks::thinning::thin_class`): its length,

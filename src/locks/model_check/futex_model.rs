@@ -1,4 +1,4 @@
-//! A step-by-step model of the futex wake publication (`locks/policy/events.rs`,
+//! A step-by-step model of the futex wake publication (`measure/policy/events.rs`,
 //! `locks/wait_table/mod.rs`, `sampler/wake_path.rs`, `sampler/sync_sample.rs`), checked
 //! exhaustively for 2 and 3 threads (see the parent module). Test-only.
 //!

@@ -17,7 +17,7 @@
 //!   moment, in exactly one place: a counter, one unlocker's hands, charged once, counted
 //!   as unsettled, or dropped by a destroy); attribution (every charged unit accrued while
 //!   its charger held the lock); and no unit left for a destroy.
-//! - [`futex_model`]: the futex wake publication of `locks/policy/events.rs`: the waker's
+//! - [`futex_model`]: the futex wake publication of `measure/policy/events.rs`: the waker's
 //!   identity set under the bucket lock by `wait_table::wake` and taken by the woken
 //!   waiter's `wait_table::depart`, the waker's path published under the sequence lock of
 //!   `sampler/wake_path.rs` before the wake system call, and read back by identity
@@ -40,12 +40,11 @@
 //! arithmetic beyond a futex's waiters, woken count and latest waker; time beyond a couple
 //! of ticks; more than 3 threads, 2 locks, 3 records.
 //!
-//! [`stress`] runs the real code (spin locks, the wake path's sequence lock) under a
-//! randomized load: 0.3 s per part by default, as long as `BLAMEPROF_STRESS_SECS` says.
+//! The randomized stress of the real code (spin locks, the wake path's sequence lock) is
+//! `blameprof-measure`'s `stress` module, which sees both this crate and the sampler.
 
 mod futex_model;
 mod spin_model;
-mod stress;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Debug;

@@ -15,7 +15,7 @@ use super::history::History;
 use super::seq_count::SeqCount;
 use super::state::{is_dirty, is_hold_code, is_hold_kind, State};
 use crate::format::WaitKind;
-use crate::locks::slab::{Linked, Slab};
+use crate::slab::{Linked, Slab};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 

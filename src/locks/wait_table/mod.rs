@@ -48,7 +48,7 @@
 //! Allocation-free. Not used by the signal handler (but for the lock-free read
 //! [`mutex_waiters_registered`]): a thread that interrupts itself (a program's signal
 //! handler posting a semaphore) must not come here while it holds a bucket lock; the policy
-//! (`locks::policy::bookkeeping`) passes such nested calls through unmonitored.
+//! (`blameprof_measure::policy::bookkeeping`) passes such nested calls through unmonitored.
 
 mod buckets;
 mod history;

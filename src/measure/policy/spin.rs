@@ -2,15 +2,15 @@
 //! a lock is monitored, marking a spinning thread, recording its spin and a holder's blame).
 //!
 //! Job: implement [`spin::SpinHooks`]. A process-shared spin lock is never monitored
-//! (`locks::policy::shared_spin`): another process could not resolve its converted word.
+//! (`policy::shared_spin`): another process could not resolve its converted word.
 //!
 //! Not async-signal-safe; allocation-free.
 
 use super::lock_counts;
 use super::record::{blame, idleness, record, Kept};
 use crate::format::WaitKind;
-use crate::locks::policy::shared_spin::spin_is_shared;
 use crate::locks::spin;
+use crate::policy::shared_spin::spin_is_shared;
 use crate::sampler::clock::{current_tid, monotonic_ns};
 use crate::sampler::counters::{self, Counter};
 use crate::sampler::process::sampling_enabled;

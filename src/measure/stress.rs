@@ -1,12 +1,13 @@
-//! Randomized stress of the real code the models stand for: `locks/spin.rs` (conversion,
-//! lock, trylock, unlock, destroy and init)
-//! and `sampler/wake_path.rs` (a path published while others read it). Test-only.
+//! Randomized stress of the real code the models (`blameprof-locks`' `model_check`) stand
+//! for: `locks/spin.rs` (conversion, lock, trylock, unlock, destroy and init) and
+//! `sampler/wake_path.rs` (a path published while others read it). Test-only; here, in the
+//! crate that sees both the lock mechanism and the sampler.
 //!
 //! Short by default (a fraction of a second per part, so that `cargo test` runs it every
 //! time); `BLAMEPROF_STRESS_SECS=<seconds>` makes each part run that long:
 //!
 //! ```text
-//! BLAMEPROF_STRESS_SECS=600 cargo test --release -p blameprof-measure model_check::stress -- --nocapture
+//! BLAMEPROF_STRESS_SECS=600 cargo test --release -p blameprof-measure stress -- --nocapture
 //! ```
 //!
 //! (`benchmarks/stress.sh` runs that, and the end-to-end `counters_stress` program under the
@@ -33,7 +34,7 @@ fn budget(part: &str) -> Duration {
         Err(_) => {
             eprintln!(
                 "{part}: short run (0.3 s); for a long one: {STRESS_SECS}=600 cargo test \
-                 --release -p blameprof-measure model_check::stress -- --nocapture"
+                 --release -p blameprof-measure stress -- --nocapture"
             );
             Duration::from_millis(300)
         }

@@ -1,8 +1,10 @@
-//! Locks: what blame shifting keeps per lock and per wait (the mechanism), and what is
-//! measured at each primitive and how it is thinned (the [`policy`]).
+//! The lock mechanism: what blame shifting keeps per lock and per wait.
 //!
-//! Two tiers, so that no imports go round in a loop:
-//! - the mechanism, below the sampler, imports nothing from it: [`spin`], the
+//! A crate of its own (`blameprof-locks`), below the sampler, which imports it, and it
+//! nothing of the sampler: the compiler keeps the tiers apart. What is measured at each
+//! primitive and how it is recorded (the lock policy, which uses the sampler) lives above
+//! both, in `blameprof-measure` (`src/measure/policy`). Here:
+//! - [`spin`], the
 //!   dual-representation `pthread_spinlock_t` (waiters' CPU samples → the lock's idleness
 //!   counter → the holder's unlock context); [`wait_table`], every blocking wait (mutexes,
 //!   rwlocks, condition variables, semaphores, barriers, joins, futexes) with its measured
@@ -14,9 +16,6 @@
 //!   waiting have their start noted when a thread takes too many to note all;
 //!   [`wake_chain`], futex waits passed along a chain of wakes; and [`held_marks`], which
 //!   contended locks a thread may hold, for its timer samples;
-//! - the [`policy`], above the sampler: the functions the interposed entry points in
-//!   `runtime/` call, one per kind of lock operation, which time waits, settle blame and
-//!   record both through the sampler.
 //!
 //! The [`lock_table`] keeps per-lock counts for the report's lock view, with acquisitions
 //! counted by [`acquisition_sampling`], a thread's waits and failed trylocks gathered first
@@ -24,6 +23,8 @@
 //!
 //! Nothing here allocates with `malloc` or takes a pthread lock, so the interposed functions
 //! may be called by allocators and by the runtime itself.
+
+use blameprof_format as format;
 
 pub mod acquisition_sampling;
 pub mod contention_sampling;
@@ -35,7 +36,6 @@ pub mod lock_table;
 #[cfg(test)]
 mod model_check;
 pub mod pending_counts;
-pub mod policy;
 pub mod slab;
 pub mod spin;
 pub mod thinning;

@@ -11,6 +11,13 @@
 //! way; unwind data is copied into memory the runtime owns, so a `dlclose` that unmaps a
 //! library can never make the handler fault; stack memory is read only through
 //! [`stack::StackReader`], which never faults.
+//!
+//! A crate of its own (`blameprof-unwind`), below the lock mechanism and the sampler: it
+//! imports only `blameprof-sys` and `blameprof-format`.
+
+use blameprof_format as format;
+use blameprof_sys::calls as sys;
+use blameprof_sys::runtime_lock;
 
 pub mod cache_pool;
 pub mod module_set;
