@@ -457,7 +457,13 @@ fn work_inside_contended_holds_is_held_contended_in_its_function_and_lock() {
         }
         let (held_out, _) = flat_metric(&flat, outside, "held.contended");
         let (work_out, _) = flat_metric(&flat, outside, "work");
-        assert!(work_out > 500_000_000, "{outside} computed {work_out} ns");
+        // The program's own computing there, which the profile must show (at least half
+        // of it: the CPU timer's ticks move some of it under load).
+        let outside_cpu = t[&format!("{prefix}_outside_ns")];
+        assert!(
+            work_out >= outside_cpu / 2,
+            "{outside} computed {work_out} ns, of the program's {outside_cpu} ns"
+        );
         assert!(
             held_out * 20 <= work_out,
             "{outside} holds no lock, yet held.contended {held_out} of its work {work_out}"

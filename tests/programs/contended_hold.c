@@ -43,12 +43,15 @@ struct holder {
 };
 
 /* Computes for `ns` of CPU time; with `waiting`, adds to `*contended` the CPU time of the
- * slices during which someone waited (at the slice's start and end). */
+ * slices during which someone waited (at the slice's start and end). A slice is 10000
+ * multiply-adds (several microseconds): the thread CPU clock is a system call, and read
+ * every 2000 it took a fifth of the time, which a loaded machine's samples then put in
+ * `[vdso]` more than in `compute`. */
 static void compute(uint64_t ns, atomic_int *waiting, uint64_t *contended) {
     uint64_t x = sink, start = cpu_ns(), t = start;
     while (t - start < ns) {
         int before = waiting ? atomic_load(waiting) : 0;
-        for (int i = 0; i < 2000; i++)
+        for (int i = 0; i < 10000; i++)
             x = x * 6364136223846793005ull + 1442695040888963407ull;
         uint64_t now = cpu_ns();
         if (waiting && before > 0 && atomic_load(waiting) > 0)
