@@ -15,8 +15,8 @@
 //! reports: its groups then undercount). Both tables live in `.bss`. The count is striped
 //! by thread: once more locks live than the table has slots, nearly every init displaces
 //! one, and a single shared counter cost threads that make locks side by side a cache-line
-//! transfer each (a churn of 65M locks on 2 threads: 1.6x its unprofiled time, where the
-//! rest of the runtime costs 1.15x). Lock-free, allocation-free, async-signal-safe.
+//! transfer each (a churn of 65M locks on 2 threads: 1.61x its unprofiled time with one
+//! counter, 1.28x striped). Lock-free, allocation-free, async-signal-safe.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
