@@ -15,7 +15,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-/// Rounds of 1 ms inside the lock and 1 ms outside, per thread: 1.8 s of CPU time in all,
+/// Rounds of about 1 ms inside the lock and 1 ms outside (each piece 0.5 to 1.5 ms, so that
+/// no sampling period meets every round at one phase), per thread: 1.8 s of CPU time in all,
 /// about 120 samples of the CPU-time timer (which expires on scheduler ticks: about 65 of its
 /// 200 Hz reach threads that run 1 ms at a time), so that each function's share of the
 /// work is within 16 pp of the program's at 3.5 standard errors.
@@ -66,11 +67,15 @@ fn survives_at(mode: &str, freq: u32) -> (Run, PathBuf) {
     // Each function's share of that work is a sampled estimate: within 3.5 standard errors
     // of the program's share, for the samples the run got (never more than a quarter of
     // the work: no function may pass with half of its own). Checked with the perf task clock
-    // only: the tick-driven CPU-time timer puts a quarter to a third of this program's work
-    // in update_table instead of half on a loaded machine (0.26 at 114 samples: 5 standard
-    // errors; a known defect of that source, not of the descriptors, which the total shows).
-    let samples = work_samples(&run, update + prepare);
+    // only: the CPU-time timer expires at the first scheduler tick that finds its thread
+    // running, so a period that ends just before the thread blocks is taken after the wait,
+    // in the next function (update_table's share 0.62 on a quiet machine and 0.26 on a
+    // loaded one, against about 0.5; a known defect of that source, not of the
+    // descriptors, which the total shows). With
+    // pieces of one fixed length the perf task clock at 1000 Hz fell into step with the
+    // rounds (0.54 against 0.48, 5 standard errors): the program draws each piece's length.
     let split_checked = run.stderr.contains("sample source: perf-task-clock");
+    let samples = work_samples(&run, update + prepare);
     for (function, got, key) in [
         ("update_table", update, "update_ns"),
         ("prepare_entry", prepare, "prepare_ns"),

@@ -17,7 +17,11 @@
  *                after the workload
  * MODE_late (close_range_late, dup2_late): the same, done while the threads run.
  * Then THREADS threads take `table_lock` ROUNDS times each and compute in update_table()
- * inside it (HOLD_NS of CPU), and in prepare_entry() outside it (the same).
+ * inside it (HOLD_NS of CPU on average), and in prepare_entry() outside it (the same). Each
+ * piece lasts between half and one and a half HOLD_NS, drawn from a fixed sequence per
+ * thread: with pieces of one length, a sampling period near it (1 ms at 1000 Hz) would meet
+ * every round at nearly the same phase, and one function's share of the samples would be
+ * that phase's, not its share of the time.
  *
  * Prints "mode=.. threads=.. rounds=.." (deterministic; after the exec, with " leaked_parts=N",
  * the descriptors of the first image's part still open) and
@@ -50,8 +54,16 @@ static volatile uint64_t sink;
 
 struct counts {
     uint64_t update_ns, prepare_ns, wait_ns;
+    uint64_t draw; /* the state of this thread's sequence of piece lengths */
     tlog_t *log;
 };
+
+/* The next piece's length: uniform in [HOLD_NS / 2, 3 * HOLD_NS / 2), a 64-bit LCG's high
+ * bits. */
+static uint64_t piece_ns(struct counts *c) {
+    c->draw = c->draw * 6364136223846793005ull + 1442695040888963407ull;
+    return HOLD_NS / 2 + (c->draw >> 33) % HOLD_NS;
+}
 
 static void compute(uint64_t ns) {
     uint64_t x = sink, start = cpu_ns();
@@ -63,13 +75,13 @@ static void compute(uint64_t ns) {
 
 __attribute__((noinline)) void update_table(struct counts *c) {
     uint64_t t0 = cpu_ns();
-    compute(HOLD_NS);
+    compute(piece_ns(c));
     c->update_ns += cpu_ns() - t0;
 }
 
 __attribute__((noinline)) void prepare_entry(struct counts *c) {
     uint64_t t0 = cpu_ns();
-    compute(HOLD_NS);
+    compute(piece_ns(c));
     c->prepare_ns += cpu_ns() - t0;
 }
 
@@ -183,6 +195,7 @@ int main(int argc, char **argv) {
         return 2;
     for (int i = 0; i < THREADS; i++) {
         c[i].log = &logs[i];
+        c[i].draw = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
         pthread_create(&t[i], NULL, worker, &c[i]);
     }
     if (late) {

@@ -1,7 +1,8 @@
 //! Smoke test of the scoreboard: the accuracy section (`--quick`, scale 0.2) on the
 //! scoreboard's own fixture and on up to three workloads of `benchmarks/workloads/`, checking
 //! correctness only: every truth line parsed, the culprit first, errors within twice the
-//! targets. No timing assertions.
+//! targets, judged against at least a twentieth of the workload's total (see
+//! [`SMOKE_FLOOR_SHARE`]). No timing assertions.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,6 +21,15 @@ const PREFERRED: [&str; 6] = [
 const HOW_MANY: usize = 3;
 /// Smoke tolerance: this many times the targets (10%, 25% for spin).
 const LOOSENESS: f64 = 2.0;
+/// Smoke floor: an error is relative to the truth or, when that is smaller, to this share of
+/// the run's total truth of the same base metric (every `blame.*` line, or every
+/// `idleness.*` one), where the scoreboard's own floor is 1%. At scale 0.2 a function with
+/// a few percent of the waiting is estimated from a few dozen thinning windows, which a
+/// loaded machine widens (to 320-640 us: `uts`'s `push_shared` idleness, 12.1 ms,
+/// a few percent of that run's waiting, came out 6.6 ms in one CI run): its sampling error
+/// alone is then a quarter of it. The scoreboard's full runs (scale 1) keep judging those
+/// small lines at 1%.
+const SMOKE_FLOOR_SHARE: f64 = 0.05;
 
 fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -133,12 +143,29 @@ fn check(results: &Value, expected: &[String]) {
         );
         let checks = run["checks"].as_array().expect("checks");
         assert!(!checks.is_empty(), "{name}: no truth values");
+        let ns = |c: &Value, key: &str| c[key].as_u64().unwrap_or_else(|| panic!("{key}: {c}"));
+        let base = |c: &Value| {
+            c["metric"]
+                .as_str()
+                .unwrap_or("")
+                .split('.')
+                .next()
+                .map(str::to_owned)
+        };
         for c in checks {
-            let err = c["error_pct"].as_f64().unwrap_or(f64::INFINITY);
+            let total: u64 = checks
+                .iter()
+                .filter(|o| base(o) == base(c))
+                .map(|o| ns(o, "truth_ns"))
+                .sum();
+            let floor = (SMOKE_FLOOR_SHARE * total as f64) as u64;
+            let (truth, reported) = (ns(c, "truth_ns"), ns(c, "reported_ns"));
+            let err =
+                (reported as f64 - truth as f64).abs() / truth.max(floor).max(1) as f64 * 100.0;
             let tol = c["tolerance_pct"].as_f64().expect("tolerance");
             assert!(
                 err <= LOOSENESS * tol,
-                "{name}: {} of {}: error {err:.1}% over {:.0}%: {c}",
+                "{name}: {} of {}: error {err:.1}% (of at least {floor} ns) over {:.0}%: {c}",
                 c["metric"],
                 c["function"],
                 LOOSENESS * tol
