@@ -293,7 +293,7 @@ fn export(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     progress.step("the lock table", None);
     let locks = loaded.lock_table()?;
     progress.step("writing", None);
-    let export = Export {
+    let mut export = Export {
         profile: loaded.profile,
         analysis,
         locks,
@@ -304,8 +304,8 @@ fn export(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let written = match args.format {
         OutputFormat::Folded => write_folded(&export, &mut out),
         OutputFormat::Html => viewer::html::write(&export, &mut out),
-        OutputFormat::Pprof => viewer::pprof::write(&export, &mut out),
-        OutputFormat::Firefox => viewer::firefox::write(&export, &mut out),
+        OutputFormat::Pprof => viewer::pprof::write(&mut export, &mut out),
+        OutputFormat::Firefox => viewer::firefox::write(&mut export, &mut out),
         OutputFormat::Text | OutputFormat::Json => bail!("not an export format"),
     };
     finish_output(written.and_then(|()| out.flush()))

@@ -55,13 +55,17 @@ use stacks::{add_file_names, lock_caller, Stacks};
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-/// Writes the Firefox Profiler profile of `export` to `out`.
-pub fn write(export: &Export, out: &mut dyn Write) -> io::Result<()> {
-    let mut stacks = Stacks::new();
+/// Writes the Firefox Profiler profile of `export` to `out` (its symbolizer names the
+/// frames; it is lent to the paths' builder and given back).
+pub fn write(export: &mut Export, out: &mut dyn Write) -> io::Result<()> {
+    let mut stacks = Stacks::new(std::mem::take(&mut export.symbolizer));
     let profile = build(export, &mut stacks);
-    let mut doc = serde_json::to_value(&profile)?;
-    add_file_names(&mut doc, &stacks.files);
-    serde_json::to_writer(&mut *out, &doc)?;
+    let doc = serde_json::to_value(&profile).map(|mut doc| {
+        add_file_names(&mut doc, &stacks.files);
+        doc
+    });
+    export.symbolizer = stacks.into_symbolizer();
+    serde_json::to_writer(&mut *out, &doc?)?;
     Ok(())
 }
 
@@ -413,6 +417,7 @@ fn kind_name(kind: Option<WaitKind>) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::symbolize::Symbolizer;
     use crate::attribution::testutil::kinds_process;
     use crate::format::read::Profile;
     use serde_json::Value;
@@ -456,7 +461,7 @@ mod tests {
     }
 
     fn document(export: &Export) -> Value {
-        let mut stacks = Stacks::new();
+        let mut stacks = Stacks::new(Symbolizer::new());
         let profile = build(export, &mut stacks);
         let mut doc = serde_json::to_value(&profile).expect("JSON");
         add_file_names(&mut doc, &stacks.files);

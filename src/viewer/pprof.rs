@@ -23,7 +23,6 @@ mod proto;
 use super::export::Export;
 use crate::attribution::clock::Clock;
 use crate::attribution::metrics::{MetricTable, Part};
-use crate::attribution::symbolize::Symbolizer;
 use crate::attribution::{analyze, Analysis, Filter, Loc};
 use crate::format::read::{ModuleInfo, ProcessProfile, Profile};
 use flate2::write::GzEncoder;
@@ -32,8 +31,9 @@ use prost::Message;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Write};
 
-/// Writes the gzipped pprof profile of `export` to `out`.
-pub fn write(export: &Export, out: &mut dyn Write) -> io::Result<()> {
+/// Writes the gzipped pprof profile of `export` to `out` (its symbolizer names each
+/// thread's frames).
+pub fn write(export: &mut Export, out: &mut dyn Write) -> io::Result<()> {
     let profile = build(export)?;
     let mut gz = GzEncoder::new(out, Compression::default());
     gz.write_all(&profile.encode_to_vec())?;
@@ -42,7 +42,7 @@ pub fn write(export: &Export, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// The pprof profile of `export`.
-fn build(export: &Export) -> io::Result<proto::Profile> {
+fn build(export: &mut Export) -> io::Result<proto::Profile> {
     let analysis = &export.analysis;
     let mut b = Builder::new(&export.profile, analysis.filter);
     let metrics = analysis.metrics.defs();
@@ -50,14 +50,13 @@ fn build(export: &Export) -> io::Result<proto::Profile> {
         .iter()
         .map(|m| b.value_type(&m.name, pprof_unit(&m.unit)))
         .collect();
-    let mut symbolizer = Symbolizer::new();
-    for thread in threads(export) {
+    let symbolizer = &mut export.symbolizer;
+    for thread in threads(&export.profile, analysis) {
         let filter = Filter {
             pid: Some(thread.pid),
             tid: Some(thread.tid),
         };
-        let of_thread =
-            analyze(&export.profile, filter, &mut symbolizer).map_err(io::Error::other)?;
+        let of_thread = analyze(&export.profile, filter, symbolizer).map_err(io::Error::other)?;
         b.add_thread(&thread, &of_thread, &analysis.metrics)?;
     }
     let processes: Vec<&ProcessProfile> = b.processes().collect();
@@ -114,10 +113,10 @@ struct Thread {
 
 /// Every thread of the selected processes that has samples or a start record (the exec
 /// generations of one pid are one thread), by pid then tid.
-fn threads(export: &Export) -> Vec<Thread> {
-    let filter = export.analysis.filter;
+fn threads(profile: &Profile, analysis: &Analysis) -> Vec<Thread> {
+    let filter = analysis.filter;
     let mut ids: BTreeSet<(u32, u32)> = BTreeSet::new();
-    for proc in selected(&export.profile, filter) {
+    for proc in selected(profile, filter) {
         let pid = proc.header.pid;
         let tids = proc.threads.iter().map(|t| t.tid);
         let sampled = proc.samples.iter().map(|s| s.tid);
@@ -128,8 +127,7 @@ fn threads(export: &Export) -> Vec<Thread> {
         .map(|(pid, tid)| Thread {
             pid,
             tid,
-            name: export
-                .analysis
+            name: analysis
                 .threads
                 .iter()
                 .rev()
@@ -438,8 +436,8 @@ mod tests {
 
     #[test]
     fn every_metric_is_a_sample_type_with_the_analysiss_totals_per_thread() {
-        let export = kinds_export();
-        let p = build(&export).expect("pprof profile");
+        let mut export = kinds_export();
+        let p = build(&mut export).expect("pprof profile");
         let a = &export.analysis;
         assert_eq!(string(&p, 0), "");
         let types: Vec<(&str, &str)> = p
@@ -475,8 +473,8 @@ mod tests {
 
     #[test]
     fn waiting_of_one_kind_is_a_sample_of_its_own_labelled_with_it() {
-        let export = kinds_export();
-        let p = build(&export).expect("pprof profile");
+        let mut export = kinds_export();
+        let p = build(&mut export).expect("pprof profile");
         let metrics = &export.analysis.metrics;
         let id = |name: &str| metrics.id(name).expect(name);
         for s in &p.sample {
@@ -513,8 +511,8 @@ mod tests {
 
     #[test]
     fn runtime_frames_map_to_the_runtime_and_frames_in_no_module_to_none() {
-        let export = export_of(lock_profile());
-        let p = build(&export).expect("pprof profile");
+        let mut export = export_of(lock_profile());
+        let p = build(&mut export).expect("pprof profile");
         let runtime: Vec<&proto::Mapping> = p
             .mapping
             .iter()
@@ -566,15 +564,15 @@ mod tests {
 
     #[test]
     fn writes_a_gzipped_profile_proto() {
-        let export = kinds_export();
+        let mut export = kinds_export();
         let mut bytes = Vec::new();
-        write(&export, &mut bytes).expect("write");
+        write(&mut export, &mut bytes).expect("write");
         let mut raw = Vec::new();
         GzDecoder::new(&bytes[..])
             .read_to_end(&mut raw)
             .expect("gzip");
         let decoded = proto::Profile::decode(&raw[..]).expect("profile.proto");
-        assert_eq!(decoded, build(&export).expect("pprof profile"));
+        assert_eq!(decoded, build(&mut export).expect("pprof profile"));
         assert_eq!(decoded.period, 5_000_000);
         assert_eq!(
             string(

@@ -30,12 +30,18 @@ pub(super) struct Stacks {
 }
 
 impl Stacks {
-    pub(super) fn new() -> Stacks {
+    /// Paths named by `symbolizer` (the export's, warm from its analysis).
+    pub(super) fn new(symbolizer: Symbolizer) -> Stacks {
         Stacks {
-            symbolizer: Symbolizer::new(),
+            symbolizer,
             paths: HashMap::new(),
             files: HashMap::new(),
         }
+    }
+
+    /// The symbolizer, given back to its owner.
+    pub(super) fn into_symbolizer(self) -> Symbolizer {
+        self.symbolizer
     }
 
     /// The call path of sample `s` of process `p` (`proc`), root first.
@@ -220,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_function_found_in_two_files_keeps_none() {
-        let mut stacks = Stacks::new();
+        let mut stacks = Stacks::new(Symbolizer::new());
         let name: Rc<str> = "helper".into();
         stacks.note_file(&name, Some("a.h"));
         stacks.note_file(&name, Some("a.h"));
