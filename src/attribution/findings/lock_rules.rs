@@ -1,21 +1,20 @@
 //! The findings' lock rules: long critical sections and coarse locks (contention), lock
-//! overhead, asymmetric contention in a group and trylock spins, read off the lock table
-//! with each process's wall time.
+//! overhead and trylock spins, read off the lock table with each process's wall time;
+//! asymmetric contention in a group is `asymmetry`'s.
 //!
 //! Invariants: a group's finding of a kind stands for its members' of that kind (they get
 //! none); an asymmetric group and its members get no other contention or rate finding;
 //! nothing is found without lock data, counted acquisitions (rate rules) or a wall time.
 //! Not async-signal-safe (allocates); single-threaded.
 
+use super::asymmetry::asymmetric;
 use super::{
-    ratio, Finding, Kind, Thresholds, Value, ASYMMETRY, LOCK_PAIR_NS, MIN_ACQUISITION_SAMPLES,
-    MIN_CONTENDED, MIN_OVERHEAD_SHARE, MIN_PRESSURE, STANDARD_ERRORS, TRY_FAILURES_PER_ACQUISITION,
+    ratio, Finding, Kind, Thresholds, Value, LOCK_PAIR_NS, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED,
+    MIN_OVERHEAD_SHARE, MIN_PRESSURE, STANDARD_ERRORS, TRY_FAILURES_PER_ACQUISITION,
     TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
-use crate::attribution::locks::{
-    is_lock_kind, Counts, LockGroup, LockRow, LockTable, Naming, Site,
-};
+use crate::attribution::locks::{is_lock_kind, Counts, LockRow, LockTable, Site};
 use crate::format::read::ProcessProfile;
 use crate::format::WaitKind;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -34,10 +33,10 @@ pub(super) fn wall_times(procs: &[&ProcessProfile]) -> HashMap<u32, u64> {
 }
 
 /// A lock or a group, as the lock rules read it.
-struct Subject<'a> {
-    name: &'a str,
-    pid: u32,
-    kind: Option<WaitKind>,
+pub(super) struct Subject<'a> {
+    pub(super) name: &'a str,
+    pub(super) pid: u32,
+    pub(super) kind: Option<WaitKind>,
     counts: &'a Counts,
     pressure: Option<f64>,
     /// Itself, or the group's members.
@@ -66,7 +65,7 @@ fn acquisitions(c: &Counts, counted: bool) -> Option<u64> {
 
 /// The estimate of acquisitions less [`STANDARD_ERRORS`] standard errors, never below the
 /// contended ones (all it is from fewer than [`MIN_ACQUISITION_SAMPLES`] samples).
-fn acquisitions_low(c: &Counts) -> f64 {
+pub(super) fn acquisitions_low(c: &Counts) -> f64 {
     if c.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
         return c.runtime.contended as f64;
     }
@@ -76,7 +75,7 @@ fn acquisitions_low(c: &Counts) -> f64 {
 
 /// The contended acquisitions over the estimate of acquisitions plus [`STANDARD_ERRORS`]
 /// standard errors: the low edge of the contention rate.
-fn contention_low(c: &Counts) -> f64 {
+pub(super) fn contention_low(c: &Counts) -> f64 {
     let error = STANDARD_ERRORS / (c.runtime.acquisition_samples.max(1) as f64).sqrt();
     let high = (c.runtime.acquisitions as f64 * (1.0 + error)).max(c.runtime.contended as f64);
     ratio(c.runtime.contended as f64, high)
@@ -407,148 +406,6 @@ fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Findin
         }
         .to_owned(),
     })
-}
-
-/// Asymmetric contention in group `g`: the most contended member (among those with the
-/// evidence of a contention finding and enough sampled acquisitions) contended at least
-/// [`ASYMMETRY`] times as often as the other members together, comparing the low edge of its
-/// rate's estimate with the high edge of theirs.
-fn asymmetric(
-    table: &LockTable,
-    g: &LockGroup,
-    s: &Subject,
-    thresholds: Thresholds,
-    counted: bool,
-) -> Option<Finding> {
-    if !counted || g.members.len() < 2 {
-        return None;
-    }
-    let hot = g
-        .members
-        .iter()
-        .filter_map(|&m| {
-            let r = &table.locks[m];
-            let c = &r.counts;
-            let low_rate = contention_low(c);
-            let evident = c.runtime.acquisition_samples >= MIN_ACQUISITION_SAMPLES
-                && c.runtime.contended >= MIN_CONTENDED
-                && r.pressure.unwrap_or(0.0) >= MIN_PRESSURE
-                && low_rate >= thresholds.contention;
-            evident.then_some((m, low_rate))
-        })
-        .max_by(|a, b| a.1.total_cmp(&b.1))?;
-    let (m, low_rate) = hot;
-    let others = g
-        .members
-        .iter()
-        .filter(|&&o| o != m)
-        .map(|&o| &table.locks[o]);
-    let mut rest = Counts::default();
-    for o in others {
-        rest.runtime.acquisitions = rest
-            .runtime
-            .acquisitions
-            .saturating_add(o.counts.runtime.acquisitions);
-        rest.runtime.acquisition_samples = rest
-            .runtime
-            .acquisition_samples
-            .saturating_add(o.counts.runtime.acquisition_samples);
-        rest.runtime.contended = rest
-            .runtime
-            .contended
-            .saturating_add(o.counts.runtime.contended);
-    }
-    if rest.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
-        return None;
-    }
-    let rest_high_rate = ratio(rest.runtime.contended as f64, acquisitions_low(&rest));
-    if low_rate < ASYMMETRY * rest_high_rate {
-        return None;
-    }
-    let r = &table.locks[m];
-    let member_acquisitions = r
-        .counts
-        .runtime
-        .acquisitions
-        .max(r.counts.runtime.contended);
-    let member_rate = r.counts.runtime.contended as f64 / member_acquisitions as f64;
-    let rest_acquisitions = rest.runtime.acquisitions.max(rest.runtime.contended);
-    let rest_rate = ratio(rest.runtime.contended as f64, rest_acquisitions as f64);
-    let element = element_name(table, g, m).unwrap_or_else(|| r.name.clone());
-    let evidence = vec![
-        ("member", Value::Name(r.name.clone())),
-        ("element", Value::Name(element)),
-        ("member_contention_rate", Value::Share(member_rate)),
-        ("member_acquisitions", Value::Count(member_acquisitions)),
-        ("member_contended", Value::Count(r.counts.runtime.contended)),
-        (
-            "member_share_of_acquisitions",
-            Value::Share(ratio(
-                member_acquisitions as f64,
-                member_acquisitions.saturating_add(rest_acquisitions) as f64,
-            )),
-        ),
-        ("member_pressure", Value::Share(r.pressure.unwrap_or(0.0))),
-        ("others", Value::Count(g.members.len() as u64 - 1)),
-        ("others_contention_rate", Value::Share(rest_rate)),
-        ("others_acquisitions", Value::Count(rest_acquisitions)),
-        (
-            "factor",
-            Value::Factor(if rest_rate > 0.0 {
-                member_rate / rest_rate
-            } else {
-                f64::INFINITY
-            }),
-        ),
-    ];
-    Some(Finding {
-        kind: Kind::AsymmetricContention,
-        subject: s.name.to_owned(),
-        pid: s.pid,
-        lock_kind: s.kind,
-        locks: vec![s.name.to_owned(), r.name.clone()],
-        evidence,
-        text: "a hot member: {element} is contended in {member_contention_rate} of its \
-               ~{member_acquisitions} acquisitions ({member_share_of_acquisitions} of the \
-               group's; pressure {member_pressure}), the other {others} members in \
-               {others_contention_rate} of theirs"
-            .to_owned(),
-        fix: "distribute the contention: a better hash, more buckets, or split the hot data \
-              {element} guards"
-            .to_owned(),
-    })
-}
-
-/// `array[i]` for member `m` of a group of one array symbol, the element size being the
-/// greatest common divisor of the members' distances (none for other groups).
-pub(super) fn element_name(table: &LockTable, g: &LockGroup, m: usize) -> Option<String> {
-    let base = g.name.strip_suffix("[]")?;
-    let offset = |i: usize| -> Option<u64> {
-        let r = &table.locks[i];
-        if r.naming != Naming::Symbol {
-            return None;
-        }
-        match r.name.strip_prefix(base)? {
-            "" => Some(0),
-            rest => u64::from_str_radix(rest.strip_prefix("+0x")?, 16).ok(),
-        }
-    };
-    let offsets: Vec<u64> = g
-        .members
-        .iter()
-        .map(|&i| offset(i))
-        .collect::<Option<_>>()?;
-    let first = *offsets.iter().min()?;
-    let stride = offsets.iter().fold(0, |d, &o| gcd(d, o - first));
-    let index = offset(m)?.checked_div(stride)?;
-    Some(format!("{base}[{index}]"))
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    match b {
-        0 => a,
-        _ => gcd(b, a % b),
-    }
 }
 
 /// A trylock spin: failed trylocks at least the rate threshold a second, at least

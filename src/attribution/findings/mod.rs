@@ -47,6 +47,7 @@
 //! are in `lock_rules.rs` (the lock table), `phases.rs` (the timeline's phases) and
 //! `imbalance.rs` (threads and stages).
 
+mod asymmetry;
 mod imbalance;
 mod lock_rules;
 mod phases;

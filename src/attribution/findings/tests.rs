@@ -1,7 +1,8 @@
 //! The findings' rules, case by case: tables, phases and thread loads built by hand.
 
+use super::asymmetry::element_name;
 use super::imbalance::{imbalance_findings, split_threads, Stage, ThreadLoad};
-use super::lock_rules::{element_name, lock_findings};
+use super::lock_rules::lock_findings;
 use super::phases::phase_findings;
 use super::*;
 use crate::attribution::locks::{Counts, LockGroup, LockRow, LockTable, Naming, Site};
