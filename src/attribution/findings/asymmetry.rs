@@ -7,7 +7,7 @@
 //! of theirs, so sampling error never makes a member hot. Not async-signal-safe
 //! (allocates); single-threaded.
 
-use super::lock_rules::{acquisitions_low, contention_low, Subject};
+use super::subject::{acquisitions_low, contention_low, Subject};
 use super::{
     ratio, Finding, Kind, Thresholds, Value, ASYMMETRY, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED,
     MIN_PRESSURE,

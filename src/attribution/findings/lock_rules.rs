@@ -8,15 +8,15 @@
 //! Not async-signal-safe (allocates); single-threaded.
 
 use super::asymmetry::asymmetric;
+use super::subject::{acquisitions, acquisitions_low, Subject};
 use super::{
     ratio, Finding, Kind, Thresholds, Value, LOCK_PAIR_NS, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED,
-    MIN_OVERHEAD_SHARE, MIN_PRESSURE, STANDARD_ERRORS, TRY_FAILURES_PER_ACQUISITION,
-    TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
+    MIN_OVERHEAD_SHARE, MIN_PRESSURE, TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO,
+    WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
 use crate::attribution::locks::{is_lock_kind, Counts, LockRow, LockTable, Site};
 use crate::format::read::ProcessProfile;
-use crate::format::WaitKind;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Each pid's wall time (ns): its images' lifetimes summed; none without thread times.
@@ -30,55 +30,6 @@ pub(super) fn wall_times(procs: &[&ProcessProfile]) -> HashMap<u32, u64> {
         *wall = wall.saturating_add(life);
     }
     walls
-}
-
-/// A lock or a group, as the lock rules read it.
-pub(super) struct Subject<'a> {
-    pub(super) name: &'a str,
-    pub(super) pid: u32,
-    pub(super) kind: Option<WaitKind>,
-    counts: &'a Counts,
-    pressure: Option<f64>,
-    /// Itself, or the group's members.
-    rows: Vec<&'a LockRow>,
-    group: bool,
-    /// Seconds of its process's wall time (none when unknown).
-    seconds: Option<f64>,
-}
-
-impl Subject<'_> {
-    fn per_second(&self, count: f64) -> Option<f64> {
-        self.seconds.map(|s| count / s)
-    }
-
-    /// The lock view's names its findings are about (what `--lock` selects them by).
-    fn names(&self) -> Vec<String> {
-        vec![self.name.to_owned()]
-    }
-}
-
-/// Acquisitions as the rules read them: the estimate, never below the contended ones (exact,
-/// and acquisitions too); `None` when they were not counted.
-fn acquisitions(c: &Counts, counted: bool) -> Option<u64> {
-    counted.then(|| c.runtime.acquisitions.max(c.runtime.contended))
-}
-
-/// The estimate of acquisitions less [`STANDARD_ERRORS`] standard errors, never below the
-/// contended ones (all it is from fewer than [`MIN_ACQUISITION_SAMPLES`] samples).
-pub(super) fn acquisitions_low(c: &Counts) -> f64 {
-    if c.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
-        return c.runtime.contended as f64;
-    }
-    let error = STANDARD_ERRORS / (c.runtime.acquisition_samples as f64).sqrt();
-    (c.runtime.acquisitions as f64 * (1.0 - error)).max(c.runtime.contended as f64)
-}
-
-/// The contended acquisitions over the estimate of acquisitions plus [`STANDARD_ERRORS`]
-/// standard errors: the low edge of the contention rate.
-pub(super) fn contention_low(c: &Counts) -> f64 {
-    let error = STANDARD_ERRORS / (c.runtime.acquisition_samples.max(1) as f64).sqrt();
-    let high = (c.runtime.acquisitions as f64 * (1.0 + error)).max(c.runtime.contended as f64);
-    ratio(c.runtime.contended as f64, high)
 }
 
 /// The lock findings of a table: groups first, so that a group's finding stands for its

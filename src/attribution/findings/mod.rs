@@ -51,6 +51,7 @@ mod asymmetry;
 mod imbalance;
 mod lock_rules;
 mod phases;
+mod subject;
 #[cfg(test)]
 mod tests;
 

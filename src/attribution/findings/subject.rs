@@ -1,0 +1,60 @@
+//! What the findings' lock rules read: a lock or a group ([`Subject`]) and the edges of its
+//! sampled estimates (acquisitions, contention rate), so that sampling error never makes a
+//! rule fire.
+//!
+//! Invariants: estimates from fewer than `MIN_ACQUISITION_SAMPLES` samples fall back to the
+//! exact contended count; a rate is never above 1. Pure, allocation-free apart from
+//! [`Subject::names`]; not async-signal-safe; single-threaded.
+
+use super::{ratio, MIN_ACQUISITION_SAMPLES, STANDARD_ERRORS};
+use crate::attribution::locks::{Counts, LockRow};
+use crate::format::WaitKind;
+
+/// A lock or a group, as the lock rules read it.
+pub(super) struct Subject<'a> {
+    pub(super) name: &'a str,
+    pub(super) pid: u32,
+    pub(super) kind: Option<WaitKind>,
+    pub(super) counts: &'a Counts,
+    pub(super) pressure: Option<f64>,
+    /// Itself, or the group's members.
+    pub(super) rows: Vec<&'a LockRow>,
+    pub(super) group: bool,
+    /// Seconds of its process's wall time (none when unknown).
+    pub(super) seconds: Option<f64>,
+}
+
+impl Subject<'_> {
+    pub(super) fn per_second(&self, count: f64) -> Option<f64> {
+        self.seconds.map(|s| count / s)
+    }
+
+    /// The lock view's names its findings are about (what `--lock` selects them by).
+    pub(super) fn names(&self) -> Vec<String> {
+        vec![self.name.to_owned()]
+    }
+}
+
+/// Acquisitions as the rules read them: the estimate, never below the contended ones (exact,
+/// and acquisitions too); `None` when they were not counted.
+pub(super) fn acquisitions(c: &Counts, counted: bool) -> Option<u64> {
+    counted.then(|| c.runtime.acquisitions.max(c.runtime.contended))
+}
+
+/// The estimate of acquisitions less [`STANDARD_ERRORS`] standard errors, never below the
+/// contended ones (all it is from fewer than [`MIN_ACQUISITION_SAMPLES`] samples).
+pub(super) fn acquisitions_low(c: &Counts) -> f64 {
+    if c.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
+        return c.runtime.contended as f64;
+    }
+    let error = STANDARD_ERRORS / (c.runtime.acquisition_samples as f64).sqrt();
+    (c.runtime.acquisitions as f64 * (1.0 - error)).max(c.runtime.contended as f64)
+}
+
+/// The contended acquisitions over the estimate of acquisitions plus [`STANDARD_ERRORS`]
+/// standard errors: the low edge of the contention rate.
+pub(super) fn contention_low(c: &Counts) -> f64 {
+    let error = STANDARD_ERRORS / (c.runtime.acquisition_samples.max(1) as f64).sqrt();
+    let high = (c.runtime.acquisitions as f64 * (1.0 + error)).max(c.runtime.contended as f64);
+    ratio(c.runtime.contended as f64, high)
+}
