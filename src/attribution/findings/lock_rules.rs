@@ -8,11 +8,11 @@
 //! Not async-signal-safe (allocates); single-threaded.
 
 use super::asymmetry::asymmetric;
-use super::subject::{acquisitions, acquisitions_low, Subject};
+use super::subject::{acquisitions, acquisitions_low, acquisitions_low_by, Subject};
 use super::{
     ratio, Finding, Kind, Thresholds, Value, LOCK_PAIR_NS, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED,
-    MIN_OVERHEAD_SHARE, MIN_PRESSURE, TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO,
-    WAIT_PER_HOLDS,
+    MIN_OVERHEAD_SHARE, MIN_PRESSURE, STANDARD_ERRORS, TRY_FAILURES_PER_ACQUISITION,
+    TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
 use crate::attribution::locks::{is_lock_kind, Counts, LockRow, LockTable, Site};
@@ -304,14 +304,20 @@ fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Findin
                     threads' running time"
         .to_owned();
     if s.group {
-        // Members that are over the threshold on their own, by the same evidence; and the
-        // busiest member's estimate (rough: a member's few samples each stand for all the
-        // acquisitions of its thread since the one before).
+        // Members that are over the threshold on their own, by the same evidence widened
+        // for their number: among thousands of members some estimates lie several standard
+        // errors high by chance (4,000 locks of under 1,000/s each: 9 of them "over" at 2
+        // standard errors), so each must clear sqrt(2 ln members) of them, beyond which
+        // the largest of that many normal errors rarely lies; and the busiest member's
+        // estimate (rough: a member's few samples each stand for all the acquisitions of
+        // its thread since the one before).
+        let members = s.rows.len().max(1) as f64;
+        let errors = STANDARD_ERRORS.max((2.0 * members.ln()).sqrt());
         let over = s
             .rows
             .iter()
             .filter(|r| r.counts.runtime.acquisition_samples >= MIN_ACQUISITION_SAMPLES)
-            .filter_map(|r| s.per_second(acquisitions_low(&r.counts)))
+            .filter_map(|r| s.per_second(acquisitions_low_by(&r.counts, errors)))
             .filter(|&low| low >= thresholds.rate)
             .count() as u64;
         let busiest = s

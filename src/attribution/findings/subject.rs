@@ -44,10 +44,15 @@ pub(super) fn acquisitions(c: &Counts, counted: bool) -> Option<u64> {
 /// The estimate of acquisitions less [`STANDARD_ERRORS`] standard errors, never below the
 /// contended ones (all it is from fewer than [`MIN_ACQUISITION_SAMPLES`] samples).
 pub(super) fn acquisitions_low(c: &Counts) -> f64 {
+    acquisitions_low_by(c, STANDARD_ERRORS)
+}
+
+/// [`acquisitions_low`] less `standard_errors` standard errors.
+pub(super) fn acquisitions_low_by(c: &Counts, standard_errors: f64) -> f64 {
     if c.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
         return c.runtime.contended as f64;
     }
-    let error = STANDARD_ERRORS / (c.runtime.acquisition_samples as f64).sqrt();
+    let error = standard_errors / (c.runtime.acquisition_samples as f64).sqrt();
     (c.runtime.acquisitions as f64 * (1.0 - error)).max(c.runtime.contended as f64)
 }
 

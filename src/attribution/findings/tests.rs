@@ -307,6 +307,12 @@ fn lock_overhead_is_found_only_through_the_group_and_not_again_for_members() {
         "{}",
         f[0].text
     );
+    // A member whose estimate is over the rate by 2 standard errors (2250/s from 16
+    // samples) is, among 100, what chance gives one of them: not over on its own.
+    let mut members = t.locks.clone();
+    members[5].counts = counts(4500, 16, 0, 0);
+    let f = found(&grouped(members, "objects[]"), 2);
+    assert_eq!(f[0].value("members_over_rate"), Some(&Value::Count(0)));
     // A member over the rate on its own: the group's finding stands for it.
     let mut members = t.locks.clone();
     members[3].counts = counts(100_000, 400, 0, 0);
