@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use scoreboard::compare::error_pct;
 use serde_json::Value;
 
 /// Workloads tried first (short, several primitives), then any other in name order.
@@ -163,8 +164,7 @@ fn check(results: &Value, expected: &[String]) -> Vec<String> {
                 .sum();
             let floor = (SMOKE_FLOOR_SHARE * total as f64) as u64;
             let (truth, reported) = (ns(c, "truth_ns"), ns(c, "reported_ns"));
-            let err =
-                (reported as f64 - truth as f64).abs() / truth.max(floor).max(1) as f64 * 100.0;
+            let err = error_pct(truth, reported, floor);
             let tol = c["tolerance_pct"].as_f64().expect("tolerance");
             if err > LOOSENESS * tol {
                 outside.push(format!(
