@@ -33,7 +33,7 @@ mod timeouts;
 mod waits;
 
 use blameprof_measure::sampler::heap::RuntimeAllocator;
-use blameprof_measure::{exec, lifecycle};
+use blameprof_measure::{exec, lifecycle, modules};
 use libc::{c_char, c_int, c_void};
 
 /// The runtime's Rust allocations never use the program's `malloc` (see `sampler::heap`).
@@ -67,7 +67,7 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void
     // SAFETY: forwarding the caller's arguments unchanged.
     let handle = unsafe { real::dlopen()(file, mode) };
     if !handle.is_null() {
-        lifecycle::modules_changed();
+        modules::modules_changed();
     }
     handle
 }
@@ -76,10 +76,10 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void
 /// Same contract as `dlclose(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
-    lifecycle::module_may_unload();
+    modules::module_may_unload();
     // SAFETY: forwarding the caller's argument unchanged.
     let rc = unsafe { real::dlclose()(handle) };
-    lifecycle::modules_changed();
+    modules::modules_changed();
     rc
 }
 

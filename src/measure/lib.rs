@@ -14,8 +14,8 @@
 //!   per-thread state, the profile's writer;
 //! - this crate (`src/measure`): the lock [`policy`] (what is measured at each primitive,
 //!   how it is thinned and recorded through the sampler), and the [`lifecycle`] (start-up,
-//!   threads, `dlopen`, `fork` and exit, composing the rest) with [`exec`] (an image's part
-//!   handed over at `exec`).
+//!   threads, `fork` and exit, composing the rest) with [`exec`] (an image's part handed
+//!   over at `exec`) and [`modules`] (the module set at start-up, `dlopen` and `dlclose`).
 //!
 //! They write the profile through `blameprof_format` and never import the analysis (the
 //! `blameprof` crate), which in turn never imports them (see `docs/architecture.md`).
@@ -29,6 +29,7 @@ pub use blameprof_unwind as unwind;
 
 pub mod exec;
 pub mod lifecycle;
+pub mod modules;
 pub mod policy;
 #[cfg(test)]
 mod stress;

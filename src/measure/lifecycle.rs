@@ -1,16 +1,17 @@
-//! Process and thread lifecycle of the runtime: start-up, thread start and exit, `dlopen`,
-//! `fork`, `exec` and exit.
+//! Process and thread lifecycle of the runtime: start-up, thread start and exit, `fork`,
+//! `exec` and exit.
 //!
 //! Job: set everything up before `main` (signal handler, tid table, part file, module set,
-//! main thread's timer), give each new thread its state and timer, keep the module set in step
-//! with the loader, give fork children a part of their own, and flush every buffer when the
-//! image ends (exit, or exec: `crate::exec` hands the part over there).
+//! main thread's timer), give each new thread its state and timer, give fork children a part
+//! of their own, and flush every buffer when the image ends (exit, or exec: `crate::exec`
+//! hands the part over there). The module set after start-up (`dlopen`, `dlclose`) is
+//! `crate::modules`'.
 //!
 //! It composes the layers below it (the sampler, the lock policy, the unwinder) and nothing
 //! in them imports it: the preloaded library's entry points call it. Not async-signal-safe.
 
 use crate::format::Frame;
-use crate::runtime_lock::SpinLock;
+use crate::modules;
 use crate::sampler::clock::{other_thread_cpu_ns, thread_cpu_ns};
 use crate::sampler::config::{Config, Source};
 use crate::sampler::counters::{self, Counter};
@@ -22,12 +23,10 @@ use crate::sampler::records;
 use crate::sampler::thread_state::{self, ThreadState};
 use crate::sampler::timer::Timer;
 use crate::sys::{self, gettid};
-use crate::unwind::module_set::ModuleChanges;
 use crate::unwind::walk::StackBounds;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-static NEXT_MODULE_ID: SpinLock<u32> = SpinLock::new(1);
 static SOURCE: AtomicU8 = AtomicU8::new(0);
 /// The pid the runtime set up for; differs in a `vfork` child, which must not touch our state.
 static PID: AtomicI32 = AtomicI32::new(0);
@@ -125,12 +124,12 @@ fn try_init(cfg: Config) -> std::io::Result<()> {
     PID.store(sys::getpid(), Ordering::Relaxed);
     start_cpu_accounting();
     let cfg = process::set_config(cfg);
-    let changes = refresh_modules();
+    let changes = modules::refresh();
     let main = thread_state::attach(gettid()).ok_or_else(|| std::io::Error::other("tid table"))?;
     let chosen = start_timer(main, cfg, cfg.preferred_source());
     SOURCE.store(u8::from(chosen == Source::PerfTaskClock), Ordering::Relaxed);
     records::write(gettid(), |w| records::process(w, cfg, generation, chosen));
-    write_module_changes(&changes);
+    modules::record(&changes);
     start_thread_bookkeeping(main, None, 0, true);
     // SAFETY: registering plain extern "C" functions with no arguments.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
@@ -390,42 +389,6 @@ fn flush_thread(state: &ThreadState) {
     state.unlock_buffer();
 }
 
-/// Just before a `dlclose`: the unwinder stops borrowing sections from module mappings
-/// that it may unmap.
-pub fn module_may_unload() {
-    if sampling_enabled() {
-        process::modules().own_sections();
-    }
-}
-
-/// Re-reads the module list after `dlopen`/`dlclose` and records what changed.
-pub fn modules_changed() {
-    if sampling_enabled() {
-        let changes = refresh_modules();
-        write_module_changes(&changes);
-    }
-}
-
-fn refresh_modules() -> ModuleChanges {
-    let mut next = NEXT_MODULE_ID.lock();
-    process::modules().refresh(&mut next)
-}
-
-fn write_module_changes(changes: &ModuleChanges) {
-    if changes.added.is_empty() && changes.removed.is_empty() {
-        return;
-    }
-    records::write(gettid(), |w| {
-        for (id, m) in &changes.added {
-            records::module_load(w, *id, m)?;
-        }
-        for id in &changes.removed {
-            records::module_unload(w, *id)?;
-        }
-        Ok(())
-    });
-}
-
 /// Ends this image's part: stop sampling, flush every thread, write counters and the end
 /// marker. `reason`: 0 exit, 1 exec. Returns whether it did anything.
 pub(crate) fn finish(reason: u8) -> bool {
@@ -554,8 +517,7 @@ pub fn descriptor_wanted(fd: libc::c_int) {
 }
 
 extern "C" fn fork_prepare() {
-    NEXT_MODULE_ID.raw_lock();
-    process::modules().fork_prepare();
+    modules::fork_prepare();
     thread_state::fork_prepare();
     // Last: the holders of the locks above may allocate.
     HEAP.fork_prepare();
@@ -564,8 +526,7 @@ extern "C" fn fork_prepare() {
 extern "C" fn fork_parent() {
     HEAP.fork_release();
     thread_state::fork_release();
-    process::modules().fork_release();
-    NEXT_MODULE_ID.raw_unlock();
+    modules::fork_release();
 }
 
 extern "C" fn fork_child() {
@@ -576,8 +537,7 @@ extern "C" fn fork_child() {
     crate::unwind::cache_pool::POOL.release_all();
     HEAP.fork_release();
     thread_state::fork_release();
-    process::modules().fork_release();
-    NEXT_MODULE_ID.raw_unlock();
+    modules::fork_release();
     if !process::disable() {
         return;
     }
@@ -602,11 +562,7 @@ extern "C" fn fork_child() {
         return;
     };
     records::write(gettid(), |w| records::process(w, cfg, generation, source()));
-    let added: Vec<_> = process::modules().snapshot();
-    write_module_changes(&ModuleChanges {
-        added,
-        removed: Vec::new(),
-    });
+    modules::record_all();
     start_thread_bookkeeping(state, None, 0, true);
     start_timer(state, cfg, source());
     process::enable();
