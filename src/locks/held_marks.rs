@@ -16,16 +16,22 @@
 //! saying waiters sleep, whether or not any do). At each
 //! timer sample the handler asks [`HeldMarks::contended`]: a mark counts only if the lock's
 //! own words say, now, that this thread holds it and that it is contended, as glibc keeps
-//! them, or as the wait table keeps a mutex's measured waiters (registered from their
-//! arrival to their return, so also one woken and not yet running: glibc's word shows it
-//! only once it runs again): a mutex whose owner is the thread and whose lock word says
+//! them, or as `arrivals` counts a mutex's waiters (every contended acquisition through
+//! the interposer, from its arrival to its return, so also one woken and not yet running:
+//! glibc's word shows it only once it runs again) and the wait table its measured ones.
+//! glibc's word is not trusted for the mutex of the thread's own latest contended
+//! acquisition: a woken waiter takes the mutex with the word saying waiters sleep whether
+//! or not any do, so its hold would count from its start, not from its waiters' arrival
+//! (only the waiters glibc itself makes, retaking a mutex in `pthread_cond_wait`, are
+//! then unseen). A mutex counts when its owner is the thread and its lock word says
 //! waiters may sleep (2;
 //! `FUTEX_WAITERS` for robust and PI mutexes, whose word is the owner's id; 2 in the low
 //! bits of a priority-protected one's); an rwlock whose writer is the thread
 //! with readers registered in its write phase or sleeping, or writers sleeping (the
 //! `FUTEX_USED` bits of its futex words). glibc clears neither until
-//! the release, so a hold that began with a contended acquisition counts as contended
-//! until its release even if its waiters left (timed out) or there were no others.
+//! the release, so a hold of a mutex another thread took after waiting, or of an rwlock
+//! taken after waiting, counts as contended until its release even if its waiters left
+//! (timed out) or there were no others.
 //!
 //! Invariants:
 //! - The lock's words are read with a fault-free copy (`read`: `process_vm_readv`), never
@@ -46,6 +52,7 @@
 //!
 //! Wait-free, allocation-free; [`HeldMarks::contended`] is async-signal-safe.
 
+use crate::arrivals;
 use crate::format::WaitKind;
 use crate::wait_table;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -206,13 +213,18 @@ impl HeldMarks {
                         }
                         r => (r == Read::Done).then(|| {
                             let mine = w[MUTEX_OWNER] == tid;
-                            // A waiter woken by the previous release and beaten to the
-                            // mutex by this hold is not in the word until it runs again,
-                            // which on a loaded machine may be the whole hold; it is still
-                            // registered with the wait table.
-                            let waiters = mutex_has_waiters(w)
+                            // The word says waiters may sleep also when the thread set it
+                            // itself, taking the mutex after its own wait (`latest`): then
+                            // only the waiters counted from their arrival say so. A waiter
+                            // woken by the previous release and beaten to the mutex by
+                            // this hold is not in the word until it runs again, which on a
+                            // loaded machine may be the whole hold: it is counted too.
+                            let own_word = marks[SLOTS] == mark;
+                            let waiters = (mutex_has_waiters(w) && !own_word)
                                 || (mine
-                                    && wait_table::mutex_waiters_registered(address) == Some(true));
+                                    && (arrivals::waiting(address)
+                                        || wait_table::mutex_waiters_registered(address)
+                                            == Some(true)));
                             (mine, waiters)
                         }),
                     }
@@ -401,15 +413,36 @@ mod tests {
     }
 
     #[test]
-    fn the_threads_own_latest_lock_counts_while_it_holds_it_and_cond_wait_forgets_it() {
+    fn the_threads_own_latest_lock_counts_while_others_arrived_and_cond_wait_forgets_it() {
         let marks = HeldMarks::new();
         marks.mark_latest(0x5000, WaitKind::Mutex);
         marks.mark(0x5000, WaitKind::Mutex);
+        // The word says waiters may sleep, as glibc leaves it when a woken waiter (this
+        // thread) takes the mutex: nobody arrived since, so nobody waits.
         let held = [(0x5000, mutex(2, 4, 0))];
+        assert_eq!(marks.contended(4, reader(&held)).lock, None, "its own word");
+        arrivals::arrive(0x5000);
+        assert_eq!(
+            marks.contended(4, reader(&held)).lock,
+            Some((0x5000, WaitKind::Mutex)),
+            "another thread arrived"
+        );
+        // Also while the word does not show it (a woken waiter not yet running).
+        let quiet = [(0x5000, mutex(1, 4, 0))];
+        assert_eq!(
+            marks.contended(4, reader(&quiet)).lock,
+            Some((0x5000, WaitKind::Mutex))
+        );
+        arrivals::depart(0x5000);
+        assert_eq!(marks.contended(4, reader(&held)).lock, None, "it returned");
+        // A hold that began without waiting after another thread's (the latest is
+        // another lock): the word is the waiters'.
+        marks.mark_latest(0x6000, WaitKind::Mutex);
         assert_eq!(
             marks.contended(4, reader(&held)).lock,
             Some((0x5000, WaitKind::Mutex))
         );
+        marks.mark_latest(0x5000, WaitKind::Mutex);
         marks.forget(0x5000);
         assert_eq!(marked(&marks), 0);
         assert_eq!(marks.contended(4, reader(&held)).lock, None, "forgotten");

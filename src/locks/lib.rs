@@ -14,8 +14,9 @@
 //!   thread measures when it has too many to measure all; [`hold_starts`], when a
 //!   thread's current mutex holds began; [`hold_sampling`], which holds taken without
 //!   waiting have their start noted when a thread takes too many to note all;
-//!   [`wake_chain`], futex waits passed along a chain of wakes; and [`held_marks`], which
-//!   contended locks a thread may hold, for its timer samples;
+//!   [`wake_chain`], futex waits passed along a chain of wakes; [`held_marks`], which
+//!   contended locks a thread may hold, for its timer samples, and [`arrivals`], which
+//!   mutexes have a thread in a contended acquisition now;
 //!
 //! The [`lock_table`] keeps per-lock counts for the report's lock view, with acquisitions
 //! counted by [`acquisition_sampling`], a thread's waits and failed trylocks gathered first
@@ -27,6 +28,7 @@
 use blameprof_format as format;
 
 pub mod acquisition_sampling;
+pub mod arrivals;
 pub mod contention_sampling;
 pub mod held_marks;
 pub mod hold_sampling;

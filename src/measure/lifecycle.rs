@@ -533,6 +533,7 @@ extern "C" fn fork_child() {
     crate::sampler::clock::forget_current_tid();
     crate::locks::hold_sampling::with(|s| s.after_fork());
     crate::locks::wait_table::reset_after_fork();
+    crate::locks::arrivals::reset_after_fork();
     crate::locks::lock_table::reset_after_fork();
     crate::unwind::cache_pool::POOL.release_all();
     HEAP.fork_release();

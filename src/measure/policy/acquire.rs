@@ -19,6 +19,7 @@ use super::lock_counts;
 use super::outcome::{errno, set_errno};
 use super::record::{charge, give_back};
 use crate::format::WaitKind;
+use crate::locks::arrivals;
 use crate::locks::contention_sampling::Draw;
 use crate::locks::hold_sampling::{self, Started};
 use crate::locks::wait_table::{self as table, Outcome, WaiterTime};
@@ -47,6 +48,7 @@ pub fn wait<R: Copy>(
     if table::is_hold_kind(kind) {
         lock_counts::contending(state, address, kind, start);
     }
+    let block = counting_arrival(address, kind, block);
     let weight = if table::is_hold_kind(kind) {
         let seed = u64::from(state.tid.load(std::sync::atomic::Ordering::Relaxed)) << 32 ^ start;
         match state.contention.draw(start, seed) {
@@ -85,6 +87,26 @@ pub fn wait<R: Copy>(
     }
     set_errno(saved);
     rc
+}
+
+/// `block`, counted in `locks::arrivals` while it runs when it is a contended acquisition
+/// of a mutex (measured or not): from just before the real call until it returns, not
+/// while the new holder does its bookkeeping.
+#[inline(always)]
+fn counting_arrival<R>(
+    address: usize,
+    kind: WaitKind,
+    block: impl FnOnce() -> R,
+) -> impl FnOnce() -> R {
+    move || {
+        if kind != WaitKind::Mutex {
+            return block();
+        }
+        arrivals::arrive(address);
+        let rc = block();
+        arrivals::depart(address);
+        rc
+    }
 }
 
 /// A contended acquisition the sampling left unmeasured (or that could not be
