@@ -3,14 +3,16 @@
 //! the array element it is when the group is one array symbol.
 //!
 //! Invariants: judged only with counted acquisitions and at least two members; the hot
-//! member's rate is taken at the low edge of its estimate and the others' at the high edge
-//! of theirs, so sampling error never makes a member hot. Not async-signal-safe
+//! member's rate is taken at the low edge of its estimate, widened with the number of
+//! members it was picked among (`sqrt(2 ln members)` standard errors, at least
+//! `STANDARD_ERRORS`), and the others' at the high edge of theirs, so sampling error never
+//! makes a member hot. Not async-signal-safe
 //! (allocates); single-threaded.
 
-use super::subject::{acquisitions_low, contention_low, Subject};
+use super::subject::{acquisitions_low, contention_low_by, Subject};
 use super::{
     ratio, Finding, Kind, Thresholds, Value, ASYMMETRY, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED,
-    MIN_PRESSURE,
+    MIN_PRESSURE, STANDARD_ERRORS,
 };
 use crate::attribution::locks::{Counts, LockGroup, LockTable, Naming};
 
@@ -28,13 +30,17 @@ pub(super) fn asymmetric(
     if !counted || g.members.len() < 2 {
         return None;
     }
+    // The hottest of many members, each estimated, is picked for its estimate's chance
+    // error as much as for its rate: among n members, the largest of n standard normal
+    // errors is about sqrt(2 ln n) standard errors, so the low edge is taken that far.
+    let errors = STANDARD_ERRORS.max((2.0 * (g.members.len() as f64).ln()).sqrt());
     let hot = g
         .members
         .iter()
         .filter_map(|&m| {
             let r = &table.locks[m];
             let c = &r.counts;
-            let low_rate = contention_low(c);
+            let low_rate = contention_low_by(c, errors);
             let evident = c.runtime.acquisition_samples >= MIN_ACQUISITION_SAMPLES
                 && c.runtime.contended >= MIN_CONTENDED
                 && r.pressure.unwrap_or(0.0) >= MIN_PRESSURE

@@ -372,6 +372,32 @@ fn asymmetry_must_hold_at_the_edges_of_the_estimates() {
 }
 
 #[test]
+fn the_hottest_of_many_members_is_judged_beyond_its_chance_error() {
+    // 100 buckets, 99 of them contended in 5% of 25 600 acquisitions each; bucket 0's
+    // estimate (650 contended of ~4 000, from 16 samples) is hot beyond 2 standard errors
+    // but, among 100 members, within what chance gives the hottest of them (3 errors).
+    let members = |hot_contended: u64| {
+        let mut locks = vec![row("buckets", counts(4000, 16, hot_contended, 200_000))];
+        for i in 1..100 {
+            let c = counts(25_600, 100, 1280, 200_000);
+            locks.push(row(&format!("buckets+{:#x}", i * 40), c));
+        }
+        grouped(locks, "buckets[]")
+    };
+    let f = found(&members(650), 2);
+    assert!(
+        f.iter().all(|f| f.kind != Kind::AsymmetricContention),
+        "{f:?}"
+    );
+    // Contended in every one of its acquisitions: hot beyond any chance error.
+    let f = found(&members(4000), 2);
+    assert!(
+        f.iter().any(|f| f.kind == Kind::AsymmetricContention),
+        "{f:?}"
+    );
+}
+
+#[test]
 fn array_elements_are_numbered_by_the_members_distances() {
     // A mutex at offset 8 of 72-byte elements, elements 0, 2 and 3.
     let locks = ["w+0x8", "w+0x98", "w+0xe0"]
