@@ -249,6 +249,56 @@ fn report_on_missing_path() {
     );
 }
 
+/// A report that fails writes no file where `-o` points, and leaves an older one there as
+/// it was: for every export and view, whether it fails before or after the output is opened.
+#[test]
+fn a_failed_report_leaves_no_output_file() {
+    let dir = scratch_dir("failed-report-output");
+    let (prof, _) = real_profile();
+    for format in ["text", "json", "html", "pprof", "folded", "firefox"] {
+        let out = dir.join(format!("out.{format}"));
+        let run = run_args(&[
+            OsStr::new("report"),
+            OsStr::new("/nonexistent/blameprof-profile"),
+            OsStr::new("--format"),
+            OsStr::new(format),
+            OsStr::new("-o"),
+            out.as_os_str(),
+        ]);
+        assert_clean_error(
+            &run,
+            &format!("report --format {format} of a missing profile"),
+        );
+        assert!(!out.exists(), "{format}: {} was written", out.display());
+        fs::write(&out, b"older").unwrap();
+        let run = run_args(&[
+            OsStr::new("report"),
+            prof.as_os_str(),
+            OsStr::new("--format"),
+            OsStr::new(format),
+            OsStr::new("--metric"),
+            OsStr::new("no-such-metric"),
+            OsStr::new("-o"),
+            out.as_os_str(),
+        ]);
+        assert_clean_error(
+            &run,
+            &format!("report --format {format} --metric no-such-metric"),
+        );
+        assert_eq!(
+            fs::read(&out).unwrap(),
+            b"older",
+            "{format}: the older file changed"
+        );
+    }
+    let left: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".partial"))
+        .collect();
+    assert!(left.is_empty(), "partial files left: {left:?}");
+}
+
 #[test]
 fn report_on_empty_file_and_empty_dir() {
     let dir = scratch_dir("empty");

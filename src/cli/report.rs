@@ -197,14 +197,39 @@ pub fn report(args: &ReportArgs, stdout: &mut dyn Write) -> anyhow::Result<Optio
         report_to(args, stdout, true)?;
         return Ok(None);
     };
-    let mut f = std::fs::File::create(&file).map_err(|e| {
+    // Written beside it and renamed once whole: a report that fails (a missing profile, a
+    // bad option) leaves no empty or half-written file, and an older one in its place.
+    let partial = partial_path(&file);
+    let mut f = std::fs::File::create(&partial).map_err(|e| {
         anyhow!(
             "cannot create '{}': {e}; pass a writable path with -o",
             file.display()
         )
     })?;
-    report_to(args, &mut f, false)?;
+    let written = report_to(args, &mut f, false)
+        .and_then(|()| f.flush().map_err(anyhow::Error::from))
+        .and_then(|()| {
+            std::fs::rename(&partial, &file).map_err(|e| {
+                anyhow!(
+                    "cannot write '{}': {e}; pass a writable path with -o",
+                    file.display()
+                )
+            })
+        });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
     Ok(Some(file))
+}
+
+/// Where the report to `file` is written until it is whole: a hidden file beside it (so
+/// the rename stays on one file system), named for this process.
+fn partial_path(file: &std::path::Path) -> PathBuf {
+    let name = file
+        .file_name()
+        .map_or_else(|| "report".into(), |n| n.to_string_lossy().into_owned());
+    file.with_file_name(format!(".{name}.{}.partial", std::process::id()))
 }
 
 /// Writes the report to `out`, which is standard output when `to_stdout` (text on a

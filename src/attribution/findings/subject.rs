@@ -56,13 +56,8 @@ pub(super) fn acquisitions_low_by(c: &Counts, standard_errors: f64) -> f64 {
     (c.runtime.acquisitions as f64 * (1.0 - error)).max(c.runtime.contended as f64)
 }
 
-/// The contended acquisitions over the estimate of acquisitions plus [`STANDARD_ERRORS`]
+/// The contended acquisitions over the estimate of acquisitions plus `standard_errors`
 /// standard errors: the low edge of the contention rate.
-pub(super) fn contention_low(c: &Counts) -> f64 {
-    contention_low_by(c, STANDARD_ERRORS)
-}
-
-/// [`contention_low`] at `standard_errors` standard errors.
 pub(super) fn contention_low_by(c: &Counts, standard_errors: f64) -> f64 {
     let error = standard_errors / (c.runtime.acquisition_samples.max(1) as f64).sqrt();
     let high = (c.runtime.acquisitions as f64 * (1.0 + error)).max(c.runtime.contended as f64);
