@@ -9,10 +9,10 @@
 //! makes a member hot. Not async-signal-safe
 //! (allocates); single-threaded.
 
-use super::subject::{acquisitions_low, contention_low_by, Subject};
+use super::subject::{acquisitions_low, chance_errors, contention_low_by, Subject};
 use super::{
     ratio, Finding, Kind, Thresholds, Value, ASYMMETRY, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED,
-    MIN_PRESSURE, STANDARD_ERRORS,
+    MIN_PRESSURE,
 };
 use crate::attribution::locks::{Counts, LockGroup, LockTable, Naming};
 
@@ -31,9 +31,8 @@ pub(super) fn asymmetric(
         return None;
     }
     // The hottest of many members, each estimated, is picked for its estimate's chance
-    // error as much as for its rate: among n members, the largest of n standard normal
-    // errors is about sqrt(2 ln n) standard errors, so the low edge is taken that far.
-    let errors = STANDARD_ERRORS.max((2.0 * (g.members.len() as f64).ln()).sqrt());
+    // error as much as for its rate: its low edge is taken as far as chance reaches.
+    let errors = chance_errors(g.members.len());
     let hot = g
         .members
         .iter()

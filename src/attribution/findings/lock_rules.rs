@@ -8,11 +8,11 @@
 //! Not async-signal-safe (allocates); single-threaded.
 
 use super::asymmetry::asymmetric;
-use super::subject::{acquisitions, acquisitions_low, acquisitions_low_by, Subject};
+use super::subject::{acquisitions, acquisitions_low, acquisitions_low_by, chance_errors, Subject};
 use super::{
     ratio, Finding, Kind, Thresholds, Value, LOCK_PAIR_NS, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED,
-    MIN_OVERHEAD_SHARE, MIN_PRESSURE, STANDARD_ERRORS, TRY_FAILURES_PER_ACQUISITION,
-    TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
+    MIN_OVERHEAD_SHARE, MIN_PRESSURE, TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO,
+    WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
 use crate::attribution::locks::{is_lock_kind, Counts, LockRow, LockTable, Site};
@@ -311,8 +311,7 @@ fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Findin
         // the largest of that many normal errors rarely lies; and the busiest member's
         // estimate (rough: a member's few samples each stand for all the acquisitions of
         // its thread since the one before).
-        let members = s.rows.len().max(1) as f64;
-        let errors = STANDARD_ERRORS.max((2.0 * members.ln()).sqrt());
+        let errors = chance_errors(s.rows.len());
         let over = s
             .rows
             .iter()

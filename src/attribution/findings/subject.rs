@@ -41,6 +41,14 @@ pub(super) fn acquisitions(c: &Counts, counted: bool) -> Option<u64> {
     counted.then(|| c.runtime.acquisitions.max(c.runtime.contended))
 }
 
+/// Standard errors an estimate must clear when it is judged among `members` others like
+/// it: [`STANDARD_ERRORS`], or `sqrt(2 ln members)` when that is more, about how far the
+/// largest of that many normal errors lies (among thousands of estimates, some lie several
+/// standard errors out by chance).
+pub(super) fn chance_errors(members: usize) -> f64 {
+    STANDARD_ERRORS.max((2.0 * (members.max(1) as f64).ln()).sqrt())
+}
+
 /// The estimate of acquisitions less [`STANDARD_ERRORS`] standard errors, never below the
 /// contended ones (all it is from fewer than [`MIN_ACQUISITION_SAMPLES`] samples).
 pub(super) fn acquisitions_low(c: &Counts) -> f64 {
