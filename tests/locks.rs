@@ -364,8 +364,9 @@ enum Judge {
 const CONTENDED_IDLE_NS: u64 = 200_000_000;
 
 /// Runs `sampled_holders` (with `extra` arguments) at a budget of 1 measured contended
-/// event a millisecond per thread, and checks each holder's blame and the total mutex
-/// idleness against the program's truth; returns the run's stderr, or `None` when it
+/// event a millisecond per thread, and checks each holder's blame (its amount, or its share
+/// of the two holders', as `judge` says) and the total mutex idleness against the
+/// program's truth; returns the run's stderr, or `None` when it
 /// skipped (said on stdout, counted by `.ci/run`).
 ///
 /// The tolerance is 20%, or what the program's own truth says a sampled estimate of it can
@@ -442,7 +443,6 @@ fn sampled_holders_within_the_truth(scratch: &str, extra: &[&str], judge: Judge)
     let mut report = String::new();
     let mut bad = Vec::new();
     let blame_of = |f: &str| flat_metric(&flat, f, "blame.mutex").0 as f64;
-    let both = blame_of("short_hold") + blame_of("long_hold");
     let truth_both = (t["blame_short_hold_ns"] + t["blame_long_hold_ns"]) as f64;
     for (f, tolerance) in tolerances {
         let (lines, off) = blame_against_truth(&flat, &t, &[f], tolerance);
@@ -454,7 +454,7 @@ fn sampled_holders_within_the_truth(scratch: &str, extra: &[&str], judge: Judge)
         match judge {
             Judge::Amounts => bad.extend(off),
             Judge::Shares => {
-                let share = blame_of(f) / both.max(1.0);
+                let share = blame_of(f) / (holders as f64).max(1.0);
                 let want = t[&format!("blame_{f}_ns")] as f64 / truth_both.max(1.0);
                 report +=
                     &format!("  {f}: share of the holders' blame {share:.3} vs truth {want:.3}\n");
