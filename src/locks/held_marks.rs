@@ -18,12 +18,13 @@
 //! own words say, now, that this thread holds it and that it is contended, as glibc keeps
 //! them, or as `arrivals` counts a mutex's waiters (every contended acquisition through
 //! the interposer, from its arrival to its return, so also one woken and not yet running:
-//! glibc's word shows it only once it runs again) and the wait table its measured ones.
-//! glibc's word is not trusted for the mutex of the thread's own latest contended
-//! acquisition: a woken waiter takes the mutex with the word saying waiters sleep whether
-//! or not any do, so its hold would count from its start, not from its waiters' arrival
-//! (only the waiters glibc itself makes, retaking a mutex in `pthread_cond_wait`, are
-//! then unseen). A mutex counts when its owner is the thread and its lock word says
+//! glibc's word shows it only once it runs again) and the wait table the ones no
+//! interposer sees (a signalled `pthread_cond_wait` retaking its mutex inside glibc, which
+//! the signal registers there). glibc's word is not trusted for the mutex of the thread's
+//! own latest contended acquisition: a woken waiter takes the mutex with the word saying
+//! waiters sleep whether or not any do, so its hold would count from its start, not from
+//! its waiters' arrival (waiters that neither sees are then missed: a condition
+//! variable's waiter the profile did not measure). A mutex counts when its owner is the thread and its lock word says
 //! waiters may sleep (2;
 //! `FUTEX_WAITERS` for robust and PI mutexes, whose word is the owner's id; 2 in the low
 //! bits of a priority-protected one's); an rwlock whose writer is the thread
