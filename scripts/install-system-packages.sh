@@ -8,6 +8,9 @@
 #   golang-go  Go's own `go tool pprof`, which must read `report --format pprof` (tests/exports.rs)
 #   chromium   a real headless browser for the HTML report (tests/html_report.rs)
 #   bsdutils   `script`, a pseudo-terminal for the terminal tests (tests/terminal.rs)
+#   sysbench, stress-ng, python3
+#              programs nobody here wrote, profiled as users bring them (tests/distribution.rs:
+#              /usr/bin's own, not another python3 earlier on PATH)
 # Benchmarks additionally use linux-perf (perf record) when present; tests do not need it.
 set -euo pipefail
 missing=()
@@ -18,8 +21,11 @@ command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v script >/dev/null 2>&1 || missing+=(bsdutils)
+[ -x /usr/bin/sysbench ] || missing+=(sysbench)
+[ -x /usr/bin/stress-ng ] || missing+=(stress-ng)
+[ -x /usr/bin/python3 ] || missing+=(python3)
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system packages: all present (gcc, g++, libc6-dev, valgrind, golang-go, chromium, bsdutils)"
+  echo "system packages: all present (gcc, g++, libc6-dev, valgrind, golang-go, chromium, bsdutils, sysbench, stress-ng, python3)"
   exit 0
 fi
 echo "system packages: installing ${missing[*]}"

@@ -1,0 +1,292 @@
+//! Programs nobody here wrote, from the distribution's packages (installed by
+//! `scripts/install-system-packages.sh`): what a user must be told about them, and that they
+//! run as they do without the profiler.
+//!
+//! Proves that (1) `sysbench mutex` keeps its output and exit status, and its mutex array is
+//! one group of its two mutexes whose acquisitions are sysbench's own count (threads x
+//! `--mutex-locks`) within 10%, with no more blame than waiting; (2) stress-ng's mutex
+//! stressor, whose instances are processes of their own, completes under the profiler,
+//! and the blame for its mutex lands in stress-ng's own code (the caller of the unlock),
+//! none of it unblamed; (3) CPython's threads (three of them taking turns at the GIL) print
+//! the same result, their CPU time is found in the interpreter, and their waiting for the
+//! GIL is found in the interpreter's waits.
+//!
+//! These programs print no truth of their waiting, so the figures checked are the ones
+//! they do state (counts, output) and the ones no load can change (where blame lands, that
+//! it does not exceed the waiting). A program missing from the machine is a skipped test,
+//! said so (`.ci/run` counts it); the set-up installs them all.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+use common::*;
+use serde_json::Value;
+
+fn machine() -> MutexGuard<'static, ()> {
+    static M: Mutex<()> = Mutex::new(());
+    M.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The distribution's `program`, or `None` (said as a skip) when it is not installed.
+fn installed(program: &str, package: &str) -> Option<PathBuf> {
+    let path = Path::new("/usr/bin").join(program);
+    if path.is_file() {
+        return Some(path);
+    }
+    skip(&format!(
+        "{} is not installed (Debian package {package}: bash scripts/install-system-packages.sh)",
+        path.display()
+    ));
+    None
+}
+
+/// The program run without the profiler, which must succeed.
+fn plain(program: &Path, args: &[&str]) -> Run {
+    let run = run_with_timeout(Command::new(program).args(args), RUN_TIMEOUT);
+    assert!(run.status.success(), "unprofiled: {}", run.describe());
+    run
+}
+
+/// `blameprof run -F 200` of the program (one at a time), which must succeed: the profile
+/// and the run.
+fn profiled(scratch: &str, program: &Path, args: &[&str]) -> (PathBuf, Run) {
+    let dir = scratch_dir(scratch).join("prof");
+    let run = profile_ok(&dir, 200, program, args);
+    (dir, run)
+}
+
+/// The lock view's `rows` ("locks": each lock; "groups": locks of one array or init
+/// site), from `report --view locks --format json`.
+fn lock_rows(dir: &Path, rows: &str) -> Vec<Value> {
+    let run = report_ok(dir, &["--view", "locks", "--format", "json"]);
+    let view: Value = serde_json::from_str(&run.stdout).expect("the lock view's JSON");
+    assert_eq!(view["schema"], "blameprof-locks", "{}", run.stdout);
+    view[rows].as_array().expect("lock rows").clone()
+}
+
+/// The flat view (every node carries every metric the profile has).
+fn flat(dir: &Path) -> Value {
+    report_json(dir, &["--view", "flat"])
+}
+
+fn count(group: &Value, field: &str) -> u64 {
+    group["counts"][field].as_u64().unwrap_or(0)
+}
+
+/// The functions of the flat view whose module's file name starts with `module`, heaviest
+/// first by inclusive `metric`: (function, inclusive value).
+fn in_module(flat: &Value, module: &str, metric: &str) -> Vec<(String, u64)> {
+    let mut found: Vec<(String, u64)> = roots(flat)
+        .iter()
+        .filter(|n| {
+            let file = n["module"].as_str().unwrap_or("");
+            let name = file.rsplit('/').next().unwrap_or(file);
+            name.starts_with(module)
+        })
+        .map(|n| {
+            (
+                func(n).to_owned(),
+                n["inclusive"][metric].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    found.sort_by(|a, b| b.1.cmp(&a.1));
+    found
+}
+
+#[test]
+fn sysbench_mutex_is_counted_as_sysbench_counts_it() {
+    let Some(sysbench) = installed("sysbench", "sysbench") else {
+        return;
+    };
+    const THREADS: u64 = 4;
+    const LOCKS: u64 = 50_000;
+    let threads = format!("--threads={THREADS}");
+    let locks = format!("--mutex-locks={LOCKS}");
+    let args = [
+        "mutex",
+        threads.as_str(),
+        "--mutex-num=2",
+        locks.as_str(),
+        "run",
+    ];
+    let _one_at_a_time = machine();
+    let unprofiled = plain(&sysbench, &args);
+    let (dir, run) = profiled("sysbench_mutex", &sysbench, &args);
+    // sysbench's mutex test counts one event per thread; the rest of its output is timings.
+    let events = |out: &str| {
+        out.lines()
+            .find(|l| l.contains("total number of events"))
+            .map(|l| l.split_whitespace().last().unwrap_or("").to_owned())
+    };
+    assert_eq!(
+        events(&run.stdout),
+        events(&unprofiled.stdout),
+        "sysbench's own event count changed under the profiler:\n{}",
+        run.describe()
+    );
+    assert_eq!(events(&unprofiled.stdout).as_deref(), Some("4"));
+
+    let groups = lock_rows(&dir, "groups");
+    let mutexes: Vec<&Value> = groups
+        .iter()
+        .filter(|g| g["kind"] == "mutex" && g["members"].as_array().is_some_and(|m| m.len() == 2))
+        .collect();
+    assert_eq!(
+        mutexes.len(),
+        1,
+        "sysbench's two mutexes are not one group of two:\n{groups:#?}"
+    );
+    let g = mutexes[0];
+    let want = THREADS * LOCKS;
+    let got = count(g, "acquisitions");
+    assert!(
+        got.abs_diff(want) * 10 <= want,
+        "sysbench locked its mutexes {want} times; the lock view says {got}:\n{g:#}"
+    );
+    assert!(count(g, "contended") <= got, "{g:#}");
+    // Blame is waiting its holders caused: never more than the waiting (1% for rounding of
+    // the calibrated estimates).
+    assert!(
+        count(g, "blame_ns") <= count(g, "wait_ns") + count(g, "wait_ns") / 100,
+        "more blame than waiting:\n{g:#}"
+    );
+}
+
+#[test]
+fn stress_ng_mutex_blame_lands_in_stress_ng() {
+    let Some(stress_ng) = installed("stress-ng", "stress-ng") else {
+        return;
+    };
+    let args = ["--mutex", "2", "--mutex-ops", "200000", "-t", "20"];
+    let _one_at_a_time = machine();
+    // The stressor makes its threads with random scheduling policies: now and then none
+    // of them can be made, with or without the profiler (about 1 run in 8 on a busy 2-CPU
+    // machine: "could not create any pthreads", exit status 3), and now and then the ones
+    // made run by turns and never contend (1 run in 5). Such a run tests nothing here and
+    // is repeated; any other failure is the profiler's.
+    let unmade = |r: &Run| r.stderr.contains("could not create any pthreads");
+    let mut attempt = 0;
+    let (run, f, contended) = loop {
+        attempt += 1;
+        let dir = scratch_dir(&format!("stress_ng_mutex-{attempt}")).join("prof");
+        let run = profile_run(&dir, 200, &stress_ng, &args, &[]);
+        if !unmade(&run) {
+            assert!(
+                run.status.success() && run.stderr.contains("successful run completed"),
+                "stress-ng did not complete under the profiler:\n{}",
+                run.describe()
+            );
+            let contended: u64 = lock_rows(&dir, "locks")
+                .iter()
+                .filter(|g| g["kind"] == "mutex")
+                .map(|g| count(g, "contended"))
+                .sum();
+            if contended > 0 {
+                break (run, flat(&dir), contended);
+            }
+        }
+        if attempt == 3 {
+            skip("stress-ng's mutex stressor made no thread, or no contention, in 3 runs");
+            return;
+        }
+    };
+
+    let waiting = total_or_zero(&f, "idleness.mutex");
+    let blame = total_or_zero(&f, "blame.mutex");
+    assert!(
+        waiting > 0 && blame > 0,
+        "{contended} contended acquisitions of stress-ng's mutex, but no mutex waiting \
+         ({waiting} ns) or blame ({blame} ns):\n{}",
+        run.stderr
+    );
+    assert!(
+        blame <= waiting + waiting / 100,
+        "mutex blame {blame} ns over the mutex waiting {waiting} ns"
+    );
+    // The holders' blame is charged after their unlock, at their own calling context: the
+    // stressor's function that unlocks.
+    let culprits = in_module(&f, "stress-ng", "blame.mutex");
+    let top = culprits.first().map_or(0, |c| c.1);
+    assert!(
+        top * 10 >= blame * 9,
+        "the mutex blame ({blame} ns) is not in stress-ng's own code: {culprits:?}"
+    );
+}
+
+#[test]
+fn python_threads_compute_in_the_interpreter_and_wait_for_the_gil() {
+    let Some(python) = installed("python3", "python3") else {
+        return;
+    };
+    let script = scratch_dir("python_gil").join("gil.py");
+    std::fs::write(&script, GIL_SCRIPT).expect("write the script");
+    let script = script.to_str().expect("a UTF-8 path");
+    let _one_at_a_time = machine();
+    let unprofiled = plain(&python, &[script]);
+    let (dir, run) = profiled("python_gil_run", &python, &[script]);
+    assert_eq!(
+        run.stdout,
+        unprofiled.stdout,
+        "the script's result changed under the profiler:\n{}",
+        run.describe()
+    );
+
+    let f = flat(&dir);
+    let work = total_of(&f, "work");
+    let interpreter = in_module(&f, "python3", "work");
+    let computing = interpreter.first().map_or(0, |c| c.1);
+    assert!(
+        work > 0 && computing * 2 >= work,
+        "the threads' work ({work} ns) is not in the interpreter: {:?}",
+        &interpreter[..interpreter.len().min(5)]
+    );
+    // Three threads that each need the GIL to run Python code wait for it: CPython 3.11
+    // waits in a timed condition wait (take_gil), called from the interpreter. The unwind
+    // through the interpreter's frames must find that caller for all of it.
+    let gil = total_or_zero(&f, "idleness.condvar");
+    let callers = in_module(&f, "python3", "idleness.condvar");
+    let found = callers.first().map_or(0, |c| c.1);
+    assert!(
+        gil > 0 && found * 10 >= gil * 9,
+        "the GIL's waiting ({gil} ns of condition waits) is not under the interpreter's \
+         frames: {:?}\n{}",
+        &callers[..callers.len().min(5)],
+        run.stderr
+    );
+}
+
+/// Two threads computing in Python and one hashing (which releases the GIL inside
+/// `hashlib`): they take turns at the GIL. Prints a result that does not depend on timing.
+const GIL_SCRIPT: &str = r#"
+import hashlib
+import threading
+
+def spin(n):
+    s = 0
+    for i in range(n):
+        s += i * i
+    return s
+
+res = [0, 0, ""]
+
+def worker(k):
+    res[k] = spin(1_500_000)
+
+def hasher():
+    h = hashlib.sha256()
+    for _ in range(20000):
+        h.update(b"x" * 256)
+    res[2] = h.hexdigest()[:16]
+
+threads = [threading.Thread(target=worker, args=(k,)) for k in (0, 1)]
+threads.append(threading.Thread(target=hasher))
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(res)
+"#;
