@@ -93,7 +93,7 @@ fn in_module(flat: &Value, module: &str, metric: &str) -> Vec<(String, u64)> {
             )
         })
         .collect();
-    found.sort_by(|a, b| b.1.cmp(&a.1));
+    found.sort_by_key(|f| std::cmp::Reverse(f.1));
     found
 }
 
