@@ -370,10 +370,11 @@ unsafe fn unlock_releases(m: *mut pthread_mutex_t) -> bool {
 /// Same contract as `pthread_mutex_unlock(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
-    // An inner unlock of a recursive mutex (the hold goes on), or nobody waits for any
-    // mutex: no accounting (a plain mutex is released inline, anything else by glibc).
+    // An inner unlock of a recursive mutex (the hold goes on), or nobody waits for this
+    // mutex (nor for another of its wait-table bucket or of its waiter counter): no
+    // accounting (a plain mutex is released inline, anything else by glibc).
     // SAFETY: per this function's contract, `m` is a valid mutex held by the caller.
-    if !policy::may_be_pending(m as usize, WaitKind::Mutex) || !unsafe { unlock_releases(m) } {
+    if !policy::mutex_may_be_waited_for(m as usize) || !unsafe { unlock_releases(m) } {
         // SAFETY: `m` is a valid mutex held by the caller (this function's contract).
         return unsafe { unlock(m) };
     }

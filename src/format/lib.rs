@@ -444,6 +444,10 @@ pub mod counters {
     /// during the hold than the mutex's waiter-time history keeps, or the thread held more
     /// mutexes others waited for at once than it notes (`locks::hold_starts`).
     pub const HOLDS_APPROXIMATED: &str = "mutex_holds_approximated";
+    /// Mutex holds whose blame is the estimate scaled from the measured waiters: the
+    /// integral that counts every waiter not registered one by one (`locks::arrivals`)
+    /// also counted another mutex's waiters sharing its counter during the hold.
+    pub const HOLDS_BLAME_ESTIMATED: &str = "mutex_holds_blame_estimated";
     /// Process-shared spin locks beyond the tracked number (they might get converted).
     pub const SHARED_SPIN_LOCKS_UNTRACKED: &str = "shared_spin_locks_untracked";
     /// Most spin locks in the monitored representation at once (memory gauge).

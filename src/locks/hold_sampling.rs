@@ -40,6 +40,7 @@
 //!
 //! Allocation-free, no locks; the seed of a thread's first draw may cost a `gettid`.
 
+use crate::arrivals::{self, Mark};
 use crate::contention_sampling::{budget, shift_within, xorshift, WINDOW_NS};
 use std::cell::Cell;
 
@@ -55,8 +56,9 @@ pub const BUDGET_PER_CONTENDED: u64 = 16;
 /// How a hold that began without waiting while others waited was started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Started {
-    /// Noted here, at `start`: its blame counts `weight` times.
-    Noted { start: u64, weight: u32 },
+    /// Noted here, at `start`, when the mutex's integral read `mark`
+    /// (`arrivals`): its blame counts `weight` times.
+    Noted { start: u64, weight: u32, mark: Mark },
     /// Left unnoted (marked): its release takes no blame.
     Unnoted,
     /// Not kept here (no entry free, or the state busy): the caller notes it elsewhere,
@@ -88,7 +90,7 @@ pub struct HoldSampler {
     rng: Cell<u64>,
     /// (mutex address, start, weight) of the thread's holds kept here; address 0: a free
     /// entry; weight 0: unnoted.
-    entries: [Cell<(usize, u64, u32)>; ENTRIES],
+    entries: [Cell<(usize, u64, u32, Mark)>; ENTRIES],
     busy: Cell<bool>,
 }
 
@@ -105,7 +107,7 @@ impl HoldSampler {
             }),
             handed_on: Cell::new(0),
             rng: Cell::new(0),
-            entries: [const { Cell::new((0, 0, 0)) }; ENTRIES],
+            entries: [const { Cell::new((0, 0, 0, Mark::NONE)) }; ENTRIES],
             busy: Cell::new(false),
         }
     }
@@ -147,16 +149,21 @@ impl HoldSampler {
                 let mut report = self.report.get();
                 report.drawn += 1;
                 let started = if shift > 0 && self.next_random(seed) >> (64 - shift) != 0 {
-                    entry.set((address, 0, 0));
+                    entry.set((address, 0, 0, Mark::NONE));
                     Started::Unnoted
                 } else {
                     let now = clock();
+                    let mark = arrivals::mark(address, now);
                     self.rate_at(now);
                     let weight = 1 << shift;
-                    entry.set((address, now, weight));
+                    entry.set((address, now, weight, mark));
                     report.noted += 1;
                     report.peak_period = report.peak_period.max(u64::from(weight));
-                    Started::Noted { start: now, weight }
+                    Started::Noted {
+                        start: now,
+                        weight,
+                        mark,
+                    }
                 };
                 self.report.set(report);
                 started
@@ -186,10 +193,14 @@ impl HoldSampler {
     pub fn take(&self, address: usize) -> Option<Started> {
         self.exclusive(|| {
             let entry = self.entries.iter().find(|e| e.get().0 == address)?;
-            let (_, start, weight) = entry.replace((0, 0, 0));
+            let (_, start, weight, mark) = entry.replace((0, 0, 0, Mark::NONE));
             Some(match weight {
                 0 => Started::Unnoted,
-                weight => Started::Noted { start, weight },
+                weight => Started::Noted {
+                    start,
+                    weight,
+                    mark,
+                },
             })
         })
         .flatten()
@@ -198,8 +209,12 @@ impl HoldSampler {
     /// Keeps a hold taken by [`HoldSampler::take`] again (its release failed).
     pub fn put_back(&self, address: usize, started: Started) {
         let value = match started {
-            Started::Noted { start, weight } => (address, start, weight),
-            Started::Unnoted => (address, 0, 0),
+            Started::Noted {
+                start,
+                weight,
+                mark,
+            } => (address, start, weight, mark),
+            Started::Unnoted => (address, 0, 0, Mark::NONE),
             Started::Elsewhere => return,
         };
         self.exclusive(|| {
@@ -217,7 +232,7 @@ impl HoldSampler {
 
     fn forget_entry(&self, address: usize) {
         if let Some(entry) = self.entries.iter().find(|e| e.get().0 == address) {
-            entry.set((0, 0, 0));
+            entry.set((0, 0, 0, Mark::NONE));
         }
     }
 
@@ -300,7 +315,7 @@ mod tests {
             let started = s.start(address, || 42, || at);
             assert_eq!(s.take(address), Some(started), "kept until its release");
             match started {
-                Started::Noted { start, weight } => {
+                Started::Noted { start, weight, .. } => {
                     assert_eq!(start, at);
                     weights.push(weight);
                 }

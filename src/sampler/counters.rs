@@ -28,6 +28,7 @@ pub enum Counter {
     IdlenessUnrecorded,
     BlameUnsettled,
     HoldsApproximated,
+    HoldsBlameEstimated,
     SharedSpinLocksUntracked,
     MonitoredSpinLocksPeak,
     MonitoredWaitObjectsPeak,
@@ -59,7 +60,7 @@ pub enum Counter {
     ExecsUnprofiled,
 }
 
-const ALL: [(Counter, &str); 46] = [
+const ALL: [(Counter, &str); 47] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -86,6 +87,7 @@ const ALL: [(Counter, &str); 46] = [
     (Counter::IdlenessUnrecorded, names::IDLENESS_UNRECORDED),
     (Counter::BlameUnsettled, names::BLAME_UNSETTLED),
     (Counter::HoldsApproximated, names::HOLDS_APPROXIMATED),
+    (Counter::HoldsBlameEstimated, names::HOLDS_BLAME_ESTIMATED),
     (
         Counter::SharedSpinLocksUntracked,
         names::SHARED_SPIN_LOCKS_UNTRACKED,

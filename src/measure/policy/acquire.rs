@@ -14,7 +14,9 @@
 
 use super::blocked::{record_deferred_wait, register_wait, start_wait, worth_capturing};
 use super::bookkeeping::{bookkeeping, may_be_pending, monitored_thread};
-use super::holds::{hold_started, mutex_hold_ends, sampled_hold_ends};
+use super::holds::{
+    hold_resumed, hold_started, mutex_hold_ends, mutex_may_be_waited_for, sampled_hold_ends,
+};
 use super::lock_counts;
 use super::outcome::{errno, set_errno};
 use super::record::{charge, give_back};
@@ -48,25 +50,32 @@ pub fn wait<R: Copy>(
     if table::is_hold_kind(kind) {
         lock_counts::contending(state, address, kind, start);
     }
-    let block = counting_arrival(address, kind, block);
     let weight = if table::is_hold_kind(kind) {
         let seed = u64::from(state.tid.load(std::sync::atomic::Ordering::Relaxed)) << 32 ^ start;
         match state.contention.draw(start, seed) {
             Draw::Measure { weight } => weight,
-            Draw::Skip => return unmeasured(state, start, address, kind, true, block, outcome),
+            Draw::Skip => {
+                let block = counting_arrival(address, kind, Some(start), block);
+                return unmeasured(state, start, address, kind, true, block, outcome);
+            }
         }
     } else {
         1
     };
     let Some(blocked) = register_wait(state, address, kind, start, weight) else {
         // No memory to monitor it (counted): a contended acquisition still counts for its
-        // lock, with its weight in the calibration if it was drawn while sampling.
+        // lock, with its weight in the calibration if it was drawn while sampling, and in
+        // its mutex's integral.
+        let block = counting_arrival(address, kind, Some(start), block);
         if table::is_hold_kind(kind) {
             let sampled = weight > 1;
             return unmeasured(state, start, address, kind, sampled, block, outcome);
         }
         return block();
     };
+    // A wait measured for several is registered with their weight, an estimate: the exact
+    // waiting of all of them is its mutex's integral.
+    let block = counting_arrival(address, kind, (weight > 1).then_some(start), block);
     if table::is_hold_kind(kind) && (weight > 1 || worth_capturing(blocked.state)) {
         // The lock is held by another thread: unwinding now costs this thread's waiting
         // rather than its coming hold, and the record can wait until the hold is over
@@ -91,11 +100,14 @@ pub fn wait<R: Copy>(
 
 /// `block`, counted in `locks::arrivals` while it runs when it is a contended acquisition
 /// of a mutex (measured or not): from just before the real call until it returns, not
-/// while the new holder does its bookkeeping.
+/// while the new holder does its bookkeeping; and, for a waiter the wait table does not
+/// register one by one (`unregistered`: the time its wait began), in its mutex's integral
+/// from then until the call returns.
 #[inline(always)]
 fn counting_arrival<R>(
     address: usize,
     kind: WaitKind,
+    unregistered: Option<u64>,
     block: impl FnOnce() -> R,
 ) -> impl FnOnce() -> R {
     move || {
@@ -103,7 +115,13 @@ fn counting_arrival<R>(
             return block();
         }
         arrivals::arrive(address);
+        if let Some(since) = unregistered {
+            arrivals::arrive_unregistered(address, since);
+        }
         let rc = block();
+        if unregistered.is_some() {
+            arrivals::depart_unregistered(address, monotonic_ns());
+        }
         arrivals::depart(address);
         rc
     }
@@ -127,7 +145,7 @@ fn unmeasured<R: Copy>(
     let rc = block();
     let saved = errno();
     let end = monotonic_ns();
-    if outcome(rc, saved) == Outcome::Success && may_be_pending(address, kind) {
+    if outcome(rc, saved) == Outcome::Success && may_be_waited_for(address, kind) {
         hold_started(state, address, kind, end);
     }
     if sampled {
@@ -148,11 +166,22 @@ pub fn acquired(address: usize, kind: WaitKind) {
 }
 
 /// [`acquired`] for an acquisition that `starts_hold` tells, asked only when others may wait
-/// (so the fast path stays one counter read).
+/// (so the fast path stays one counter read, and a mutex's its integral's count too).
 #[inline(always)]
 pub fn acquired_if(address: usize, kind: WaitKind, starts_hold: impl FnOnce() -> bool) {
-    if may_be_pending(address, kind) && starts_hold() {
+    if may_be_waited_for(address, kind) && starts_hold() {
         acquired_pending(address, kind);
+    }
+}
+
+/// Whether a hold of the object of `kind` at `address` starting or ending now may take
+/// blame (a mutex's: see `holds::mutex_may_be_waited_for`).
+#[inline(always)]
+fn may_be_waited_for(address: usize, kind: WaitKind) -> bool {
+    if kind == WaitKind::Mutex {
+        mutex_may_be_waited_for(address)
+    } else {
+        may_be_pending(address, kind)
     }
 }
 
@@ -247,7 +276,12 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
         }
         return rc;
     }
-    let end = may_be_pending(address, WaitKind::Mutex).then(monotonic_ns);
+    // The hold's end, and the integral's mark then, inside the critical section: after the
+    // unlock, a waiter taking the mutex would count its handoff in this hold.
+    let end = mutex_may_be_waited_for(address).then(|| {
+        let now = monotonic_ns();
+        (now, arrivals::mark(address, now))
+    });
     let rc = unlock();
     if let (Some(started), true) = (kept, rc != 0) {
         // The caller did not release it (e.g. EPERM): the hold goes on, kept.
@@ -258,19 +292,30 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
         return rc;
     };
     match (kept, end) {
-        (Some(Started::Noted { start, weight }), Some(end)) => {
-            if let Some(taken) = sampled_hold_ends(state, address, start, end, weight) {
+        (
+            Some(Started::Noted {
+                start,
+                weight,
+                mark,
+            }),
+            Some((end, end_mark)),
+        ) => {
+            let taken = sampled_hold_ends(state, address, (start, mark), (end, end_mark), weight);
+            if let Some(taken) = taken {
                 let span = Some(end.saturating_sub(start));
                 hold_ended(address, WaitKind::Mutex, taken, weight, (end, span));
             }
         }
         (None, Some(end)) => match mutex_hold_ends(state, address, end) {
             // The caller did not release it (e.g. EPERM): the owner's hold goes on.
-            (_, Some(start)) if rc != 0 => hold_started(state, address, WaitKind::Mutex, start),
-            (Some((taken, since)), start) if rc == 0 => {
+            (_, Some((start, mark))) if rc != 0 => {
+                hold_resumed(state, address, WaitKind::Mutex, start, mark);
+            }
+            (Some((taken, since)), noted) if rc == 0 => {
                 // From its start, or else from its first waiter's arrival (a lower bound).
-                let span = Some(end.saturating_sub(start.unwrap_or(since)));
-                hold_ended(address, WaitKind::Mutex, taken, 1, (end, span));
+                let start = noted.map_or(since, |(start, _)| start);
+                let span = Some(end.0.saturating_sub(start));
+                hold_ended(address, WaitKind::Mutex, taken, 1, (end.0, span));
             }
             _ => {}
         },

@@ -14,8 +14,8 @@
 //! captured one, written before any other wait of the thread registers. Not
 //! async-signal-safe; allocation-free.
 
-use super::bookkeeping::{may_be_pending, monitored_thread, Bookkeeping};
-use super::holds::hold_started;
+use super::bookkeeping::{monitored_thread, Bookkeeping};
+use super::holds::{hold_started, mutex_may_be_waited_for};
 use super::lock_counts;
 use super::record::{count_unblamed, count_unrecorded, weighted_idleness, Kept};
 use crate::format::{protocol, WaitKind};
@@ -171,7 +171,7 @@ impl Blocked {
                 monotonic_ns()
             };
             self.end_at(outcome, end, held_from);
-            if kind == WaitKind::Mutex && may_be_pending(address, kind) {
+            if kind == WaitKind::Mutex && mutex_may_be_waited_for(address) {
                 hold_started(state, address, kind, held_from);
             }
             return end;

@@ -8,12 +8,13 @@
 //! Not async-signal-safe; allocation-free.
 
 use super::blocked::{register_wait, start_wait};
-use super::bookkeeping::{bookkeeping, may_be_pending, pending};
-use super::holds::{hold_started, mutex_hold_ends, sampled_hold_ends};
+use super::bookkeeping::{bookkeeping, pending};
+use super::holds::{hold_started, mutex_hold_ends, mutex_may_be_waited_for, sampled_hold_ends};
 use super::lock_counts;
 use super::outcome::outcome_of_rc;
 use super::record::{blames, charge, idleness, record};
 use crate::format::WaitKind;
+use crate::locks::arrivals;
 use crate::locks::hold_sampling::{self, Started};
 use crate::locks::wait_table::{self as table, Departed, WaiterTime};
 use crate::sampler::clock::monotonic_ns;
@@ -33,18 +34,21 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
     };
     // The hold's blame, how many holds it stands for, and when it began (or its waiting).
     let (held, weight, held_from) = match kept {
-        _ if !may_be_pending(mutex, WaitKind::Mutex) => (None, 1, start),
+        _ if !mutex_may_be_waited_for(mutex) => (None, 1, start),
         Some(Started::Unnoted) => (None, 1, start),
         Some(Started::Noted {
             start: from,
             weight,
-        }) => (
-            sampled_hold_ends(state, mutex, from, start, weight),
-            weight,
-            from,
-        ),
-        _ => match mutex_hold_ends(state, mutex, start) {
-            (Some((taken, since)), from) => (Some(taken), 1, from.unwrap_or(since)),
+            mark,
+        }) => {
+            let end = (start, arrivals::mark(mutex, start));
+            let taken = sampled_hold_ends(state, mutex, (from, mark), end, weight);
+            (taken, weight, from)
+        }
+        _ => match mutex_hold_ends(state, mutex, (start, arrivals::mark(mutex, start))) {
+            (Some((taken, since)), noted) => {
+                (Some(taken), 1, noted.map_or(since, |(from, _)| from))
+            }
             (None, _) => (None, 1, start),
         },
     };
@@ -106,7 +110,7 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
     {
         bookkeeping(|| table::depart_proxy(retaken, now));
     }
-    if may_be_pending(mutex, WaitKind::Mutex) {
+    if mutex_may_be_waited_for(mutex) {
         hold_started(state, mutex, WaitKind::Mutex, now);
     }
     rc

@@ -42,11 +42,10 @@ pub mod threads;
 pub use acquire::{acquired, acquired_if, release, wait};
 pub use barrier::{barrier_init, barrier_wait};
 pub use blocked::record_deferred_wait;
-pub use bookkeeping::may_be_pending;
 pub use condvar::{cond_wait, cond_wake};
 pub use events::event;
 pub use held::waiting_behind;
-pub use holds::fold_hold_sampling;
+pub use holds::{fold_hold_sampling, mutex_may_be_waited_for};
 pub use lock_counts::{
     acquisition, acquisition_due, fold_lock_waits, forget, init_site, lock_destroyed,
     lock_initialised, sampled_acquisition, take_back_acquisitions, try_failed,
