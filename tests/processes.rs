@@ -254,8 +254,9 @@ fn a_program_that_blocks_every_signal_is_still_sampled() {
 }
 
 /// Threads shorter than one sampling period are never reached by their CPU-time timers: a
-/// program made of them writes no CPU sample, and the summary says so, why, and what to do,
-/// instead of showing an empty profile without a word.
+/// program made of them writes no CPU sample (or, on a loaded machine, one or two, from a
+/// thread the scheduler let run a period's worth), and the summary says so, why, and what
+/// to do, instead of showing an empty profile without a word.
 #[test]
 fn a_process_of_threads_too_short_to_sample_is_named_in_a_warning() {
     let prog = thread_life();
@@ -265,7 +266,7 @@ fn a_process_of_threads_too_short_to_sample_is_named_in_a_warning() {
     let warning = run
         .stderr
         .lines()
-        .find(|l| l.contains("of CPU time, with no CPU sample"))
+        .find(|l| l.contains("of CPU time, with") && l.contains("CPU sample"))
         .unwrap_or_else(|| panic!("no warning\n{}", run.describe()));
     assert!(
         warning.contains("less than one sampling period") && warning.contains("raise -F"),

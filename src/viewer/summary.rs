@@ -180,6 +180,7 @@ fn write_unsampled(p: &ProcessSummary, timer_failures: u64, out: &mut dyn Write)
     };
     let what = match p.timer_samples {
         0 => "no CPU sample".to_owned(),
+        1 => format!("1 CPU sample ({} of work)", ns(p.timer_ns)),
         n => format!("{n} CPU samples ({} of work)", ns(p.timer_ns)),
     };
     writeln!(
