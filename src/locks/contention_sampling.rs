@@ -22,8 +22,12 @@
 //! measured waits ran 4-7 times longer than the ones they stood for). So the sampler also times every wait it samples
 //! from, measured or not (the clock was read at its start anyway; one more read at its
 //! end), and sums that waiting and its estimate by the measured ones ([`Taken`]); the
-//! analysis multiplies the scaled idleness and blame by their ratio (a ratio estimator:
-//! the totals are exact, the split between call paths comes from the measured ones).
+//! analysis multiplies the scaled idleness by their ratio (a ratio estimator: the totals
+//! are exact, the split between call paths comes from the measured ones). That ratio did
+//! not carry over to blame (a measured wait overlaps holds unlike the ones it stands for:
+//! blame read 0.78-0.91 of the truth), so a mutex's blame does not come from the measured
+//! waits' weights but from the exact waiter integral every unregistered wait keeps
+//! (`arrivals`); the scaled blame is left only where that integral was shared.
 //!
 //! Invariants: a [`ContentionSampler`] is touched only by its owner thread, outside the
 //! signal handler (its atomics are relaxed: plain loads and stores). Async-signal-safe,
