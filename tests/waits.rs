@@ -512,7 +512,11 @@ fn semaphore_wait_is_blamed_on_the_poster() {
 /// A post whose token a non-waiting thread takes (sem_trywait) wakes the waiter inside
 /// glibc, which finds no token and blocks again within the same sem_wait call: its waiting
 /// goes on, and the post that finally ends it is to blame for what it waited since the
-/// stolen one.
+/// stolen one. The waiter runs at SCHED_IDLE: beside busy threads it is starved, also
+/// between its clock reads and its sem_wait call, which its truth counts and the profile
+/// does not; the idleness tolerance widens by the share of its waits it spent starved (its
+/// own measure, `starved_ns`, an upper bound: 0-5% on a quiet machine, 53-60% beside a
+/// 2-thread CPU hog).
 #[test]
 fn semaphore_stolen_post_does_not_hide_the_later_waiting() {
     let p = profile("sem_steal", &c_prog("sem_steal"), &["3", "100"]);
@@ -524,7 +528,13 @@ fn semaphore_stolen_post_does_not_hide_the_later_waiting() {
         stolen == rounds,
         format!("workload: {stolen} of {rounds} posts taken back"),
     );
-    c.flat_near("wait_for_token", "idleness.semaphore", "wait_ns", 0.15);
+    let starved = c.truth("starved_ns") as f64 / c.truth("wait_ns").max(1) as f64;
+    c.flat_near(
+        "wait_for_token",
+        "idleness.semaphore",
+        "wait_ns",
+        0.15 + starved,
+    );
     c.flat_near("late_post", "blame.semaphore", "blame_late_post_ns", 0.20);
     c.flat_near(
         "steal_token",

@@ -14,7 +14,11 @@
  * Ground truth (CLOCK_MONOTONIC): every sem_wait [called, returned] is a wait; every post
  * is a wake event just before the call (see wait_truth.h). Prints
  *   truth wait_ns=.. blame_steal_token_ns=.. blame_late_post_ns=.. stolen=<rounds whose
- *         post was taken back> rounds=.. wall_ns=..
+ *         post was taken back> rounds=.. wall_ns=.. starved_ns=..
+ * starved_ns: the waiter's time runnable but not running during its waits (the kernel's
+ * run_delay, /proc/thread-self/schedstat; 0 where the kernel keeps none). A SCHED_IDLE
+ * thread beside busy ones may be starved between its clock read and its sem_wait call,
+ * which the wait's truth counts and a profiler inside the call does not: at most this much.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,6 +43,20 @@ static long late_ms = 100;
 static volatile int waiting_round = -1, done_round = -1;
 static cpu_set_t one_cpu;
 
+static uint64_t starved_ns;
+
+/* The calling thread's run_delay (ns runnable but not running so far), or 0. */
+static uint64_t run_delay_ns(void) {
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long run = 0, delay = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu %llu", &run, &delay) != 2)
+        delay = 0;
+    fclose(f);
+    return delay;
+}
+
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -46,6 +64,7 @@ static void sleep_ms(long ms) {
 }
 
 NOINL void wait_for_token(tlog_t *l, int r) {
+    uint64_t delay = run_delay_ns();
     waiting_round = r;
     uint64_t a = now_ns();
     while (sem_wait(&sem) != 0)
@@ -54,6 +73,7 @@ NOINL void wait_for_token(tlog_t *l, int r) {
             exit(1);
         }
     wt_wait(l, F_WAIT, a, now_ns());
+    starved_ns += run_delay_ns() - delay;
     done_round = r;
 }
 
@@ -140,8 +160,9 @@ int main(int argc, char **argv) {
     printf("sem_steal: %d rounds, %d posts taken back, waited %.3f s\n", rounds, stolen,
            idle[F_WAIT] / 1e9);
     printf("truth wait_ns=%llu blame_steal_token_ns=%llu blame_late_post_ns=%llu stolen=%d"
-           " rounds=%d wall_ns=%llu\n",
+           " rounds=%d wall_ns=%llu starved_ns=%llu\n",
            (unsigned long long)idle[F_WAIT], (unsigned long long)blame[F_STEAL],
-           (unsigned long long)blame[F_LATE], stolen, rounds, (unsigned long long)wall);
+           (unsigned long long)blame[F_LATE], stolen, rounds, (unsigned long long)wall,
+           (unsigned long long)starved_ns);
     return 0;
 }
