@@ -353,7 +353,12 @@ mod tests {
         depart_unregistered(b, t0 + 320);
         let end = mark(a, t0 + 400);
         assert_eq!(end.waited_since(start, a), None, "b's, not a's");
-        assert_eq!(end.waited_in_episode(a), None);
+        // Unnoted, it takes nothing: the episode (b's) is over.
+        assert_eq!(end.waited_in_episode(a), Some(0));
+        // b's episode going on at the end of a's hold: b's, not a's.
+        arrive_unregistered(b, t0 + 410);
+        assert_eq!(mark(a, t0 + 500).waited_in_episode(a), None);
+        depart_unregistered(b, t0 + 500);
     }
 
     #[test]
