@@ -56,7 +56,11 @@ unsafe extern "C" fn spin_init_at(
     policy::init_site(lock as usize, site);
     note_spin_sharing(lock as usize, pshared == libc::PTHREAD_PROCESS_SHARED);
     // SAFETY: per this function's contract.
-    policy::spin_reset(spin::reset(unsafe { word(lock) }, spin::NATIVE_UNLOCKED));
+    policy::spin_reset(spin::reset(
+        unsafe { word(lock) },
+        spin::NATIVE_UNLOCKED,
+        &glue(lock),
+    ));
     0
 }
 
@@ -67,7 +71,7 @@ pub unsafe extern "C" fn pthread_spin_destroy(lock: *mut pthread_spinlock_t) -> 
     policy::lock_destroyed(lock as usize);
     note_spin_sharing(lock as usize, false);
     // SAFETY: per this function's contract.
-    policy::spin_reset(spin::destroy(unsafe { word(lock) }));
+    policy::spin_reset(spin::destroy(unsafe { word(lock) }, &glue(lock)));
     0
 }
 

@@ -16,8 +16,8 @@
 //! registers before it blocks): blame scaled from the measured waits read 10-20% low. So
 //! the waiters the wait table does not register one by one (unmeasured, or measured for
 //! several) also keep, per counter, `W(t)`, the waiter-nanoseconds accumulated up to `t`,
-//! as `n × t + Q` in one word ([`arrive_unregistered`], [`depart_unregistered`]): a holder
-//! reads a [`Mark`] as its hold starts and another as it ends, and their difference is the
+//! as `n × t + Q` in one word (`waiter_integral`; [`arrive_unregistered`],
+//! [`depart_unregistered`]): a holder reads a [`Mark`] as its hold starts and another as it ends, and their difference is the
 //! exact waiting of those waiters during its hold ([`Mark::waited_since`]); a hold that
 //! began before any of them arrived (and so was not noted) takes their whole episode
 //! ([`Mark::waited_in_episode`]).
@@ -41,14 +41,14 @@
 //! Lock-free and allocation-free; [`waiting`] is a load: async-signal-safe. The others are
 //! bounded compare-exchange loops, called only from the interposers.
 
+use crate::waiter_integral::{elapsed, value_at, waiters, Integral};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Counters (a power of two).
 pub const SLOTS: usize = 1024;
 
-/// The low bits of the integral word: `Q` modulo 2^48; the high 16: the waiters `n`.
-const TIME_BITS: u32 = 48;
-const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
+/// The owner and episode words keep their count of changes in their high 16 bits.
+const CHANGES_SHIFT: u32 = 48;
 /// The owner word: the mutex's address (low 48 bits) and the count of changes (high 16).
 const ADDRESS_MASK: u64 = (1 << 48) - 1;
 
@@ -57,7 +57,7 @@ struct Slot {
     /// Threads in a contended acquisition of a mutex of this counter, measured or not.
     waiting: AtomicU32,
     /// The unregistered waiters' integral: `n << 48 | Q mod 2^48`, `W(t) = n × t + Q`.
-    time: AtomicU64,
+    time: Integral,
     /// Whose waiters the integral counts: address | changes << 48 (0: nobody's yet).
     owner: AtomicU64,
     /// `W` when the latest change of `owner` by an arrival at an empty integral was made:
@@ -68,7 +68,7 @@ struct Slot {
 static COUNTERS: [Slot; SLOTS] = [const {
     Slot {
         waiting: AtomicU32::new(0),
-        time: AtomicU64::new(0),
+        time: Integral::new(),
         owner: AtomicU64::new(0),
         episode: AtomicU64::new(0),
     }
@@ -107,44 +107,33 @@ pub fn arrive_unregistered(address: usize, since: u64) {
     // The owner first (a holder that reads the integral after this arrival counted then
     // reads the new owner): a new count of changes at an empty integral or another's. At
     // an empty one, `W` (constant while nobody waits) is the new episode's start.
-    let before = s.time.load(Ordering::SeqCst);
-    let empty = before >> TIME_BITS == 0;
+    let before = s.time.load();
+    let empty = waiters(before) == 0;
     let changed = s
         .owner
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| {
             (empty || o & ADDRESS_MASK != mine)
-                .then(|| (o >> TIME_BITS).wrapping_add(1) << TIME_BITS | mine)
+                .then(|| (o >> CHANGES_SHIFT).wrapping_add(1) << CHANGES_SHIFT | mine)
         });
     if let (true, Ok(old)) = (empty, changed) {
-        let changes = (old >> TIME_BITS).wrapping_add(1) << TIME_BITS;
+        let changes = (old >> CHANGES_SHIFT).wrapping_add(1) << CHANGES_SHIFT;
         s.episode
-            .store(changes | (before & TIME_MASK), Ordering::SeqCst);
+            .store(changes | value_at(before, 0), Ordering::SeqCst);
     }
-    let _ = s
-        .time
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
-            let n = w >> TIME_BITS;
-            (n < u64::from(u16::MAX))
-                .then(|| (n + 1) << TIME_BITS | (w.wrapping_sub(since) & TIME_MASK))
-        });
+    s.time.arrive(since);
 }
 
 /// The waiter [`arrive_unregistered`] counted stopped waiting at `now`.
 pub fn depart_unregistered(address: usize, now: u64) {
-    let _ = slot(address)
-        .time
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
-            // Never below zero: a fork child's reset may come between a pair.
-            let n = (w >> TIME_BITS).checked_sub(1)?;
-            Some(n << TIME_BITS | (w.wrapping_add(now) & TIME_MASK))
-        });
+    // Never below zero: a fork child's reset may come between a pair.
+    slot(address).time.depart(now);
 }
 
 /// Whether the integral of the mutex at `address` counts a waiter now (one of another
 /// mutex sharing its counter, perhaps). One load.
 #[inline(always)]
 pub fn unregistered_waiting(address: usize) -> bool {
-    slot(address).time.load(Ordering::Relaxed) >> TIME_BITS != 0
+    waiters(slot(address).time.load()) != 0
 }
 
 /// The integral of a mutex's counter read at one instant, with whose waiters it counted.
@@ -166,13 +155,12 @@ pub struct Mark {
 pub fn mark(address: usize, now: u64) -> Mark {
     let s = slot(address);
     let owner_before = s.owner.load(Ordering::SeqCst);
-    let w = s.time.load(Ordering::SeqCst);
+    let w = s.time.load();
     let owner_after = s.owner.load(Ordering::SeqCst);
     let episode = s.episode.load(Ordering::SeqCst);
-    let waiters = w >> TIME_BITS;
     Mark {
-        value: waiters.wrapping_mul(now).wrapping_add(w) & TIME_MASK,
-        waiters,
+        value: value_at(w, now),
+        waiters: waiters(w),
         owner_before,
         owner_after,
         episode,
@@ -197,14 +185,14 @@ impl Mark {
         let owner = self.owner_after;
         let one_episode = owner == start.owner_before
             || (start.waiters == 0
-                && owner >> TIME_BITS
-                    == (start.owner_before >> TIME_BITS).wrapping_add(1) & 0xFFFF);
-        let waited = self.value.wrapping_sub(start.value) & TIME_MASK;
+                && owner >> CHANGES_SHIFT
+                    == (start.owner_before >> CHANGES_SHIFT).wrapping_add(1) & 0xFFFF);
+        let waited = elapsed(self.value, start.value);
         if waited == 0 {
             // Nobody counted (whoever owns the counter).
             return (owner == start.owner_before).then_some(0);
         }
-        (owner & ADDRESS_MASK == mine && one_episode).then_some(non_negative(waited))
+        (owner & ADDRESS_MASK == mine && one_episode).then_some(waited)
     }
 
     /// The unregistered waiters' waiting up to this mark, of the mutex at `address`, since
@@ -220,18 +208,9 @@ impl Mark {
         }
         let mine = address as u64 & ADDRESS_MASK;
         let owner = self.owner_after;
-        let same = owner & ADDRESS_MASK == mine && self.episode >> TIME_BITS == owner >> TIME_BITS;
-        same.then(|| non_negative(self.value.wrapping_sub(self.episode) & TIME_MASK))
-    }
-}
-
-/// A difference of `W` modulo 2^48 read as a signed one: clocks read a few ns apart by
-/// different threads may run it below zero, when nothing waited.
-fn non_negative(waited: u64) -> u64 {
-    if waited >> (TIME_BITS - 1) != 0 {
-        0
-    } else {
-        waited
+        let same =
+            owner & ADDRESS_MASK == mine && self.episode >> CHANGES_SHIFT == owner >> CHANGES_SHIFT;
+        same.then(|| elapsed(self.value, self.episode))
     }
 }
 
@@ -239,7 +218,7 @@ fn non_negative(waited: u64) -> u64 {
 pub fn reset_after_fork() {
     for s in &COUNTERS {
         s.waiting.store(0, Ordering::Relaxed);
-        s.time.store(0, Ordering::Relaxed);
+        s.time.clear();
         s.owner.store(0, Ordering::Relaxed);
     }
 }
@@ -364,7 +343,7 @@ mod tests {
     #[test]
     fn the_integral_wraps_without_losing_a_holds_difference() {
         let m = 0x7300_4000usize;
-        let t0 = (1u64 << TIME_BITS) - 300;
+        let t0 = (1u64 << CHANGES_SHIFT) - 300;
         arrive_unregistered(m, t0);
         let start = mark(m, t0 + 100);
         let end = mark(m, t0 + 700); // past 2^48

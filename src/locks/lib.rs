@@ -42,4 +42,5 @@ pub mod slab;
 pub mod spin;
 pub mod thinning;
 pub mod wait_table;
+pub mod waiter_integral;
 pub mod wake_chain;

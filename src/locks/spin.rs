@@ -7,149 +7,92 @@
 //! - native, as glibc writes it on x86-64: [`NATIVE_UNLOCKED`] (1) and [`NATIVE_LOCKED`] (0)
 //!   (glibc's x86 spin locks decrement to lock, so a zero-filled, never initialised word is
 //!   *locked*, and programs that use one behave as under glibc);
-//! - monitored: `MONITORED | index`, naming a [`MonSpin`] in the slab, whose own word is the
-//!   real lock and which carries the idleness counter.
+//! - monitored: `MONITORED | HELD? | turn | index`, naming a [`MonSpin`] in the slab, which
+//!   carries the spinners' waiter integral. The lock itself stays *in the program's word*:
+//!   the held bit is taken by a compare-exchange on it, as glibc takes its word, and
+//!   released by a store. (Until session 33 the monitored lock was a word of the record's
+//!   own: a hold then took two cache lines from the last holder where glibc's takes one,
+//!   and every operation read the program's word, which the holder's writes to its data
+//!   beside the lock kept taking away: the program contended 5-10 times as often.)
+//!   `turn` counts acquisitions modulo 64 (see [`take_free`]).
 //!
 //! A native word is converted (by CAS) once a thread that found it locked while the runtime
 //! is active sees it released: only an unlocked word is ever converted (into an unlocked
-//! record), so nobody changes a word its holder holds natively, and the native unlock is a
-//! plain store, as glibc's is; it does not even read the word while no monitored word
-//! shares its bucket of [`CONVERTED`]. An uncontended pair costs a CAS and a store, like
-//! glibc's (an unlock by CAS, because the word might have been converted under its holder,
-//! cost a second locked instruction, and a read of the word right after the lock's CAS
-//! waited for it: about 10 ns a pair each). The spin that waited for the release is
-//! not measured (its hold has no record to feed): counted as an unmonitored wait, once per
-//! lock until it is recycled. Every protocol below stays correct while another thread
-//! converts the word, takes the lock or spins on it: a native CAS fails when the word was
-//! converted meanwhile, and the operation retries on the monitored form. A monitored word
-//! stays monitored until `pthread_spin_destroy` or `pthread_spin_init`, which recycle its
-//! slot.
+//! monitored word), so nobody changes a word its holder holds natively, and the native
+//! unlock is a plain store, as glibc's is; it does not even read the word while no monitored
+//! word shares its bucket of [`CONVERTED`]. The spin that waited for a native holder's
+//! release is not measured as anyone's blame (its hold has no record to feed): counted as an
+//! unmonitored wait, once per lock until it is recycled. Every protocol below stays correct
+//! while another thread converts the word, takes the lock or spins on it: a native CAS fails
+//! when the word was converted meanwhile, and the operation retries on the monitored form.
+//! A monitored word stays monitored until `pthread_spin_destroy` or `pthread_spin_init`,
+//! which recycle its record.
 //!
-//! Spinning: the waiter measures its spin (wall time, from its first failed attempt to its
-//! acquisition) and records it as idleness at its own context; its CPU-time samples
-//! meanwhile record nothing, as for a blocked waiter. The paper counts the spinner's CPU
-//! samples instead, which misses the time a spinner is descheduled on a busy machine (about
-//! 30% of it with more spinners than cores). It also registers with the lock's record,
-//! which carries the waiting counter: while the lock is held, the counter
-//! grows by spinners × elapsed time. The holder swaps the counter with zero and releases,
-//! both under the record's meta lock, and charges it as blame to the unlock's calling
-//! context (a synchronous unwind, outside the critical section). The meta lock makes the
-//! gate (`held`) exact: a spinner opens it only if it finds the word held, so waiting never
-//! accrues behind a release (`locks::model_check` checks that every unit charged accrued
-//! during its charger's hold). The paper feeds the counter with the spinners' samples
-//! instead; a sample is handled microseconds after its timer fires, and when the holder
-//! released meanwhile the next holder took it — a quarter of the blame, with 80 µs holds on
-//! a busy machine. Measured, the counter is exact, and the time between a release and the
-//! next acquisition is nobody's.
+//! Spinning and blame: the waiter measures its spin (wall time, from its first failed
+//! attempt to its acquisition) and records it as idleness at its own context; its CPU-time
+//! samples meanwhile record nothing, as for a blocked waiter. (The paper counts the
+//! spinner's CPU samples instead, which misses the time a spinner is descheduled on a busy
+//! machine: about 30% of it with more spinners than cores.) It also counts itself in the
+//! record's waiter integral `W(t)` (`locks::waiter_integral`) from its first failed attempt
+//! until it sees the lock free and goes for it. A holder reads `W` as its hold begins (the
+//! mark, on a cache line of its own in the record) and again just before its release; the
+//! difference is exactly the spinners' waiting during its hold, which it charges as blame
+//! to the unlock's calling context (a synchronous unwind, outside the critical section).
+//! The holder pays two loads and, only while someone spins, two clock reads: no lock, no
+//! read-modify-write of anything shared but the program's word. Waiting between a release
+//! and the next acquisition falls between two holds' marks: nobody's. (The paper feeds a
+//! counter with the spinners' samples instead; a sample is handled microseconds after its
+//! timer fires, and when the holder released meanwhile the next holder took it: a quarter
+//! of the blame, with 80 µs holds on a busy machine.)
 //!
 //! Everything here is allocation-free; nothing is called from the signal handler.
 
 use super::slab::{Linked, Slab};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use super::waiter_integral::{elapsed, value_at, waiters, Integral};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-/// Tag of a monitored lock word (native words are 0 or 1).
+/// Tag of a monitored lock word (native words are 0 or 1, or below zero).
 const MONITORED: u32 = 0x8000_0000;
+/// A monitored word's lock bit: set while the lock is held.
+const HELD: u32 = 0x4000_0000;
+/// A monitored word's count of acquisitions (modulo 64), bumped by each one: a thread that
+/// read the lock's integral before taking the word takes it only if nobody held it
+/// meanwhile.
+const TURN: u32 = 0x3F00_0000;
+const TURN_ONE: u32 = 0x0100_0000;
+/// A monitored word's record index (the slab holds at most 2^24 records).
+const INDEX: u32 = 0x00FF_FFFF;
 /// glibc's x86-64 spin-lock word values (`pthread_spin_init` stores 1, lock takes it to 0).
 pub const NATIVE_UNLOCKED: u32 = 1;
 pub const NATIVE_LOCKED: u32 = 0;
 
-/// A lock word alone on its cache line.
+/// A word alone on its cache line.
 #[derive(Default)]
 #[repr(align(64))]
-struct OwnLine(AtomicU32);
+struct OwnLine(AtomicU64);
 
-impl std::ops::Deref for OwnLine {
-    type Target = AtomicU32;
-    fn deref(&self) -> &AtomicU32 {
-        &self.0
-    }
-}
-
-/// The out-of-band state of a converted spin lock.
-///
-/// The real lock word has a cache line of its own: spinners read it in a loop, and a
-/// holder's meta-locked bookkeeping (the unlock's, a spinner's registration) would
-/// otherwise take that line from them, and they it back, several times a release: each
-/// hold of a contended lock grew by that much, and with short holds the program contended
-/// several times as often as without the profiler.
+/// The out-of-band state of a converted spin lock: its spinners' waiter integral, and the
+/// holder's reading of it as its hold began.
 #[derive(Default)]
+#[repr(align(64))]
 pub struct MonSpin {
-    /// The real lock: 0 unlocked, 1 locked.
-    word: OwnLine,
+    /// The spinners' waiter-time integral (`locks::waiter_integral`).
+    waiters: Integral,
     next: AtomicU32,
-    /// Spin-wait (spinner-ns) accumulated since the last unlock took it.
-    idleness: AtomicU64,
     /// Address of the native word this slot belongs to (to recognise stale references).
     owner: AtomicUsize,
-    /// Guards `spinners`, `held`, `stamp` and the growth of `idleness` (held for a few
-    /// instructions).
-    meta: AtomicBool,
-    /// Threads spinning on the lock.
-    spinners: AtomicU32,
-    /// Whether the lock is held (waiting accrues only then).
-    held: AtomicBool,
-    /// A spinner has taken the lock and is recording its spin (an unwind, microseconds):
-    /// its hold starts only after that, so a waiter that registers meanwhile leaves `held`
-    /// false.
-    acquiring: AtomicBool,
-    /// Time (monotonic ns) `idleness` was last brought up to date.
-    stamp: AtomicU64,
+    /// `W` as the current hold began (written by each holder, read by its unlock). On a
+    /// line of its own: spinners write `waiters`' line, and a holder's store there would
+    /// wait for it inside the hold.
+    mark: OwnLine,
 }
 
 impl MonSpin {
-    /// Takes the meta lock (held for a few instructions by whoever has it).
-    fn lock_meta(&self) {
-        while self
-            .meta
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            std::hint::spin_loop();
-        }
-    }
-
-    /// Runs `f` with the record's meta lock, after bringing the counter up to `now`.
-    fn update<R>(&self, now: u64, f: impl FnOnce(&MonSpin) -> R) -> R {
-        self.lock_meta();
-        self.accrue(now);
-        let r = f(self);
-        self.meta.store(false, Ordering::Release);
-        r
-    }
-
-    /// Whether waiting accrues now: spinners wait while the lock is held. Meta lock held.
+    /// The hold that just began at about `now` (a `waiters` word read as it began, `word`)
+    /// counts waiting from there.
     #[inline(always)]
-    fn accruing(&self) -> bool {
-        self.spinners.load(Ordering::Relaxed) > 0 && self.held.load(Ordering::Relaxed)
-    }
-
-    /// Brings the counter and the stamp up to `now`. Meta lock held.
-    #[inline(always)]
-    fn accrue(&self, now: u64) {
-        let stamp = self.stamp.load(Ordering::Relaxed);
-        if now > stamp {
-            if self.accruing() {
-                let spinners = u64::from(self.spinners.load(Ordering::Relaxed));
-                self.idleness
-                    .fetch_add(spinners * (now - stamp), Ordering::Relaxed);
-            }
-            self.stamp.store(now, Ordering::Relaxed);
-        }
-    }
-
-    /// [`update`](Self::update) for a release: `f` must leave the record not accruing
-    /// (`held` false). The clock is read, under the meta lock, only when waiting accrues up
-    /// to now: an uncontended release reads no clock. The stamp it leaves behind may be
-    /// old; every update that starts accruing again brings it up to date first.
-    fn update_releasing<R>(&self, now: impl FnOnce() -> u64, f: impl FnOnce(&MonSpin) -> R) -> R {
-        self.lock_meta();
-        if self.accruing() {
-            self.accrue(now());
-        }
-        let r = f(self);
-        debug_assert!(!self.held.load(Ordering::Relaxed));
-        self.meta.store(false, Ordering::Release);
-        r
+    fn begin_hold(&self, word: u64, now: u64) {
+        self.mark.0.store(value_at(word, now), Ordering::Relaxed);
     }
 }
 
@@ -177,11 +120,14 @@ fn converted_bucket(address: usize) -> &'static AtomicU32 {
     &CONVERTED[h as usize % CONVERTED_BUCKETS]
 }
 
-fn monitored(word: u32) -> Option<&'static MonSpin> {
+/// The record a monitored `word` of the lock at `address` names; `None` for a native word
+/// (glibc's values below zero carry the tag too, but no record of theirs names the lock).
+fn monitored(word: u32, address: usize) -> Option<&'static MonSpin> {
     if word & MONITORED == 0 {
         return None;
     }
-    SLAB.get(word & !MONITORED)
+    SLAB.get(word & INDEX)
+        .filter(|m| m.owner.load(Ordering::Acquire) == address)
 }
 
 /// What the lock operations need from the sampler.
@@ -197,11 +143,14 @@ pub trait SpinHooks {
     fn monitored_spin_begins(&self) {
         self.spin_begins();
     }
-    /// The calling thread got the lock after spinning `ns` (wall time): its idleness.
-    fn spin_ends(&self, ns: u64);
-    /// Charges `ns` of blame to the calling context, or counts it as unsettled when it
-    /// cannot (the lock is released by then: nothing may be given back to its record).
-    fn blame(&self, ns: u64);
+    /// The calling thread got the lock (or gave up on a lock destroyed under it) at `end`
+    /// after spinning `ns` (wall time): its idleness. Called inside the hold: what can wait
+    /// until [`released`](Self::released) should.
+    fn spin_ends(&self, ns: u64, end: u64);
+    /// The calling thread has released a monitored lock whose spinners waited `ns` during
+    /// its hold: charges that blame to the calling context (or counts it as unsettled when
+    /// it cannot), after writing anything deferred from the hold's start.
+    fn released(&self, ns: u64);
     /// The calling thread waited `ns` (wall time, since [`spin_begins`](Self::spin_begins))
     /// for a native holder's release: its idleness, which nobody can be blamed for (the
     /// hold had no record to feed).
@@ -216,21 +165,16 @@ pub trait SpinHooks {
 fn demand_monitored(lock: &AtomicU32, address: usize) -> Option<&'static MonSpin> {
     let current = lock.load(Ordering::Acquire);
     if current != NATIVE_UNLOCKED {
-        return monitored(current);
+        return monitored(current, address);
     }
     let index = SLAB.alloc()?;
-    let slot = SLAB.get(index)?;
-    slot.idleness.store(0, Ordering::Relaxed);
-    slot.spinners.store(0, Ordering::Relaxed);
-    slot.held.store(false, Ordering::Relaxed);
-    slot.acquiring.store(false, Ordering::Relaxed);
-    slot.stamp.store(0, Ordering::Relaxed);
-    slot.meta.store(false, Ordering::Relaxed);
+    let slot = SLAB.get(index).filter(|_| index <= INDEX)?;
+    slot.waiters.clear();
+    slot.mark.0.store(0, Ordering::Relaxed);
     slot.owner.store(address, Ordering::Relaxed);
-    slot.word.store(0, Ordering::Relaxed);
     // Counted before it is published: whoever takes the lock through the record (after an
     // Acquire load of the word) finds the count when it unlocks.
-    let bucket = converted_bucket(lock as *const AtomicU32 as usize);
+    let bucket = converted_bucket(address);
     bucket.fetch_add(1, Ordering::Relaxed);
     match lock.compare_exchange(
         NATIVE_UNLOCKED,
@@ -241,9 +185,10 @@ fn demand_monitored(lock: &AtomicU32, address: usize) -> Option<&'static MonSpin
         Ok(_) => Some(slot),
         Err(now) => {
             // Taken natively, or converted by another thread first.
+            slot.owner.store(0, Ordering::Relaxed);
             SLAB.free(index);
             bucket.fetch_sub(1, Ordering::Relaxed);
-            monitored(now)
+            monitored(now, address)
         }
     }
 }
@@ -274,9 +219,11 @@ fn lock_slow(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     loop {
         // Acquire: a monitored word's record was initialised before the word was published.
         let current = lock.load(Ordering::Acquire);
-        if let Some(m) = monitored(current) {
-            lock_monitored(m, hooks);
-            return 0;
+        if let Some(m) = monitored(current, address) {
+            if lock_monitored(lock, current, m, hooks) {
+                return 0;
+            }
+            continue;
         }
         if current == NATIVE_UNLOCKED {
             if lock
@@ -304,7 +251,7 @@ fn lock_slow(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
         };
         let now = loop {
             let now = lock.load(Ordering::Relaxed);
-            if now == NATIVE_UNLOCKED || monitored(now).is_some() {
+            if now == NATIVE_UNLOCKED || monitored(now, address).is_some() {
                 break now;
             }
             std::hint::spin_loop();
@@ -318,87 +265,118 @@ fn lock_slow(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     }
 }
 
-fn lock_monitored(m: &MonSpin, hooks: &impl SpinHooks) {
-    // SeqCst: see `register_spinner`.
-    if m.word.swap(1, Ordering::SeqCst) == 0 {
-        acquired(m, hooks);
-        return;
+/// Takes the monitored lock `m` whose word read `seen` (free or held), spinning while it is
+/// held. False when the word stopped naming `m` meanwhile (destroyed or initialised under a
+/// waiter, which the program may not do): the caller starts again from the word as it is.
+fn lock_monitored(lock: &AtomicU32, seen: u32, m: &MonSpin, hooks: &impl SpinHooks) -> bool {
+    if seen & HELD == 0 && take_free(lock, seen, m, hooks) {
+        return true;
     }
+    let name = seen & (MONITORED | INDEX);
     hooks.monitored_spin_begins();
     let start = hooks.now();
-    register_spinner(m, start);
-    loop {
-        while m.word.load(Ordering::Relaxed) != 0 {
+    m.waiters.arrive(start);
+    let won = loop {
+        let current = lock.load(Ordering::Relaxed);
+        if current & (MONITORED | INDEX) != name {
+            let now = hooks.now();
+            m.waiters.depart(now);
+            hooks.spin_ends(now.saturating_sub(start), now);
+            return false;
+        }
+        if current & HELD != 0 {
             std::hint::spin_loop();
+            continue;
         }
-        if m.word.swap(1, Ordering::Acquire) == 0 {
-            break;
+        // Free: it stops waiting now, and takes the lock unless another thread does first
+        // (it then waits again). The departure comes before the take, so that the hold does
+        // not begin with a locked instruction on the integral's line, which other spinners
+        // keep writing; the few ns from the departure to the take are nobody's.
+        let now = hooks.now();
+        m.waiters.depart(now);
+        if lock
+            .compare_exchange(
+                current,
+                taken(current),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            break now;
         }
+        m.waiters.arrive(hooks.now());
+    };
+    hold_after_spin(m, start, won, hooks);
+    true
+}
+
+/// A monitored word `free` as its next acquisition leaves it: held, one turn later.
+#[inline(always)]
+fn taken(free: u32) -> u32 {
+    (free & !TURN) | (free.wrapping_add(TURN_ONE) & TURN) | HELD
+}
+
+/// An acquisition without spinning of `m`, whose word read `free` (not held): reads the
+/// integral, then takes the word only if it is still `free` (nobody took the lock between
+/// the two, or the integral's value would count the waiting of their holds too). Reading
+/// first keeps the read out of the hold: spinners write the integral's line. True when
+/// the lock was taken; its hold counts the waiting from the read on (the few ns before the
+/// take are the hold's).
+#[inline(always)]
+fn take_free(lock: &AtomicU32, free: u32, m: &MonSpin, hooks: &impl SpinHooks) -> bool {
+    let word = m.waiters.load();
+    // While nobody waits the integral does not grow: no clock.
+    let now = if waiters(word) > 0 { hooks.now() } else { 0 };
+    if lock
+        .compare_exchange(free, taken(free), Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return false;
     }
-    hold_after_spin(m, start, hooks);
+    m.begin_hold(word, now);
+    true
 }
 
-/// A thread starts spinning on `m` at `now`: waiting accrues from now on if the lock is
-/// held (its holder's start may be unknown: a try that found nobody waiting tells nobody),
-/// unless a spinner that took it has not started its hold yet. The word is read under the
-/// meta lock, inside which every monitored unlock releases: a holder that released before
-/// this registration leaves the gate shut (its hold is over, and nobody would close the
-/// gate again), one that releases after it finds the gate open and closes it.
-///
-/// With an acquisition that does not spin ([`acquired`]) this is a handshake: the spinner
-/// counts itself, then reads the word; the acquirer takes the word, then reads the count.
-/// Both pairs are `SeqCst`, so at least one side sees the other: either the spinner finds
-/// the lock held and opens the gate, or the acquirer finds a spinner and opens it (free on
-/// x86-64: the swap and the add are locked instructions, the loads plain moves).
-fn register_spinner(m: &MonSpin, now: u64) {
-    m.update(now, |m| {
-        m.spinners.fetch_add(1, Ordering::SeqCst);
-        if m.word.load(Ordering::SeqCst) != 0 && !m.acquiring.load(Ordering::Relaxed) {
-            m.held.store(true, Ordering::Relaxed);
-        }
-    });
+/// A spinner that spun from `start` has just taken `m` (at `won`): records its spin, then
+/// starts its hold. The spin is recorded before the hold counts, so the profiler's own work
+/// is nobody's blame: for the program, the hold starts when the lock call returns.
+fn hold_after_spin(m: &MonSpin, start: u64, won: u64, hooks: &impl SpinHooks) {
+    hooks.spin_ends(won.saturating_sub(start), won);
+    let now = hooks.now();
+    m.begin_hold(m.waiters.load(), now);
 }
 
-/// A spinner that began at `start` has just taken `m`: records its spin, then starts its
-/// hold. The spin is recorded before the hold counts (the lock is not marked held until
-/// after it, even if another spinner registers meanwhile), so the profiler's own work is
-/// nobody's blame: for the program, the hold starts when the lock call returns.
-fn hold_after_spin(m: &MonSpin, start: u64, hooks: &impl SpinHooks) {
-    let won = hooks.now();
-    m.update(won, |m| {
-        m.spinners.fetch_sub(1, Ordering::Relaxed);
-        m.held.store(false, Ordering::Relaxed);
-        m.acquiring.store(true, Ordering::Relaxed);
-    });
-    hooks.spin_ends(won.saturating_sub(start));
-    m.update(hooks.now(), |m| {
-        m.acquiring.store(false, Ordering::Relaxed);
-        m.held.store(true, Ordering::Relaxed);
-    });
-}
-
-/// An acquisition without spinning: if others spin on the lock, it is held again from now
-/// (the time since the last release was nobody's).
-fn acquired(m: &MonSpin, hooks: &impl SpinHooks) {
-    // SeqCst: the acquirer's half of the handshake with `register_spinner`.
-    if m.spinners.load(Ordering::SeqCst) > 0 {
-        m.update(hooks.now(), |m| m.held.store(true, Ordering::Relaxed));
-    }
-}
-
-/// `pthread_spin_trylock`: 0, or EBUSY.
+/// `pthread_spin_trylock`: 0, or EBUSY. Like glibc's, a try is one locked instruction on
+/// the program's word, whether or not the lock is free.
 pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
+    let address = lock as *const AtomicU32 as usize;
     loop {
         // Acquire: a monitored word's record was initialised before the word was published.
         let current = lock.load(Ordering::Acquire);
-        if let Some(m) = monitored(current) {
-            // SeqCst: see `register_spinner`.
-            return if m.word.swap(1, Ordering::SeqCst) == 0 {
-                acquired(m, hooks);
-                0
-            } else {
-                libc::EBUSY
-            };
+        if let Some(m) = monitored(current, address) {
+            if current & HELD == 0 {
+                if take_free(lock, current, m, hooks) {
+                    return 0;
+                }
+                // Taken meanwhile: try the word as it is now.
+                continue;
+            }
+            // Held: the try's locked instruction, as glibc's, and the hold it wins if the
+            // lock was released meanwhile.
+            let free = current & !HELD;
+            match lock.compare_exchange(free, taken(free), Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => {
+                    let word = m.waiters.load();
+                    m.begin_hold(word, hooks.now());
+                    return 0;
+                }
+                Err(now) if now & (MONITORED | INDEX) == free & (MONITORED | INDEX) => {
+                    return libc::EBUSY
+                }
+                // Recycled meanwhile: try the word as it is.
+                Err(_) => continue,
+            }
         }
         match lock.compare_exchange(
             NATIVE_UNLOCKED,
@@ -408,7 +386,7 @@ pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
         ) {
             Ok(_) => return 0,
             // Converted meanwhile: try the monitored form.
-            Err(now) if monitored(now).is_some() => continue,
+            Err(now) if monitored(now, address).is_some() => continue,
             // 0, or another locked value glibc writes (an unprofiled process sharing the
             // lock decrements it below zero when contended).
             Err(_) => return libc::EBUSY,
@@ -416,14 +394,12 @@ pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     }
 }
 
-/// `pthread_spin_unlock`: takes the blame accumulated during the hold and releases, both
-/// under the record's meta lock, then charges the blame.
+/// `pthread_spin_unlock`: reads the spinners' integral, releases, then charges the waiting
+/// since its hold began as blame ([`SpinHooks::released`]).
 ///
-/// Taking it before the release: after the release, the next holder's hold begins. Under
-/// the meta lock: a spinner whose swap failed during this hold but that registers only now
-/// must not open the gate (`held`) behind the release, or waiting would accrue while the
-/// lock is free and be charged to the next unlock. Nothing is given back to the record
-/// after the release: the program may destroy the lock as soon as it is unlocked.
+/// The integral is read before the release: after it, the next holder's hold begins.
+/// Nothing is written to the record, before or after the release: the program may destroy
+/// the lock as soon as it is unlocked.
 ///
 /// A native word is released by a plain store, as glibc's unlock does: nobody converts a
 /// word while it is held ([`demand_monitored`]). While no word of its bucket is monitored
@@ -442,31 +418,27 @@ pub fn unlock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
 #[cold]
 #[inline(never)]
 fn unlock_read(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
+    let address = lock as *const AtomicU32 as usize;
     // Acquire: a monitored word's record was initialised before the word was published.
-    let Some(m) = monitored(lock.load(Ordering::Acquire)) else {
+    let current = lock.load(Ordering::Acquire);
+    let Some(m) = monitored(current, address) else {
         lock.store(NATIVE_UNLOCKED, Ordering::Release);
         return 0;
     };
-    let blame = m.update_releasing(
-        || hooks.now(),
-        |m| {
-            m.held.store(false, Ordering::Relaxed);
-            let blame = m.idleness.swap(0, Ordering::Relaxed);
-            m.word.store(0, Ordering::Release);
-            blame
-        },
-    );
-    if blame > 0 {
-        hooks.blame(blame);
-    }
+    let word = m.waiters.load();
+    let now = if waiters(word) > 0 { hooks.now() } else { 0 };
+    let start = m.mark.0.load(Ordering::Relaxed);
+    lock.store(current & !HELD, Ordering::Release);
+    hooks.released(elapsed(value_at(word, now), start));
     0
 }
 
 /// `pthread_spin_init` (`to` = [`NATIVE_UNLOCKED`]) and `pthread_spin_destroy` (`to` = the
 /// word's native equivalent): recycle a monitored slot that belongs to this word. Returns
-/// the waiting its counter still held (ns), which nobody can be charged for any more: a
-/// lock destroyed or initialised while held with spinners. The caller counts it.
-pub fn reset(lock: &AtomicU32, to: u32) -> u64 {
+/// the waiting its holder would have taken up to now (ns), which nobody can be charged
+/// for any more: a lock destroyed or initialised while held with spinners. The caller
+/// counts it.
+pub fn reset(lock: &AtomicU32, to: u32, hooks: &impl SpinHooks) -> u64 {
     let address = lock as *const AtomicU32 as usize;
     if converted_bucket(address).load(Ordering::Acquire) == 0 {
         // The word is native (a conversion of it is counted in its bucket before it is
@@ -478,35 +450,36 @@ pub fn reset(lock: &AtomicU32, to: u32) -> u64 {
         return 0;
     }
     let current = lock.swap(to, Ordering::AcqRel);
-    if current & MONITORED != 0 {
-        let index = current & !MONITORED;
-        if let Some(m) = SLAB.get(index) {
-            if m.owner.load(Ordering::Acquire) == address {
-                m.owner.store(0, Ordering::Release);
-                // Under the meta lock: an unlock that released the word may still be in its
-                // meta section (a lock taken and destroyed at once after it); the record
-                // is freed only once that section is over.
-                let left = m.update(0, |m| m.idleness.swap(0, Ordering::Relaxed));
-                SLAB.free(index);
-                converted_bucket(address).fetch_sub(1, Ordering::Relaxed);
-                return left;
-            }
-        }
-    }
-    0
+    let Some(m) = monitored(current, address) else {
+        return 0;
+    };
+    let left = if current & HELD != 0 {
+        let word = m.waiters.load();
+        let at = if waiters(word) > 0 { hooks.now() } else { 0 };
+        elapsed(value_at(word, at), m.mark.0.load(Ordering::Relaxed))
+    } else {
+        0
+    };
+    m.owner.store(0, Ordering::Release);
+    SLAB.free(current & INDEX);
+    converted_bucket(address).fetch_sub(1, Ordering::Relaxed);
+    left
 }
 
 /// `pthread_spin_destroy`: recycles the monitored slot, leaving the native equivalent of the
 /// lock's state (glibc's destroy changes nothing, so a destroyed word keeps its state).
 /// Returns what [`reset`] returns.
-pub fn destroy(lock: &AtomicU32) -> u64 {
+pub fn destroy(lock: &AtomicU32, hooks: &impl SpinHooks) -> u64 {
     let current = lock.load(Ordering::Acquire);
-    let native = match monitored(current) {
-        Some(m) if m.word.load(Ordering::Acquire) == 0 => NATIVE_UNLOCKED,
-        Some(_) => NATIVE_LOCKED,
-        None => return 0,
+    if monitored(current, lock as *const AtomicU32 as usize).is_none() {
+        return 0;
+    }
+    let native = if current & HELD == 0 {
+        NATIVE_UNLOCKED
+    } else {
+        NATIVE_LOCKED
     };
-    reset(lock, native)
+    reset(lock, native, hooks)
 }
 
 /// Monitored spin locks ever needed at once (the slab's high-water mark).
@@ -537,8 +510,8 @@ mod tests {
             true
         }
         fn spin_begins(&self) {}
-        fn spin_ends(&self, _ns: u64) {}
-        fn blame(&self, ns: u64) {
+        fn spin_ends(&self, _ns: u64, _end: u64) {}
+        fn released(&self, ns: u64) {
             self.blamed.fetch_add(ns, Ordering::Relaxed);
         }
         fn spun_natively(&self, _ns: u64) {}
@@ -563,11 +536,13 @@ mod tests {
     }
 
     /// `word` (native and free) converted, then held in the monitored form (as a thread
-    /// that converted it and swapped its word holds it).
-    fn held_monitored(word: &AtomicU32, address: usize) -> &'static MonSpin {
+    /// that converted it and took its word holds it), the hold beginning at `hooks`' clock.
+    fn held_monitored(word: &AtomicU32, hooks: &impl SpinHooks) -> &'static MonSpin {
+        let address = word as *const AtomicU32 as usize;
         let m = demand_monitored(word, address).unwrap();
-        assert!(word.load(Ordering::Relaxed) & MONITORED != 0);
-        assert_eq!(m.word.swap(1, Ordering::Relaxed), 0, "converted unlocked");
+        assert_eq!(word.load(Ordering::Relaxed) & (MONITORED | HELD), MONITORED);
+        assert_eq!(trylock(word, hooks), 0, "converted unlocked");
+        assert_eq!(word.load(Ordering::Relaxed) & HELD, HELD, "held in-band");
         m
     }
 
@@ -585,33 +560,51 @@ mod tests {
     }
 
     #[test]
+    fn glibcs_values_below_zero_are_not_taken_for_monitored_words() {
+        // An unprofiled process sharing the lock takes it below zero: the tag bit is set,
+        // but no record names this lock.
+        let word = AtomicU32::new(u32::MAX - 1);
+        let hooks = Hooks::new();
+        assert!(monitored(word.load(Ordering::Relaxed), 0x1000).is_none());
+        assert_eq!(trylock(&word, &hooks), libc::EBUSY);
+        assert_eq!(destroy(&word, &hooks), 0);
+        assert_eq!(word.load(Ordering::Relaxed), u32::MAX - 1, "left as it was");
+    }
+
+    #[test]
     fn conversion_keeps_a_held_lock_held_and_blame_reaches_the_holder() {
         let word = AtomicU32::new(NATIVE_UNLOCKED);
-        let m = held_monitored(&word, 0x1000);
         let hooks = Hooks::new();
+        hooks.clock.store(5, Ordering::Relaxed);
+        let m = held_monitored(&word, &hooks);
         assert_eq!(trylock(&word, &hooks), libc::EBUSY);
-        // A spinner arrives at 10 (as `lock_monitored` registers it when its swap fails);
+        // A spinner arrives at 10 (as `lock_monitored` counts it when the lock is held);
         // the holder unlocks at 50 and takes the 40 ns of its hold.
-        register_spinner(m, 10);
+        m.waiters.arrive(10);
         hooks.clock.store(50, Ordering::Relaxed);
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(hooks.blamed.load(Ordering::Relaxed), 40);
-        // The spinner acquires at 60 (the 10 ns since the release are nobody's) and unlocks
-        // with nobody waiting: no more blame.
-        m.word.store(1, Ordering::Relaxed);
+        // The spinner stops waiting at 60 and takes the lock (the 10 ns since the release
+        // are nobody's), then unlocks with nobody waiting: no more blame.
+        m.waiters.depart(60);
+        let free = word.load(Ordering::Relaxed);
+        assert_eq!(free & HELD, 0);
+        assert!(word
+            .compare_exchange(free, taken(free), Ordering::Acquire, Ordering::Relaxed)
+            .is_ok());
         hooks.clock.store(60, Ordering::Relaxed);
-        hold_after_spin(m, 10, &hooks);
+        hold_after_spin(m, 10, 60, &hooks);
         hooks.clock.store(70, Ordering::Relaxed);
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(hooks.blamed.load(Ordering::Relaxed), 40);
         assert_eq!(trylock(&word, &hooks), 0);
         assert_eq!(unlock(&word, &hooks), 0);
-        assert_eq!(destroy(&word), 0);
+        assert_eq!(destroy(&word, &hooks), 0);
         assert_eq!(word.load(Ordering::Relaxed), NATIVE_UNLOCKED);
     }
 
     /// Hooks whose `spin_ends` takes `unwind_ns` of the fake clock, during which another
-    /// thread registers as a spinner on `lock`.
+    /// thread starts spinning on `lock`.
     struct SlowRecord {
         inner: Hooks,
         lock: &'static MonSpin,
@@ -622,14 +615,14 @@ mod tests {
             true
         }
         fn spin_begins(&self) {}
-        fn spin_ends(&self, _ns: u64) {
-            register_spinner(self.lock, self.now());
+        fn spin_ends(&self, _ns: u64, _end: u64) {
+            self.lock.waiters.arrive(self.now());
             self.inner
                 .clock
                 .fetch_add(self.unwind_ns, Ordering::Relaxed);
         }
-        fn blame(&self, ns: u64) {
-            self.inner.blame(ns)
+        fn released(&self, ns: u64) {
+            self.inner.released(ns)
         }
         fn spun_natively(&self, _ns: u64) {}
         fn now(&self) -> u64 {
@@ -640,59 +633,87 @@ mod tests {
     #[test]
     fn a_spin_being_recorded_is_not_the_next_hold() {
         let word = AtomicU32::new(NATIVE_UNLOCKED);
-        let m = held_monitored(&word, 0x2000);
+        let plain = Hooks::new();
+        let m = held_monitored(&word, &plain);
         let hooks = SlowRecord {
             inner: Hooks::new(),
             lock: m,
             unwind_ns: 1000,
         };
-        // A spinner registers at 10; the holder unlocks at 50 and takes 40 ns.
-        register_spinner(m, 10);
+        // A spinner arrives at 10; the holder unlocks at 50 and takes 40 ns.
+        m.waiters.arrive(10);
         hooks.inner.clock.store(50, Ordering::Relaxed);
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(hooks.inner.blamed.load(Ordering::Relaxed), 40);
         // The spinner takes the lock at 60 and records its spin until 1062, while a second
-        // thread registers at 61. Its hold starts at 1062: unlocked at 1100, it takes 38 ns,
+        // thread arrives at 61. Its hold starts at 1062: unlocked at 1100, it takes 38 ns,
         // not the 1039 the second thread has waited.
-        m.word.store(1, Ordering::Relaxed);
-        hooks.inner.clock.store(60, Ordering::Relaxed);
-        hold_after_spin(m, 10, &hooks);
+        m.waiters.depart(60);
+        let free = word.load(Ordering::Relaxed);
+        assert!(word
+            .compare_exchange(free, taken(free), Ordering::Acquire, Ordering::Relaxed)
+            .is_ok());
+        hooks.inner.clock.store(61, Ordering::Relaxed);
+        hold_after_spin(m, 10, 60, &hooks);
         hooks.inner.clock.store(1100, Ordering::Relaxed);
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(hooks.inner.blamed.load(Ordering::Relaxed), 40 + 38);
-        assert_eq!(destroy(&word), 0);
+        m.waiters.depart(1100);
+        assert_eq!(destroy(&word, &hooks), 0);
     }
 
     #[test]
-    fn a_spinner_registering_after_the_release_charges_nobody_for_the_free_lock() {
+    fn a_spinner_that_arrives_after_the_release_charges_nobody_for_the_free_lock() {
         let word = AtomicU32::new(NATIVE_UNLOCKED);
-        let m = held_monitored(&word, &word as *const AtomicU32 as usize);
         let hooks = Hooks::new();
-        // The holder releases at 10 with nobody registered; a spinner whose swap failed
-        // during that hold registers only at 20, when the lock is free: nothing accrues.
+        let m = held_monitored(&word, &hooks);
+        // The holder releases at 10 with nobody waiting; a spinner that found the lock held
+        // during that hold is counted only at 20, when the lock is free.
         hooks.clock.store(10, Ordering::Relaxed);
         assert_eq!(unlock(&word, &hooks), 0);
-        register_spinner(m, 20);
-        // Another thread takes it at 30 (a try, which sees the spinner and opens the gate)
-        // and releases at 50: its hold kept the spinner waiting 20 ns, not the 30 since
-        // the spinner registered.
+        m.waiters.arrive(20);
+        // Another thread takes it at 30 (a try) and releases at 50: its hold kept the
+        // spinner waiting 20 ns, not the 30 since the spinner arrived.
         hooks.clock.store(30, Ordering::Relaxed);
         assert_eq!(trylock(&word, &hooks), 0);
         hooks.clock.store(50, Ordering::Relaxed);
         assert_eq!(unlock(&word, &hooks), 0);
         assert_eq!(hooks.blamed.load(Ordering::Relaxed), 20);
-        m.spinners.store(0, Ordering::Relaxed);
-        assert_eq!(destroy(&word), 0);
+        m.waiters.depart(60);
+        assert_eq!(destroy(&word, &hooks), 0);
+    }
+
+    #[test]
+    fn an_integral_read_before_another_hold_is_refused() {
+        // A thread reads the word and the integral, then is preempted while another thread
+        // holds the lock (for which a spinner waits): its take must fail, or its hold would
+        // count the other hold's waiting as well.
+        let word = AtomicU32::new(NATIVE_UNLOCKED);
+        let hooks = Hooks::new();
+        let m = held_monitored(&word, &hooks);
+        assert_eq!(unlock(&word, &hooks), 0);
+        let seen = word.load(Ordering::Relaxed);
+        assert_eq!(trylock(&word, &hooks), 0, "the other thread's hold");
+        m.waiters.arrive(hooks.now());
+        assert_eq!(unlock(&word, &hooks), 0);
+        assert_eq!(word.load(Ordering::Relaxed) & HELD, 0, "free again");
+        assert!(!take_free(&word, seen, m, &hooks), "a turn later: refused");
+        assert!(take_free(&word, word.load(Ordering::Relaxed), m, &hooks));
+        assert_eq!(unlock(&word, &hooks), 0);
+        m.waiters.depart(hooks.now());
+        assert_eq!(destroy(&word, &hooks), 0);
     }
 
     #[test]
     fn destroying_a_lock_held_with_spinners_returns_the_waiting_nobody_took() {
         let word = AtomicU32::new(NATIVE_UNLOCKED);
-        let m = held_monitored(&word, &word as *const AtomicU32 as usize);
-        register_spinner(m, 10);
-        // A later update brings the counter up to 40: 30 ns of waiting, in the record.
-        m.update(40, |_| {});
-        assert_eq!(destroy(&word), 30);
+        let hooks = Hooks::new();
+        hooks.clock.store(5, Ordering::Relaxed);
+        let m = held_monitored(&word, &hooks);
+        m.waiters.arrive(10);
+        // Destroyed at 40: 30 ns of waiting its holder will never take.
+        hooks.clock.store(40, Ordering::Relaxed);
+        assert_eq!(destroy(&word, &hooks), 30);
         assert_eq!(word.load(Ordering::Relaxed), NATIVE_LOCKED, "still held");
     }
 

@@ -69,7 +69,8 @@ mod tests {
     /// A phase that takes longer than this has hung (a lost unlock, a deadlock).
     const PHASE_DEADLINE: Duration = Duration::from_secs(60);
 
-    /// Hooks of one thread: a real clock, and what it was charged and spun.
+    /// Hooks of one thread: a real clock (shared by all threads: the spinners' integral
+    /// mixes their readings), and what it was charged and spun.
     struct Hooks {
         started: Instant,
         blamed: Cell<u64>,
@@ -81,10 +82,10 @@ mod tests {
             true
         }
         fn spin_begins(&self) {}
-        fn spin_ends(&self, ns: u64) {
+        fn spin_ends(&self, ns: u64, _end: u64) {
             self.spun.set(self.spun.get() + ns);
         }
-        fn blame(&self, ns: u64) {
+        fn released(&self, ns: u64) {
             self.blamed.set(self.blamed.get() + ns);
         }
         fn spun_natively(&self, _ns: u64) {}
@@ -170,17 +171,23 @@ mod tests {
             blamed: AtomicU64::new(0),
             spun: AtomicU64::new(0),
         });
-        assert_eq!(spin::reset(&shared.words[2], NATIVE_UNLOCKED), 0);
+        let clock = Hooks {
+            started: Instant::now(),
+            blamed: Cell::new(0),
+            spun: Cell::new(0),
+        };
+        assert_eq!(spin::reset(&shared.words[2], NATIVE_UNLOCKED, &clock), 0);
         let phases = 8u32;
         let phase_len = total / phases;
         let start = Arc::new(Barrier::new(THREADS + 1));
         let end = Arc::new(Barrier::new(THREADS + 1));
+        let epoch = Instant::now();
         let workers: Vec<_> = (0..THREADS)
             .map(|t| {
                 let (shared, start, end) = (shared.clone(), start.clone(), end.clone());
                 std::thread::spawn(move || {
                     let hooks = Hooks {
-                        started: Instant::now(),
+                        started: epoch,
                         blamed: Cell::new(0),
                         spun: Cell::new(0),
                     };
@@ -229,7 +236,7 @@ mod tests {
                 let r = next_random(&mut random);
                 if r % 2 == 0 {
                     assert_eq!(
-                        spin::destroy(&shared.words[k]),
+                        spin::destroy(&shared.words[k], &clock),
                         0,
                         "a free lock's record still held waiting"
                     );
@@ -239,7 +246,7 @@ mod tests {
                         "a destroyed free lock is native and unlocked"
                     );
                     if r % 4 == 0 {
-                        assert_eq!(spin::reset(&shared.words[k], NATIVE_UNLOCKED), 0);
+                        assert_eq!(spin::reset(&shared.words[k], NATIVE_UNLOCKED, &clock), 0);
                     }
                 }
             }
@@ -253,7 +260,7 @@ mod tests {
                 shared.done[k].load(Ordering::Relaxed),
                 "lock {k}: increments lost, so two threads held it at once"
             );
-            assert_eq!(spin::destroy(&shared.words[k]), 0);
+            assert_eq!(spin::destroy(&shared.words[k], &clock), 0);
             assert_eq!(shared.words[k].load(Ordering::Relaxed), NATIVE_UNLOCKED);
         }
         let ops: u64 = shared.done.iter().map(|d| d.load(Ordering::Relaxed)).sum();
@@ -265,6 +272,12 @@ mod tests {
             shared.blamed.load(Ordering::Relaxed) / 1_000_000,
         );
         assert!(ops > 0, "no work done");
+        // Each nanosecond a spinner waited is charged to at most one hold: the holds' marks
+        // never overlap.
+        assert!(
+            shared.blamed.load(Ordering::Relaxed) <= shared.spun.load(Ordering::Relaxed),
+            "more blame than waiting"
+        );
         assert!(
             seen > 0,
             "no lock was ever converted: the stress missed the monitored path"

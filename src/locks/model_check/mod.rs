@@ -8,15 +8,17 @@
 //! - [`spin_model`]: the dual-representation spin lock of `locks/spin.rs`: conversion of a
 //!   native word by CAS into a reference to a monitored record, lock, trylock and unlock
 //!   on both forms while others convert, destroy and init recycling records through the
-//!   slab; and its blame swap: spinners feed the record's idleness counter under its meta
-//!   lock, the holder swaps the counter out and releases under it, then charges it (or
-//!   counts it as unsettled). Checked: mutual exclusion; no lost unlock, no deadlock, no
-//!   livelock (from every reachable state some run finishes); every monitored word, and
-//!   every reference a thread follows, names a live record of that very lock; no record
-//!   leaked or left busy; blame conservation (each unit a spinner adds is, at every
-//!   moment, in exactly one place: a counter, one unlocker's hands, charged once, counted
-//!   as unsettled, or dropped by a destroy); attribution (every charged unit accrued while
-//!   its charger held the lock); and no unit left for a destroy.
+//!   slab; and its blame: spinners count themselves in the record's waiter integral, a
+//!   hold reads it as it begins (a take without spinning, before its CAS, which the word's
+//!   turn fails if anybody took the lock in between) and its unlock before the release,
+//!   and charges the difference. Checked: mutual exclusion (and the word held exactly
+//!   while somebody holds the lock); no lost unlock, no deadlock, no livelock (from every
+//!   reachable state some run finishes); every monitored word, and every reference a
+//!   thread follows, names a live record of that very lock; no record leaked or left
+//!   counting waiters; blame conservation (no unit of waiting, a spinner counted during a
+//!   clock tick, is charged twice: what unlocks charge and destroys return is at most what
+//!   accrued); attribution (every unit charged accrued during its charger's hold or while
+//!   the lock was free just before its take, and is not the charger's own spinning).
 //! - [`futex_model`]: the futex wake publication of `measure/policy/events.rs`: the waker's
 //!   identity set under the bucket lock by `wait_table::wake` and taken by the woken
 //!   waiter's `wait_table::depart`, the waker's path published under the sequence lock of
@@ -30,8 +32,8 @@
 //! The checker is shown able to fail: each model has deliberately broken variants (a
 //! conversion that forgets the lock is held, a held word converted and then released by its
 //! holder's store, a path read without its seqlock check or its seq check, a path published after the
-//! wake, a torn identity...) and tests assert that it finds each bug. Among them are the
-//! protocols as they were before the defects the checks found were fixed (see
+//! wake, a torn identity...) and tests assert that it finds each bug. Among them is the
+//! futex protocol as it was before the defect the checks found was fixed (see
 //! `docs/robustness.md`, "Concurrency: model checking").
 //!
 //! Not modelled: the memory model (every model is sequentially consistent: the real code's

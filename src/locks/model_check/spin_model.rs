@@ -1,56 +1,143 @@
-//! A step-by-step model of the dual-representation spin lock (`locks/spin.rs`) and its blame
-//! swap, checked exhaustively for 2 and 3 threads (see the parent module). Test-only.
+//! A step-by-step model of the dual-representation spin lock (`locks/spin.rs`) and its
+//! spinners' waiter integral, checked exhaustively for 2 and 3 threads (see the parent
+//! module). Test-only.
 //!
-//! Each program counter ([`Pc`]) is one atomic operation of the real code, named after it;
-//! the comment on each arm of [`SpinModel::step`] cites the function and the statement it
-//! mirrors. Accesses to fields that only ever change under the record's meta lock (`held`,
-//! `acquiring`, `stamp`) are folded into the step of the neighbouring atomic operation:
-//! nothing outside the meta lock can see them in between. `spinners` and `idleness` are
-//! read outside it (by `unlock` and `acquired`), so every write to them is a step of its
-//! own. The slab's allocation and free are one step each (its Treiber stack is tested by
-//! `locks/slab.rs`); which free slot an allocation gets does not matter (slots are alike,
-//! but for the lock word a recycled one keeps, which the model keeps too).
-//! `SpinHooks::spin_begins` and `spin_ends` do nothing to the lock and are not steps;
-//! `hooks.blame` is a step that charges or (it may fail) counts. The runtime is active, and no lock is
-//! process-shared (both only keep a lock native, which the slab running out also does).
+//! Each program counter ([`Pc`]) is one atomic operation of the real code on a lock word, a
+//! `MonSpin`'s integral or the `CONVERTED` count, named after it; the comment on each arm
+//! of [`SpinModel::step`] cites the function and the statement it mirrors. The word's
+//! encoding is the real one (`MONITORED | HELD | turn | index`, native 1 and 0), and so is
+//! the integral's (`locks::waiter_integral`'s word, `value_at` and `elapsed`). Folded into
+//! a neighbouring step, as nothing else can tell the difference:
+//! - `hooks.now()`, into the integral operation it goes with (the `waiters.load()` before it
+//!   in `take_free`, `unlock_read`, `reset` and `trylock`, the load after it in
+//!   `hold_after_spin`, the `arrive` or `depart` after it in `lock_monitored`): it reads
+//!   only the clock, which does not tick in between (see Time below);
+//! - `MonSpin::mark`: its store into the step before it (`take_free`'s CAS, or the integral
+//!   load of `hold_after_spin` or of `trylock`'s win), its load into the unlock's (or
+//!   `reset`'s) integral load: while a thread holds the lock only it writes the mark
+//!   (`demand_monitored` resets it before the record is published), and only its own
+//!   unlock (or a `reset` of the held lock) reads it;
+//! - `monitored`'s owner check, into the load of the word it checks: a monitored word names
+//!   a live record of its lock (an invariant), whose owner changes only when `reset`
+//!   recycles it, which no operation on the lock overlaps in a legal program;
+//! - the stores `demand_monitored` makes to a slot nobody reaches yet, into the slab's
+//!   allocation, and `reset`'s `owner.store(0)` into its free: the slab's allocation and free
+//!   are one step each (its Treiber stack is tested by `locks/slab.rs`), and which free slot
+//!   an allocation gets does not matter (slots are alike);
+//! - `hooks.released` and the arithmetic before it, into the release store: they touch
+//!   nothing shared. Whether the sampler charges the blame or counts it as unsettled is
+//!   none of the lock's business: the model counts what it is handed.
 //!
-//! Time: a clock actor advances a logical clock by one tick, up to a bound (2), at any
-//! moment but inside an update: from a thread's `hooks.now()` to the end of the
-//! meta-locked `MonSpin::update` that uses the reading, a few instructions, no tick falls
-//! (what a preemption there would skew is the approximation of any timed accounting, not
-//! a race of the protocol; allowing it makes every variant, fixed or not, charge a tick or
-//! two to the wrong hold). Each tick remembers which thread held each lock during it (its
-//! *tag*), and every unit of waiting `MonSpin::update` accrues carries the tag of the tick
-//! it accrued for, so the checker knows whose hold each unit of a counter comes from
-//! (attribution), and counts every unit added, charged, in an unlocker's hands, given back
-//! or dropped (conservation).
+//! `SpinHooks::active` (true), `spin_begins`, `monitored_spin_begins`, `spin_ends` and
+//! `spun_natively` do nothing to the lock and are not steps. No lock is process-shared
+//! (glibc's words below zero, which `monitored` refuses, do not occur), and no scenario
+//! takes a lock 64 times, so the turn never wraps (a `take_free` preempted across exactly
+//! 64 acquisitions would take the lock with a stale integral reading: the turn's known
+//! limit, not explored). A spinner whose lock is destroyed or initialised under it (which
+//! the program may not do) departs from a record its word no longer names: modelled
+//! (`GoneDepart`), but no scenario does it.
+//!
+//! Time: a clock actor advances a logical clock by one tick, up to a bound (3), at any
+//! moment but between a `hooks.now()` and the integral operation it goes with, an
+//! instruction or two apart (hence the folding above). A tick there would stamp an arrival
+//! or a departure with a time at which the integral did not count it, or value a load at a
+//! time after arrivals it did not see: `W` would change after the fact, and a hold that
+//! read it in between would be charged a tick of waiting from before its reading, or miss
+//! one (with a tick allowed before an arrival, the checker fails the real code so: a hold
+//! charged a tick during which the integral counted nobody). That is the approximation of a
+//! preempted clock read, not a race of the protocol. Each tick remembers, per lock, which hold it belongs to (its *tag*: the hold in
+//! progress, or, while the lock is free, the next one), and, per record, which threads its
+//! integral counted during it: one unit of waiting each. `W` of a record at `c` is its
+//! units before tick `c`.
+//!
+//! Blame, checked at every amount an unlock hands to `hooks.released` and every amount a
+//! `reset` of a held lock returns as left: it must be `W(x) - W(y)`, the units of some run
+//! of ticks `[y, x)`, all of them tagged with the charger's hold and none the charger's own.
+//! So no unit is charged twice (holds' tags are disjoint, and each hold settles once), a
+//! hold is charged only waiting during it or while the lock was free just before its take
+//! (`take_free` reads the integral before its CAS, which the turn fails if anybody took the
+//! lock in between): never during another thread's hold nor after its own release, and
+//! never its own spinning (attribution). And, over the run, what is charged and left is at
+//! most what accrued (conservation). Not checked: that a hold is charged all the waiting
+//! of its hold (by design, the waiting from a spinner's take to its mark, and from an
+//! unlock's reading to its release, is nobody's).
 //!
 //! Programs ([`scenario`]): a free native lock converted under contention, with lock and
-//! trylock; a lock held natively since before the runtime started, converted while held;
-//! two locks sharing one record by destroy and init (and running out of records); a lock
-//! destroyed right after an unlock. What is checked: see the parent module.
+//! trylock; a lock held natively since before the runtime started, converted after its
+//! release (with 3 threads, its first holder then tries it while a converter holds it and
+//! the other spins); two locks sharing one record by destroy and init (and running out of
+//! records); a lock destroyed right after an unlock; a lock destroyed by its holder (which
+//! glibc tolerates, its destroy changing nothing: the word stays held, natively, for the
+//! native unlock that follows). Other checks: see the parent module.
 
 use super::{assert_fails, assert_holds, Model};
+use crate::waiter_integral::{elapsed, value_at, waiters, TIME_MASK};
+use std::fmt;
 
 /// Threads, monitored records (slab slots), locks and ticks the state has room for.
 const NT: usize = 3;
 const NS: usize = 3;
 const NL: usize = 2;
 const MAX_TICKS: usize = 3;
-/// Tags of waiting units: 0 = accrued while the lock was free, `t + 1` = while thread `t`
-/// held it, [`GIVEN_BACK`] = given back by an unlock that could not charge it (its origin
-/// is no longer tracked: the real code gives it to the next unlock on purpose).
-const TAGS: usize = NT + 2;
-const GIVEN_BACK: usize = NT + 1;
 
-/// Lock word values (`spin.rs`: `NATIVE_LOCKED`, `NATIVE_UNLOCKED`, `MONITORED | index`).
-const LOCKED: u8 = 0;
-const UNLOCKED: u8 = 1;
-fn monitored(word: u8) -> Option<usize> {
-    (word >= 2).then(|| usize::from(word - 2))
+/// `spin.rs`'s lock word encoding.
+const MONITORED: u32 = 0x8000_0000;
+const HELD: u32 = 0x4000_0000;
+const TURN: u32 = 0x3F00_0000;
+const TURN_ONE: u32 = 0x0100_0000;
+const INDEX: u32 = 0x00FF_FFFF;
+const UNLOCKED: u32 = 1;
+const LOCKED: u32 = 0;
+
+/// The record a monitored word names (`spin::monitored`; its owner check is an invariant).
+fn monitored(word: u32) -> Option<usize> {
+    (word & MONITORED != 0).then_some((word & INDEX) as usize)
 }
-fn reference(slot: usize) -> u8 {
-    2 + slot as u8
+
+/// `spin::taken`: a free monitored word as its next acquisition leaves it (the broken
+/// variant: held, without the turn).
+fn taken(free: u32, v: Variant) -> u32 {
+    if v == Variant::NoTurn {
+        return free | HELD;
+    }
+    (free & !TURN) | (free.wrapping_add(TURN_ONE) & TURN) | HELD
+}
+
+/// `Integral::arrive`'s update: one more waiter, since `since`.
+fn arrive(word: u64, since: u64) -> u64 {
+    ((word | TIME_MASK) + 1) | (word.wrapping_sub(since) & TIME_MASK)
+}
+
+/// `Integral::depart`'s update: one waiter fewer, at `now`.
+fn depart(word: u64, now: u64) -> u64 {
+    ((word & !TIME_MASK) - (TIME_MASK + 1)) | (word.wrapping_add(now) & TIME_MASK)
+}
+
+/// A lock word, shown decoded.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Word(u32);
+
+impl fmt::Debug for Word {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match monitored(self.0) {
+            None => write!(f, "native {}", self.0),
+            Some(i) => {
+                let held = if self.0 & HELD != 0 { " held" } else { "" };
+                write!(f, "record {i} turn {}{held}", (self.0 & TURN) / TURN_ONE)
+            }
+        }
+    }
+}
+
+/// An integral word, shown as `n` and `Q` (below zero after arrivals).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+struct IntegralWord(u64);
+
+impl fmt::Debug for IntegralWord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let q = ((self.0 & TIME_MASK) << 16) as i64 >> 16;
+        write!(f, "n {} Q {q}", waiters(self.0))
+    }
 }
 
 /// One operation of a thread's program, on lock `l`.
@@ -88,99 +175,73 @@ pub(super) enum Variant {
     /// `locks/spin.rs` as it is.
     Real,
     // Deliberately broken variants, which the checker must catch:
-    /// The protocol before issue 19's model check: an unlock that finds no spinner and an
-    /// empty counter releases without the meta lock, a spinner opens the gate (`held`)
-    /// without reading the word, and blame an unlock could not charge is given back to
-    /// the record after the release.
-    UnlockOutsideMeta,
-    /// [`Variant::Real`], but blame that could not be charged is given back to the record
-    /// after the release (as before the fix) instead of being counted.
-    GiveBackAfterRelease,
-    /// [`Variant::Real`], but the word is released before the counter is taken.
-    ReleasesBeforeSwap,
-    /// `demand_monitored` converts a held lock too (into an unlocked record).
+    /// An acquisition does not bump the turn: `take_free`'s CAS succeeds on a word that was
+    /// taken and released since its integral read.
+    NoTurn,
+    /// `unlock_read` reads the integral (and the mark) after its release store.
+    ReadsIntegralAfterRelease,
+    /// A spinner that sees the lock free takes it, begins its hold (its mark), and only then
+    /// departs.
+    DepartsAfterHoldBegins,
+    /// A trylock that wins a held word's CAS does not begin its hold: the previous hold's
+    /// mark stays.
+    TryWinKeepsOldMark,
+    /// `demand_monitored` converts a held native word too (into a free monitored one).
     ConversionForgetsHolder,
     /// The protocol before the native unlock became a store: `demand_monitored` converts a
-    /// held word into a held record (which a native unlock by CAS allowed), with the
-    /// store: the store overwrites the conversion.
+    /// held native word into a held monitored one, which the holder's unlock, having found
+    /// its bucket empty, overwrites with its store.
     ConvertsHeldWord,
     /// A converter that lost the race does not free its record.
     LoserKeepsSlot,
     /// `demand_monitored` counts the word in its bucket after publishing it: an unlock
     /// that finds the bucket empty meanwhile stores over the reference.
     CountsAfterPublishing,
-    /// A spinner never opens the gate (waiting during a hold it registered in is lost).
-    NeverOpensGate,
 }
 
 /// Where a thread is: the atomic operation it performs next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Pc {
-    // spin::lock
+    // spin::lock and lock_slow
+    LockFast,
     LockLoad,
     LockCas,
+    NativeSpin,
     // spin::demand_monitored
     ConvertLoad,
     ConvertAlloc,
-    ConvertCheck,
     ConvertCount,
     ConvertCas,
     ConvertUncount,
-    // spin::lock, native spinning until the native holder's release
-    NativeSpin,
+    // spin::take_free
+    TakeLoad,
+    TakeCas,
     // spin::lock_monitored
-    MonSwap,
-    MonNow,
-    // spin::register_spinner (MonSpin::update)
-    RegMeta,
-    RegWord,
-    RegAdvance,
-    RegCount,
-    RegGate,
-    RegUnmeta,
-    // spin::lock_monitored, spinning
+    SpinArrive,
     SpinLoad,
-    SpinSwap,
+    LeaveDepart,
+    SpinCas,
+    RetryArrive,
+    GoneDepart,
     // spin::hold_after_spin
-    WonNow,
-    WonMeta,
-    WonAdvance,
-    WonUncount,
-    WonUnmeta,
-    HoldNow,
-    HoldMeta,
-    HoldAdvance,
-    HoldUnmeta,
-    // spin::acquired
-    AcqLoad,
-    AcqNow,
-    AcqMeta,
-    AcqAdvance,
-    AcqUnmeta,
+    WonMark,
     // spin::trylock
     TryLoad,
-    TrySwap,
+    TryHeldCas,
+    TryWonMark,
     TryCas,
-    // spin::unlock
+    // spin::unlock and unlock_read
     UnlockCount,
     UnlockLoad,
     UnlockNativeStore,
-    UnlockSpinners,
-    UnlockIdleness,
-    UnlockNow,
-    UnlockMeta,
-    UnlockAdvance,
-    UnlockSwap,
-    UnlockReleaseInMeta,
-    UnlockUnmeta,
+    UnlockIntegral,
     UnlockRelease,
-    UnlockBlame,
-    UnlockGiveBack,
     // spin::destroy and spin::reset
     DestroyLoad,
-    DestroyWord,
+    ResetCount,
+    ResetStore,
     ResetSwap,
-    ResetOwner,
+    ResetIntegral,
     ResetFree,
     ResetUncount,
     // the program's own ordering
@@ -189,101 +250,25 @@ enum Pc {
 }
 
 impl Pc {
-    /// Whether the thread is inside an update: from its `hooks.now()` to the end of the
-    /// meta-locked `MonSpin::update` that uses the reading. The clock does not tick then
-    /// (see [`SpinModel::step`]).
-    fn in_update(self) -> bool {
-        use Pc::*;
-        matches!(
-            self,
-            RegMeta
-                | RegWord
-                | RegAdvance
-                | RegCount
-                | RegGate
-                | RegUnmeta
-                | WonMeta
-                | WonAdvance
-                | WonUncount
-                | WonUnmeta
-                | HoldMeta
-                | HoldAdvance
-                | HoldUnmeta
-                | AcqMeta
-                | AcqAdvance
-                | AcqUnmeta
-                | UnlockMeta
-                | UnlockAdvance
-                | UnlockSwap
-                | UnlockReleaseInMeta
-                | UnlockUnmeta
-        )
-    }
-
-    /// Whether the thread has just taken the lock and is in `acquired` or
-    /// `hold_after_spin`, which open the gate for its hold themselves.
-    fn starts_hold(self) -> bool {
-        use Pc::*;
-        matches!(
-            self,
-            AcqLoad
-                | AcqNow
-                | AcqMeta
-                | AcqAdvance
-                | AcqUnmeta
-                | WonNow
-                | WonMeta
-                | WonAdvance
-                | WonUncount
-                | WonUnmeta
-                | HoldNow
-                | HoldMeta
-                | HoldAdvance
-                | HoldUnmeta
-        )
-    }
-
     /// Whether the thread follows its reference `m` to a record at this point.
     fn uses_record(self) -> bool {
         use Pc::*;
         matches!(
             self,
-            MonSwap
-                | MonNow
-                | RegMeta
-                | RegWord
-                | RegAdvance
-                | RegCount
-                | RegGate
-                | RegUnmeta
+            TakeLoad
+                | TakeCas
+                | SpinArrive
                 | SpinLoad
-                | SpinSwap
-                | WonNow
-                | WonMeta
-                | WonAdvance
-                | WonUncount
-                | WonUnmeta
-                | HoldNow
-                | HoldMeta
-                | HoldAdvance
-                | HoldUnmeta
-                | AcqLoad
-                | AcqNow
-                | AcqMeta
-                | AcqAdvance
-                | AcqUnmeta
-                | TrySwap
-                | UnlockSpinners
-                | UnlockIdleness
-                | UnlockNow
-                | UnlockMeta
-                | UnlockAdvance
-                | UnlockSwap
-                | UnlockReleaseInMeta
-                | UnlockUnmeta
-                | UnlockRelease
-                | UnlockGiveBack
-                | DestroyWord
+                | LeaveDepart
+                | SpinCas
+                | RetryArrive
+                | GoneDepart
+                | WonMark
+                | TryHeldCas
+                | TryWonMark
+                | UnlockIntegral
+                | ResetIntegral
+                | ResetFree
         )
     }
 }
@@ -295,15 +280,14 @@ struct Slot {
     allocated: bool,
     /// `MonSpin::owner`: the lock it belongs to, plus one (0: none).
     owner: u8,
-    /// `MonSpin::word`: the real lock, 0 or 1.
-    word: u8,
-    meta: bool,
-    spinners: u8,
-    held: bool,
-    acquiring: bool,
-    stamp: u8,
-    /// `MonSpin::idleness`, by tag.
-    idleness: [u8; TAGS],
+    /// `MonSpin::waiters`.
+    waiters: IntegralWord,
+    /// `MonSpin::mark`.
+    mark: u64,
+    /// Ghost: the threads `waiters` counts (arrived and not departed), a bit each.
+    counted: u8,
+    /// Ghost: `counted` during each tick (since the record's allocation).
+    units: [u8; MAX_TICKS],
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -311,67 +295,58 @@ struct Thread {
     /// Index of the current operation in the thread's program.
     op: u8,
     pc: Pc,
-    /// A lock word value read (`current`), or the value `reset` stores.
-    cur: u8,
+    /// A lock word read (`current`, `seen`), or the value `reset` stores (`to`).
+    cur: Word,
     /// The record the thread follows (`m`).
     m: u8,
     /// The record `demand_monitored` allocated (`index`).
     idx: u8,
-    /// A clock reading (`now`, `start`, `won`).
-    now: u8,
-    /// Blame swapped out by `unlock`, not yet charged or given back.
-    blame: [u8; TAGS],
+    /// `value_at(word, now)`, from an integral load and its clock reading.
+    value: u64,
+    /// The mark an unlock (or reset) read (`start`).
+    mark: u64,
+    /// Ghost: the ordinal of the thread's hold (0: none).
+    hold: u8,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub(super) struct State {
-    words: [u8; NL],
+    words: [Word; NL],
     /// `spin::CONVERTED`'s count of each lock's bucket (each lock a bucket of its own).
     converted: [u8; NL],
     /// Ghost: the thread holding each lock, plus one (0: free).
     holder: [u8; NL],
+    /// Ghost: each lock's acquisitions so far (its holds' ordinals).
+    holds: [u8; NL],
     slots: [Slot; NS],
     threads: [Thread; NT],
     clock: u8,
-    /// Ghost: the tag of each tick (the holder of each lock during it).
-    ticks: [[u8; MAX_TICKS]; NL],
-    /// Ghost accounting of waiting units: added by `MonSpin::update`, charged by a
-    /// successful `hooks.blame`, counted as unsettled by a failed one, dropped with a
-    /// record freed by `reset` (which returns them to be counted).
-    accrued: u8,
-    charged: u8,
-    unsettled: u8,
-    dropped: u8,
+    /// Ghost: the hold each tick belongs to, per lock (see the module doc).
+    tags: [[u8; MAX_TICKS]; NL],
+    /// Ghost: units of waiting accrued, handed to `hooks.released`, returned by `reset`.
+    accrued: u64,
+    charged: u64,
+    left: u64,
     /// Ghost: the first safety violation seen in a transition (0: none).
     violation: u8,
 }
 
 const TWO_HOLDERS: u8 = 1;
 const RELEASE_BY_NON_HOLDER: u8 = 2;
-const LOST_LOCK: u8 = 3;
-const MISATTRIBUTED: u8 = 4;
-const DROPPED: u8 = 5;
-const GATE_SHUT: u8 = 6;
+const MISATTRIBUTED: u8 = 3;
+const OWN_WAITING: u8 = 4;
 
 pub(super) struct SpinModel {
     pub programs: Vec<Vec<Op>>,
     pub locks: usize,
     /// Lock words at the start, and who holds them (a lock taken before the runtime
     /// started is native and held).
-    pub initial: [(u8, Option<u8>); NL],
+    pub initial: [(u32, Option<u8>); NL],
     pub slots: usize,
     pub ticks: u8,
-    /// `hooks.blame` may fail (a thread inside the runtime, no thread state): the blame is
-    /// then counted as unsettled.
-    pub blame_can_fail: bool,
     pub variant: Variant,
-    /// Every charged unit must have been accrued while its charger held the lock.
+    /// Every amount charged (or left) must be waiting of the charger's hold, not its own.
     pub attribution: bool,
-    /// No unit may reach a destroy (none of the scenarios destroys a lock while it is
-    /// held with spinners, so every unit must have been taken by an unlock).
-    pub forbid_drop: bool,
-    /// No tick may pass with a spinner registered during a hold while the gate is shut.
-    pub check_gate: bool,
 }
 
 impl SpinModel {
@@ -382,28 +357,29 @@ impl SpinModel {
     fn entry(&self, op: Option<&Op>) -> Pc {
         match op {
             None => Pc::Done,
-            Some(Op::Lock(_)) => Pc::LockLoad,
+            Some(Op::Lock(_)) => Pc::LockFast,
             Some(Op::TryLock(_)) => Pc::TryLoad,
             Some(Op::Unlock(_)) => Pc::UnlockCount,
             Some(Op::Destroy(_)) => Pc::DestroyLoad,
-            Some(Op::Init(_)) => Pc::ResetSwap,
+            Some(Op::Init(_)) => Pc::ResetCount,
             Some(Op::After(..)) => Pc::After,
         }
     }
 
     /// Ends the thread's current operation and starts its next one. Its locals are dead:
-    /// cleared, so that states that differ only by them are one.
+    /// cleared, so that states that differ only by them are one (and so is its hold's
+    /// ordinal, after an unlock).
     fn finish(&self, n: &mut State, t: usize) {
         let th = &mut n.threads[t];
+        if let Some(Op::Unlock(_)) = self.programs[t].get(usize::from(th.op)) {
+            th.hold = 0;
+        }
         th.op += 1;
-        th.cur = 0;
-        th.m = 0;
-        th.idx = 0;
-        th.now = 0;
+        (th.cur, th.m, th.idx, th.value, th.mark) = (Word(0), 0, 0, 0, 0);
         let next = self.programs[t].get(usize::from(th.op));
         th.pc = self.entry(next);
         if let Some(Op::Init(_)) = next {
-            th.cur = UNLOCKED;
+            th.cur = Word(UNLOCKED);
         }
     }
 
@@ -413,6 +389,8 @@ impl SpinModel {
             n.violation = n.violation.max(TWO_HOLDERS);
         }
         n.holder[l] = t as u8 + 1;
+        n.holds[l] += 1;
+        n.threads[t].hold = n.holds[l];
     }
 
     /// Ghost: thread `t` releases lock `l`.
@@ -423,49 +401,44 @@ impl SpinModel {
         n.holder[l] = 0;
     }
 
-    /// The body of `MonSpin::update` before `f`: brings the counter of record `i` (of lock
-    /// `l`) up to thread `t`'s clock reading `now`, accruing spinners × ticks while the lock is marked held.
-    fn advance(n: &mut State, t: usize, i: usize, l: usize) {
-        let now = n.threads[t].now;
-        n.threads[t].now = 0; // dead from here on
-        let slot = &mut n.slots[i];
-        if now > slot.stamp {
-            if slot.spinners > 0 && slot.held {
-                for k in slot.stamp..now {
-                    let tag = usize::from(n.ticks[l][usize::from(k)]);
-                    slot.idleness[tag] += slot.spinners;
-                }
-                n.accrued += slot.spinners * (now - slot.stamp);
-            }
-            slot.stamp = now;
-        }
-    }
-
-    /// Whether a tick now would be lost: a monitored lock is held, in its hold proper, with
-    /// a spinner registered, and its gate is shut, so nothing accrues for the spinner.
-    /// (The hold proper: not while its holder is still in `acquired` or `hold_after_spin`,
-    /// which open the gate themselves; not while `acquiring`.)
-    fn gate_shut(&self, s: &State) -> bool {
-        (0..self.locks).any(|l| {
-            let (Some(i), Some(h)) = (monitored(s.words[l]), s.holder[l].checked_sub(1)) else {
-                return false;
+    /// Ghost: thread `t`'s hold of lock `l` hands over `b` units read from record `i`'s
+    /// integral: an unlock's blame, or (`left`) what a reset returns. They must be the
+    /// units of a run of ticks of that hold, none of them `t`'s own.
+    fn settle(&self, n: &mut State, t: usize, l: usize, i: usize, b: u64, left: bool) {
+        let slot = &n.slots[i];
+        let hold = n.threads[t].hold;
+        let w = |c: usize| -> u64 {
+            slot.units[..c]
+                .iter()
+                .map(|&u| u64::from(u.count_ones()))
+                .sum()
+        };
+        let run = |own_too: bool| {
+            (0..=usize::from(n.clock)).any(|x| {
+                (0..=x).any(|y| {
+                    w(x) - w(y) == b
+                        && (y..x).all(|k| {
+                            let u = slot.units[k];
+                            u == 0 || (n.tags[l][k] == hold && (own_too || u & (1 << t) == 0))
+                        })
+                })
+            })
+        };
+        if self.attribution && !run(false) {
+            let what = if run(true) {
+                OWN_WAITING
+            } else {
+                MISATTRIBUTED
             };
-            let slot = &s.slots[i];
-            let starting = s.threads[usize::from(h)].pc.starts_hold();
-            slot.spinners > 0 && !slot.acquiring && !slot.held && !starting
-        })
+            n.violation = n.violation.max(what);
+        }
+        *if left { &mut n.left } else { &mut n.charged } += b;
     }
 
-    /// Frees record `i` (`Slab::free`); what its counter still holds is dropped.
-    fn free(&self, n: &mut State, i: usize) {
-        let slot = &mut n.slots[i];
-        let left: u8 = slot.idleness.iter().sum();
-        if left > 0 && self.forbid_drop {
-            n.violation = n.violation.max(DROPPED);
-        }
-        n.dropped += left;
-        slot.idleness = [0; TAGS];
-        slot.allocated = false;
+    /// `Slab::free` of record `i`.
+    fn free(n: &mut State, i: usize) {
+        n.slots[i].allocated = false;
+        n.slots[i].owner = 0;
     }
 }
 
@@ -476,34 +449,37 @@ impl Model for SpinModel {
         let blank = Thread {
             op: 0,
             pc: Pc::Done,
-            cur: 0,
+            cur: Word(0),
             m: 0,
             idx: 0,
-            now: 0,
-            blame: [0; TAGS],
+            value: 0,
+            mark: 0,
+            hold: 0,
         };
         let mut s = State {
-            words: [UNLOCKED; NL],
+            words: [Word(UNLOCKED); NL],
             converted: [0; NL],
             holder: [0; NL],
+            holds: [0; NL],
             slots: [Slot::default(); NS],
             threads: [blank; NT],
             clock: 0,
-            ticks: [[0; MAX_TICKS]; NL],
+            tags: [[0; MAX_TICKS]; NL],
             accrued: 0,
             charged: 0,
-            unsettled: 0,
-            dropped: 0,
+            left: 0,
             violation: 0,
         };
         for (l, &(word, holder)) in self.initial.iter().enumerate().take(self.locks) {
-            s.words[l] = word;
-            s.holder[l] = holder.map_or(0, |t| t + 1);
+            s.words[l] = Word(word);
+            if let Some(t) = holder {
+                Self::acquire(&mut s, l, usize::from(t));
+            }
         }
         for t in 0..self.threads() {
             s.threads[t].pc = self.entry(self.programs[t].first());
             if let Some(Op::Init(_)) = self.programs[t].first() {
-                s.threads[t].cur = UNLOCKED;
+                s.threads[t].cur = Word(UNLOCKED);
             }
         }
         s
@@ -515,18 +491,17 @@ impl Model for SpinModel {
 
     fn step(&self, s: &State, a: usize, out: &mut Vec<State>) {
         if a == self.threads() {
-            // The clock: a tick, tagged with each lock's holder during it. Never while a
-            // thread is inside an update (its clock reading and its meta-locked section, a
-            // few instructions, take no time at the clock's scale): what a preemption there
-            // would skew is an approximation of any timed accounting, not a protocol race.
-            let reading = (0..self.threads()).any(|t| s.threads[t].pc.in_update());
-            if usize::from(s.clock) < usize::from(self.ticks) && !self.finished(s) && !reading {
+            // The clock: a tick, tagged with each lock's hold, and the units each record's
+            // integral counts during it.
+            if s.clock < self.ticks && !self.finished(s) {
                 let mut n = s.clone();
-                if self.check_gate && self.gate_shut(s) {
-                    n.violation = n.violation.max(GATE_SHUT);
-                }
+                let k = usize::from(s.clock);
                 for l in 0..self.locks {
-                    n.ticks[l][usize::from(s.clock)] = s.holder[l];
+                    n.tags[l][k] = s.holds[l] + u8::from(s.holder[l] == 0);
+                }
+                for slot in n.slots.iter_mut().filter(|slot| slot.allocated) {
+                    slot.units[k] = slot.counted;
+                    n.accrued += u64::from(slot.counted.count_ones());
                 }
                 n.clock += 1;
                 out.push(n);
@@ -541,44 +516,62 @@ impl Model for SpinModel {
         let l = op.lock();
         let m = usize::from(th.m);
         let v = self.variant;
-        // Whether the unlock takes the meta lock every time and the spinner reads the word.
-        let fix = v != Variant::UnlockOutsideMeta;
+        let now = u64::from(s.clock);
+        let word = s.words[l].0;
+        let cur = th.cur.0;
         let mut n = s.clone();
         let go = |n: &mut State, pc: Pc| {
             let th = &mut n.threads[t];
             th.pc = pc;
-            if matches!(pc, Pc::LockLoad | Pc::TryLoad | Pc::UnlockCount) {
+            if matches!(pc, Pc::LockLoad | Pc::TryLoad) {
                 // Back at a loop's head: every local is dead (cleared: fewer states).
-                (th.cur, th.m, th.idx, th.now) = (0, 0, 0, 0);
+                (th.cur, th.m, th.idx, th.value, th.mark) = (Word(0), 0, 0, 0, 0);
             }
         };
+        let converts_held = matches!(
+            v,
+            Variant::ConvertsHeldWord | Variant::ConversionForgetsHolder
+        );
         match th.pc {
-            // spin::lock: its first `compare_exchange(NATIVE_UNLOCKED, NATIVE_LOCKED)`, a
-            // no-op when it fails, is `LockCas` after this load; then `lock_slow`: `let
-            // current = lock.load(Acquire)`, and dispatch on it.
+            // spin::lock: `compare_exchange(NATIVE_UNLOCKED, NATIVE_LOCKED)`; failed,
+            // `lock_slow`.
+            Pc::LockFast => {
+                if word == UNLOCKED {
+                    n.words[l] = Word(LOCKED);
+                    Self::acquire(&mut n, l, t);
+                    self.finish(&mut n, t);
+                } else {
+                    go(&mut n, Pc::LockLoad);
+                }
+            }
+            // lock_slow: `let current = lock.load(Acquire)`: monitored, `lock_monitored`
+            // (`seen & HELD == 0 && take_free(..)`, else it spins); native and free, the
+            // CAS; native and held, spinning until the native holder's release.
             Pc::LockLoad => {
-                let current = s.words[l];
-                if let Some(i) = monitored(current) {
+                if let Some(i) = monitored(word) {
                     n.threads[t].m = i as u8;
-                    go(&mut n, Pc::MonSwap);
-                } else if current == UNLOCKED {
+                    n.threads[t].cur = Word(word);
+                    go(
+                        &mut n,
+                        if word & HELD == 0 {
+                            Pc::TakeLoad
+                        } else {
+                            Pc::SpinArrive
+                        },
+                    );
+                } else if word == UNLOCKED {
                     go(&mut n, Pc::LockCas);
-                } else if matches!(
-                    v,
-                    Variant::ConvertsHeldWord | Variant::ConversionForgetsHolder
-                ) {
-                    // Broken variants: the held word is converted at once.
+                } else if converts_held {
                     go(&mut n, Pc::ConvertLoad);
                 } else {
-                    // Native and held: spin natively until the holder's release.
                     go(&mut n, Pc::NativeSpin);
                 }
             }
-            // spin::lock: `compare_exchange_weak(NATIVE_UNLOCKED, NATIVE_LOCKED)`; a
-            // failure (spurious too) goes round the loop.
+            // lock_slow: `compare_exchange_weak(NATIVE_UNLOCKED, NATIVE_LOCKED)`; a failure
+            // (spurious too) goes round the loop.
             Pc::LockCas => {
-                if s.words[l] == UNLOCKED {
-                    n.words[l] = LOCKED;
+                if word == UNLOCKED {
+                    n.words[l] = Word(LOCKED);
                     Self::acquire(&mut n, l, t);
                     self.finish(&mut n, t);
                     out.push(n);
@@ -588,71 +581,56 @@ impl Model for SpinModel {
                 out.push(retry);
                 return;
             }
-            // spin::demand_monitored: `let current = lock.load(Acquire)`; a reference, or a
-            // word taken natively meanwhile, returns at once (and `lock` loops back to its
-            // load).
-            Pc::ConvertLoad => {
-                let current = s.words[l];
-                n.threads[t].cur = current;
-                let converts = current == UNLOCKED
-                    || (monitored(current).is_none()
-                        && matches!(
-                            v,
-                            Variant::ConvertsHeldWord | Variant::ConversionForgetsHolder
-                        ));
+            // lock_slow, native spinning: `lock.load(Relaxed)` until NATIVE_UNLOCKED or
+            // monitored; unlocked, `demand_monitored` (the runtime is active); then round
+            // the loop.
+            Pc::NativeSpin => {
+                if word != UNLOCKED && monitored(word).is_none() {
+                    return; // spins: no progress until another thread moves
+                }
                 go(
                     &mut n,
-                    if converts {
-                        Pc::ConvertAlloc
+                    if word == UNLOCKED {
+                        Pc::ConvertLoad
                     } else {
                         Pc::LockLoad
                     },
                 );
             }
-            // spin::demand_monitored: `SLAB.alloc()` and the slot's reset (relaxed stores
-            // to a slot nobody else can reach yet). No slot: back to `lock`'s loop.
+            // demand_monitored: `let current = lock.load(Acquire)`; not NATIVE_UNLOCKED:
+            // `return monitored(current)`, and `lock_slow` goes round its loop (the broken
+            // variants convert a held native word too).
+            Pc::ConvertLoad => {
+                if word == UNLOCKED || (monitored(word).is_none() && converts_held) {
+                    n.threads[t].cur = Word(word);
+                    go(&mut n, Pc::ConvertAlloc);
+                } else {
+                    go(&mut n, Pc::LockLoad);
+                }
+            }
+            // demand_monitored: `SLAB.alloc()?`, then `waiters.clear()`, `mark.store(0)`,
+            // `owner.store(address)`. No slot: `None`, and round `lock_slow`'s loop.
             Pc::ConvertAlloc => match (0..self.slots).find(|&i| !s.slots[i].allocated) {
-                None => go(
-                    &mut n,
-                    if v == Variant::ConvertsHeldWord {
-                        Pc::NativeSpin
-                    } else {
-                        Pc::LockLoad
-                    },
-                ),
+                None => go(&mut n, Pc::LockLoad),
                 Some(i) => {
-                    let slot = &mut n.slots[i];
-                    slot.allocated = true;
-                    slot.idleness = [0; TAGS];
-                    slot.spinners = 0;
-                    slot.held = false;
-                    slot.acquiring = false;
-                    slot.stamp = 0;
-                    slot.meta = false;
-                    slot.owner = l as u8 + 1;
+                    n.slots[i] = Slot {
+                        allocated: true,
+                        owner: l as u8 + 1,
+                        ..Slot::default()
+                    };
                     n.threads[t].idx = i as u8;
-                    go(&mut n, Pc::ConvertCheck);
+                    go(
+                        &mut n,
+                        if v == Variant::CountsAfterPublishing {
+                            Pc::ConvertCas
+                        } else {
+                            Pc::ConvertCount
+                        },
+                    );
                 }
             },
-            // spin::demand_monitored: `slot.word.store(0)` (the broken variant that converts
-            // held words: the word's state, as the old protocol did).
-            Pc::ConvertCheck => {
-                let i = usize::from(th.idx);
-                n.slots[i].word = match v {
-                    Variant::ConvertsHeldWord => u8::from(th.cur != UNLOCKED),
-                    _ => 0,
-                };
-                go(
-                    &mut n,
-                    if v == Variant::CountsAfterPublishing {
-                        Pc::ConvertCas
-                    } else {
-                        Pc::ConvertCount
-                    },
-                );
-            }
-            // spin::demand_monitored: `bucket.fetch_add(1)`, before the CAS publishes the
-            // reference (the broken variant: after it).
+            // demand_monitored: `bucket.fetch_add(1)`, before the CAS publishes the word (the
+            // broken variant: after it).
             Pc::ConvertCount => {
                 n.converted[l] += 1;
                 go(
@@ -664,13 +642,18 @@ impl Model for SpinModel {
                     },
                 );
             }
-            // spin::demand_monitored: `lock.compare_exchange(NATIVE_UNLOCKED, MONITORED |
-            // index)` (the broken variants: from the value read); on failure
-            // `SLAB.free(index)`, and back to `lock`'s loop.
+            // demand_monitored: `lock.compare_exchange(NATIVE_UNLOCKED, MONITORED | index)`
+            // (the broken variants: from the native word read, held or not), then round
+            // `lock_slow`'s loop; failed, `owner.store(0)` and `SLAB.free(index)`.
             Pc::ConvertCas => {
                 let i = usize::from(th.idx);
-                if s.words[l] == th.cur {
-                    n.words[l] = reference(i);
+                if word == cur {
+                    let held = if v == Variant::ConvertsHeldWord && cur != UNLOCKED {
+                        HELD
+                    } else {
+                        0
+                    };
+                    n.words[l] = Word(MONITORED | held | i as u32);
                     go(
                         &mut n,
                         if v == Variant::CountsAfterPublishing {
@@ -681,7 +664,7 @@ impl Model for SpinModel {
                     );
                 } else {
                     if v != Variant::LoserKeepsSlot {
-                        self.free(&mut n, i);
+                        Self::free(&mut n, i);
                     }
                     go(
                         &mut n,
@@ -693,210 +676,146 @@ impl Model for SpinModel {
                     );
                 }
             }
-            // spin::demand_monitored, the CAS failed: `bucket.fetch_sub(1)`.
+            // demand_monitored, the CAS failed: `bucket.fetch_sub(1)`.
             Pc::ConvertUncount => {
                 n.converted[l] -= 1;
                 go(&mut n, Pc::LockLoad);
             }
-            // spin::lock, native spinning: `lock.load(Relaxed)` until unlocked or converted;
-            // unlocked, `demand_monitored` (the runtime is active).
-            Pc::NativeSpin => {
-                let now = s.words[l];
-                if now != UNLOCKED && monitored(now).is_none() {
-                    return; // spins: no progress until another thread moves
-                }
-                go(
-                    &mut n,
-                    if now == UNLOCKED {
-                        Pc::ConvertLoad
-                    } else {
-                        Pc::LockLoad
-                    },
-                );
+            // take_free: `let word = m.waiters.load()`, `hooks.now()` if anybody waits.
+            Pc::TakeLoad => {
+                let w = s.slots[m].waiters.0;
+                let at = if waiters(w) > 0 { now } else { 0 };
+                n.threads[t].value = value_at(w, at);
+                go(&mut n, Pc::TakeCas);
             }
-            // spin::lock_monitored: `m.word.swap(1, Acquire) == 0`.
-            Pc::MonSwap => {
-                let was = s.slots[m].word;
-                n.slots[m].word = 1;
-                if was == 0 {
+            // take_free: `lock.compare_exchange(free, taken(free))`, then
+            // `m.begin_hold(word, now)`; failed, `lock_monitored` spins and `trylock`
+            // `continue`s.
+            Pc::TakeCas => {
+                if word == cur {
+                    n.words[l] = Word(taken(cur, v));
                     Self::acquire(&mut n, l, t);
-                    go(&mut n, Pc::AcqLoad);
+                    n.slots[m].mark = th.value;
+                    self.finish(&mut n, t);
+                } else if let Op::TryLock(_) = op {
+                    go(&mut n, Pc::TryLoad);
                 } else {
-                    go(&mut n, Pc::MonNow);
+                    n.threads[t].value = 0;
+                    go(&mut n, Pc::SpinArrive);
                 }
             }
-            // spin::lock_monitored: `let start = hooks.now()`.
-            Pc::MonNow => {
-                n.threads[t].now = s.clock;
-                go(&mut n, Pc::RegMeta);
-            }
-            // MonSpin::update: `meta.compare_exchange_weak(false, true)`, spinning.
-            Pc::RegMeta | Pc::WonMeta | Pc::HoldMeta | Pc::AcqMeta | Pc::UnlockMeta => {
-                if s.slots[m].meta {
-                    return; // spins until the meta lock is free
-                }
-                n.slots[m].meta = true;
-                go(
-                    &mut n,
-                    match th.pc {
-                        Pc::RegMeta => Pc::RegAdvance,
-                        Pc::WonMeta => Pc::WonAdvance,
-                        Pc::HoldMeta => Pc::HoldAdvance,
-                        Pc::AcqMeta => Pc::AcqAdvance,
-                        _ => Pc::UnlockAdvance,
-                    },
-                );
-            }
-            // MonSpin::update: `if now > stamp { ... idleness.fetch_add(spinners × (now −
-            // stamp)) ... stamp.store(now) }` (register_spinner's `now` is `start`).
-            Pc::RegAdvance => {
-                Self::advance(&mut n, t, m, l);
-                go(&mut n, Pc::RegCount);
-            }
-            // register_spinner: `spinners.fetch_add(1, SeqCst)`, then the word and the gate.
-            Pc::RegCount => {
-                n.slots[m].spinners += 1;
-                if fix {
-                    go(&mut n, Pc::RegWord);
-                } else {
-                    if !s.slots[m].acquiring {
-                        n.slots[m].held = true;
-                    }
-                    go(&mut n, Pc::RegUnmeta);
-                }
-            }
-            // register_spinner: `m.word.load(SeqCst)` (the gate's condition), under meta,
-            // after the count (the handshake with `acquired`).
-            Pc::RegWord => {
-                n.threads[t].cur = s.slots[m].word;
-                go(&mut n, Pc::RegGate);
-            }
-            // register_spinner: `if word != 0 && !acquiring { held = true }`.
-            Pc::RegGate => {
-                n.threads[t].cur = 0;
-                if v != Variant::NeverOpensGate && !s.slots[m].acquiring && th.cur != 0 {
-                    n.slots[m].held = true;
-                }
-                go(&mut n, Pc::RegUnmeta);
-            }
-            // MonSpin::update: `meta.store(false, Release)`.
-            Pc::RegUnmeta | Pc::WonUnmeta | Pc::HoldUnmeta | Pc::AcqUnmeta | Pc::UnlockUnmeta => {
-                n.slots[m].meta = false;
-                match th.pc {
-                    Pc::RegUnmeta => go(&mut n, Pc::SpinLoad),
-                    Pc::WonUnmeta => go(&mut n, Pc::HoldNow),
-                    Pc::UnlockUnmeta if fix => {
-                        if th.blame.iter().any(|&b| b > 0) {
-                            go(&mut n, Pc::UnlockBlame);
-                        } else {
-                            self.finish(&mut n, t);
-                        }
-                    }
-                    Pc::UnlockUnmeta => go(&mut n, Pc::UnlockRelease),
-                    _ => self.finish(&mut n, t),
-                }
-            }
-            // lock_monitored: `while m.word.load(Relaxed) != 0 { spin }`.
-            Pc::SpinLoad => {
-                if s.slots[m].word != 0 {
-                    return; // spins until the word is free
-                }
-                go(&mut n, Pc::SpinSwap);
-            }
-            // lock_monitored: `if m.word.swap(1, Acquire) == 0 { break }`.
-            Pc::SpinSwap => {
-                let was = s.slots[m].word;
-                n.slots[m].word = 1;
-                if was == 0 {
-                    Self::acquire(&mut n, l, t);
-                    go(&mut n, Pc::WonNow);
-                } else {
-                    go(&mut n, Pc::SpinLoad);
-                }
-            }
-            // hold_after_spin: `let won = hooks.now()`.
-            Pc::WonNow => {
-                n.threads[t].now = s.clock;
-                go(&mut n, Pc::WonMeta);
-            }
-            Pc::WonAdvance => {
-                Self::advance(&mut n, t, m, l);
-                go(&mut n, Pc::WonUncount);
-            }
-            // hold_after_spin: `spinners.fetch_sub(1)`, `held = false`, `acquiring = true`.
-            Pc::WonUncount => {
+            // lock_monitored: `let start = hooks.now(); m.waiters.arrive(start)`.
+            Pc::SpinArrive | Pc::RetryArrive => {
                 let slot = &mut n.slots[m];
-                slot.spinners -= 1;
-                slot.held = false;
-                slot.acquiring = true;
-                go(&mut n, Pc::WonUnmeta);
+                slot.waiters.0 = arrive(slot.waiters.0, now);
+                slot.counted |= 1 << t;
+                go(&mut n, Pc::SpinLoad);
             }
-            // hold_after_spin: (`spin_ends`, no step) `update(hooks.now(), ...)`.
-            Pc::HoldNow => {
-                n.threads[t].now = s.clock;
-                go(&mut n, Pc::HoldMeta);
+            // lock_monitored: `let current = lock.load(Relaxed)`: it no longer names `m`,
+            // depart and return false; held, spin; free, depart and take it (the broken
+            // variant: take it first).
+            Pc::SpinLoad => {
+                if word & (MONITORED | INDEX) != cur & (MONITORED | INDEX) {
+                    go(&mut n, Pc::GoneDepart);
+                } else if word & HELD != 0 {
+                    return; // spins until the word is free
+                } else {
+                    n.threads[t].cur = Word(word);
+                    go(
+                        &mut n,
+                        if v == Variant::DepartsAfterHoldBegins {
+                            Pc::SpinCas
+                        } else {
+                            Pc::LeaveDepart
+                        },
+                    );
+                }
             }
-            // hold_after_spin: advance, then `acquiring = false`, `held = true` (meta-only).
-            Pc::HoldAdvance => {
-                Self::advance(&mut n, t, m, l);
-                n.slots[m].acquiring = false;
-                n.slots[m].held = true;
-                go(&mut n, Pc::HoldUnmeta);
+            // lock_monitored: `let now = hooks.now(); m.waiters.depart(now)`, before the CAS
+            // (the broken variant: after its hold's mark, its last step).
+            Pc::LeaveDepart | Pc::GoneDepart => {
+                let slot = &mut n.slots[m];
+                slot.waiters.0 = depart(slot.waiters.0, now);
+                slot.counted &= !(1 << t);
+                if th.pc == Pc::GoneDepart {
+                    go(&mut n, Pc::LockLoad);
+                } else if v == Variant::DepartsAfterHoldBegins {
+                    self.finish(&mut n, t);
+                } else {
+                    go(&mut n, Pc::SpinCas);
+                }
             }
-            // spin::acquired: `if m.spinners.load(Acquire) > 0`.
-            Pc::AcqLoad => {
-                if s.slots[m].spinners > 0 {
-                    go(&mut n, Pc::AcqNow);
+            // lock_monitored: `lock.compare_exchange(current, taken(current))`: won,
+            // `hold_after_spin`; else `m.waiters.arrive(hooks.now())` and spin again (the
+            // broken variant, still counted: spin again).
+            Pc::SpinCas => {
+                if word == cur {
+                    n.words[l] = Word(taken(cur, v));
+                    Self::acquire(&mut n, l, t);
+                    go(&mut n, Pc::WonMark);
+                } else if v == Variant::DepartsAfterHoldBegins {
+                    go(&mut n, Pc::SpinLoad);
+                } else {
+                    go(&mut n, Pc::RetryArrive);
+                }
+            }
+            // hold_after_spin: (`spin_ends`, no step) `let now = hooks.now();
+            // m.begin_hold(m.waiters.load(), now)`.
+            Pc::WonMark | Pc::TryWonMark => {
+                n.slots[m].mark = value_at(s.slots[m].waiters.0, now);
+                if v == Variant::DepartsAfterHoldBegins && th.pc == Pc::WonMark {
+                    go(&mut n, Pc::LeaveDepart);
                 } else {
                     self.finish(&mut n, t);
                 }
             }
-            // spin::acquired: `update(hooks.now(), ...)`.
-            Pc::AcqNow => {
-                n.threads[t].now = s.clock;
-                go(&mut n, Pc::AcqMeta);
-            }
-            // spin::acquired: advance, then `held = true` (meta-only).
-            Pc::AcqAdvance => {
-                Self::advance(&mut n, t, m, l);
-                n.slots[m].held = true;
-                go(&mut n, Pc::AcqUnmeta);
-            }
-            // spin::trylock: `let current = lock.load(Relaxed)`.
-            Pc::TryLoad => {
-                let current = s.words[l];
-                if let Some(i) = monitored(current) {
+            // trylock: `let current = lock.load(Acquire)`: monitored and free, `take_free`;
+            // monitored and held, the CAS; native, the native CAS.
+            Pc::TryLoad => match monitored(word) {
+                Some(i) => {
                     n.threads[t].m = i as u8;
-                    go(&mut n, Pc::TrySwap);
-                } else {
-                    go(&mut n, Pc::TryCas);
+                    n.threads[t].cur = Word(word);
+                    go(
+                        &mut n,
+                        if word & HELD == 0 {
+                            Pc::TakeLoad
+                        } else {
+                            Pc::TryHeldCas
+                        },
+                    );
                 }
-            }
-            // spin::trylock: `m.word.swap(1, Acquire) == 0` → `acquired`, else EBUSY (and
-            // the program tries again).
-            Pc::TrySwap => {
-                let was = s.slots[m].word;
-                n.slots[m].word = 1;
-                if was == 0 {
+                None => go(&mut n, Pc::TryCas),
+            },
+            // trylock: `lock.compare_exchange(free, taken(free))` with `free = current &
+            // !HELD`; won, `m.begin_hold(m.waiters.load(), hooks.now())` (the broken variant:
+            // done); failed, EBUSY or (recycled) `continue`: the program tries again.
+            Pc::TryHeldCas => {
+                let free = cur & !HELD;
+                if word == free {
+                    n.words[l] = Word(taken(free, v));
                     Self::acquire(&mut n, l, t);
-                    go(&mut n, Pc::AcqLoad);
+                    if v == Variant::TryWinKeepsOldMark {
+                        self.finish(&mut n, t);
+                    } else {
+                        go(&mut n, Pc::TryWonMark);
+                    }
                 } else {
                     go(&mut n, Pc::TryLoad);
                 }
             }
-            // spin::trylock: `compare_exchange(NATIVE_UNLOCKED, NATIVE_LOCKED)`; converted
-            // meanwhile → `continue`; else EBUSY (and the program tries again).
+            // trylock: `compare_exchange(NATIVE_UNLOCKED, NATIVE_LOCKED)`; failed, converted
+            // meanwhile (`continue`) or EBUSY: the program tries again.
             Pc::TryCas => {
-                if s.words[l] == UNLOCKED {
-                    n.words[l] = LOCKED;
+                if word == UNLOCKED {
+                    n.words[l] = Word(LOCKED);
                     Self::acquire(&mut n, l, t);
                     self.finish(&mut n, t);
                 } else {
                     go(&mut n, Pc::TryLoad);
                 }
             }
-            // spin::unlock: `converted_bucket(address).load(Relaxed) == 0` → the native
-            // store without reading the word; else `unlock_read`.
+            // unlock: `converted_bucket(address).load(Relaxed) == 0`: the native store
+            // without reading the word; else `unlock_read`.
             Pc::UnlockCount => go(
                 &mut n,
                 if s.converted[l] == 0 {
@@ -905,176 +824,116 @@ impl Model for SpinModel {
                     Pc::UnlockLoad
                 },
             ),
-            // spin::unlock_read: `lock.load(Acquire)`.
-            Pc::UnlockLoad => {
-                let current = s.words[l];
-                if let Some(i) = monitored(current) {
-                    n.threads[t].m = i as u8;
-                    go(
-                        &mut n,
-                        match v {
-                            Variant::ReleasesBeforeSwap => Pc::UnlockRelease,
-                            Variant::UnlockOutsideMeta => Pc::UnlockSpinners,
-                            _ => Pc::UnlockNow,
-                        },
-                    );
-                } else if current == UNLOCKED {
-                    // `return 0`: the lock this thread holds was released by someone else.
-                    n.violation = n.violation.max(LOST_LOCK);
-                    self.finish(&mut n, t);
-                } else {
-                    go(&mut n, Pc::UnlockNativeStore);
-                }
-            }
-            // spin::unlock: `lock.store(NATIVE_UNLOCKED, Release)`: nobody converts a held
-            // word (but the broken variant, whose conversion this overwrites).
-            Pc::UnlockNativeStore => {
-                n.words[l] = UNLOCKED;
-                Self::release(&mut n, l, t);
-                self.finish(&mut n, t);
-            }
-            // Old protocol only: `pending = m.spinners.load(Acquire) > 0 || ...`.
-            Pc::UnlockSpinners => go(
-                &mut n,
-                if s.slots[m].spinners > 0 {
-                    Pc::UnlockNow
-                } else {
-                    Pc::UnlockIdleness
-                },
-            ),
-            // Old protocol only: `... || m.idleness.load(Acquire) > 0`.
-            Pc::UnlockIdleness => go(
-                &mut n,
-                if s.slots[m].idleness.iter().any(|&u| u > 0) {
-                    Pc::UnlockNow
-                } else {
-                    Pc::UnlockRelease
-                },
-            ),
-            // spin::unlock: `m.update(hooks.now(), ...)`.
-            Pc::UnlockNow => {
-                n.threads[t].now = s.clock;
-                go(&mut n, Pc::UnlockMeta);
-            }
-            Pc::UnlockAdvance => {
-                Self::advance(&mut n, t, m, l);
-                go(&mut n, Pc::UnlockSwap);
-            }
-            // spin::unlock: `held = false` (meta-only), `idleness.swap(0)`.
-            Pc::UnlockSwap => {
-                n.slots[m].held = false;
-                let taken = std::mem::take(&mut n.slots[m].idleness);
-                n.threads[t].blame = taken;
-                go(
-                    &mut n,
-                    if matches!(v, Variant::ReleasesBeforeSwap | Variant::UnlockOutsideMeta) {
-                        Pc::UnlockUnmeta
-                    } else {
-                        Pc::UnlockReleaseInMeta
-                    },
-                );
-            }
-            // spin::unlock: `m.word.store(0, Release)` inside the meta section.
-            Pc::UnlockReleaseInMeta => {
-                n.slots[m].word = 0;
-                Self::release(&mut n, l, t);
-                go(&mut n, Pc::UnlockUnmeta);
-            }
-            // Broken variants only: `m.word.store(0, Release)` outside the meta section.
-            Pc::UnlockRelease => {
-                n.slots[m].word = 0;
-                Self::release(&mut n, l, t);
-                if v == Variant::ReleasesBeforeSwap {
-                    go(&mut n, Pc::UnlockNow);
-                } else if th.blame.iter().any(|&b| b > 0) {
-                    go(&mut n, Pc::UnlockBlame);
-                } else {
-                    self.finish(&mut n, t);
-                }
-            }
-            // spin::unlock: `hooks.blame(blame)`: charged, or (it may fail) counted as
-            // unsettled (the broken variants give it back).
-            Pc::UnlockBlame => {
-                if self.attribution
-                    && th
-                        .blame
-                        .iter()
-                        .enumerate()
-                        .any(|(tag, &u)| u > 0 && tag != t + 1 && tag != GIVEN_BACK)
-                {
-                    n.violation = n.violation.max(MISATTRIBUTED);
-                }
-                n.charged += th.blame.iter().sum::<u8>();
-                n.threads[t].blame = [0; TAGS];
-                self.finish(&mut n, t);
-                out.push(n);
-                if self.blame_can_fail {
-                    let mut failed = s.clone();
-                    if matches!(
-                        v,
-                        Variant::UnlockOutsideMeta | Variant::GiveBackAfterRelease
-                    ) {
-                        go(&mut failed, Pc::UnlockGiveBack);
-                    } else {
-                        failed.unsettled += th.blame.iter().sum::<u8>();
-                        failed.threads[t].blame = [0; TAGS];
-                        self.finish(&mut failed, t);
-                    }
-                    out.push(failed);
-                }
-                return;
-            }
-            // Broken variants only: `m.idleness.fetch_add(blame, AcqRel)` after the release.
-            Pc::UnlockGiveBack => {
-                let units: u8 = th.blame.iter().sum();
-                n.slots[m].idleness[GIVEN_BACK] += units;
-                n.threads[t].blame = [0; TAGS];
-                self.finish(&mut n, t);
-            }
-            // spin::destroy: `lock.load(Acquire)`; native → nothing to do.
-            Pc::DestroyLoad => match monitored(s.words[l]) {
+            // unlock_read: `let current = lock.load(Acquire)`; not monitored, the native
+            // store; monitored, the integral (the broken variant: the release first).
+            Pc::UnlockLoad => match monitored(word) {
                 Some(i) => {
                     n.threads[t].m = i as u8;
-                    go(&mut n, Pc::DestroyWord);
+                    n.threads[t].cur = Word(word);
+                    go(
+                        &mut n,
+                        if v == Variant::ReadsIntegralAfterRelease {
+                            Pc::UnlockRelease
+                        } else {
+                            Pc::UnlockIntegral
+                        },
+                    );
+                }
+                None => go(&mut n, Pc::UnlockNativeStore),
+            },
+            // unlock: `lock.store(NATIVE_UNLOCKED, Release)`.
+            Pc::UnlockNativeStore => {
+                n.words[l] = Word(UNLOCKED);
+                Self::release(&mut n, l, t);
+                self.finish(&mut n, t);
+            }
+            // unlock_read: `let word = m.waiters.load()`, `hooks.now()` if anybody waits,
+            // `let start = m.mark.load()` (the broken variant, after the release: then
+            // `hooks.released`, its last step).
+            Pc::UnlockIntegral => {
+                let w = s.slots[m].waiters.0;
+                let at = if waiters(w) > 0 { now } else { 0 };
+                let (value, mark) = (value_at(w, at), s.slots[m].mark);
+                if v == Variant::ReadsIntegralAfterRelease {
+                    self.settle(&mut n, t, l, m, elapsed(value, mark), false);
+                    self.finish(&mut n, t);
+                } else {
+                    (n.threads[t].value, n.threads[t].mark) = (value, mark);
+                    go(&mut n, Pc::UnlockRelease);
+                }
+            }
+            // unlock_read: `lock.store(current & !HELD, Release)`, then
+            // `hooks.released(elapsed(value_at(word, now), start))`.
+            Pc::UnlockRelease => {
+                n.words[l] = Word(cur & !HELD);
+                Self::release(&mut n, l, t);
+                if v == Variant::ReadsIntegralAfterRelease {
+                    go(&mut n, Pc::UnlockIntegral);
+                } else {
+                    self.settle(&mut n, t, l, m, elapsed(th.value, th.mark), false);
+                    self.finish(&mut n, t);
+                }
+            }
+            // destroy: `let current = lock.load(Acquire)`; monitored, `reset` to its native
+            // equivalent; else nothing to do.
+            Pc::DestroyLoad => match monitored(word) {
+                Some(_) => {
+                    let to = if word & HELD == 0 { UNLOCKED } else { LOCKED };
+                    n.threads[t].cur = Word(to);
+                    go(&mut n, Pc::ResetCount);
                 }
                 None => self.finish(&mut n, t),
             },
-            // spin::destroy: `m.word.load(Acquire) == 0` → the native equivalent.
-            Pc::DestroyWord => {
-                n.threads[t].cur = if s.slots[m].word == 0 {
-                    UNLOCKED
+            // reset: `converted_bucket(address).load(Acquire) == 0`: the plain store; else
+            // the swap.
+            Pc::ResetCount => go(
+                &mut n,
+                if s.converted[l] == 0 {
+                    Pc::ResetStore
                 } else {
-                    LOCKED
-                };
-                go(&mut n, Pc::ResetSwap);
-            }
-            // spin::reset: `lock.swap(to, AcqRel)`.
-            Pc::ResetSwap => {
-                let was = s.words[l];
+                    Pc::ResetSwap
+                },
+            ),
+            // reset: `lock.store(to, Release)`.
+            Pc::ResetStore => {
                 n.words[l] = th.cur;
-                match monitored(was) {
+                self.finish(&mut n, t);
+            }
+            // reset: `let current = lock.swap(to, AcqRel)`; not monitored, 0; held, what its
+            // holder would have taken; then the record's free.
+            Pc::ResetSwap => {
+                n.words[l] = th.cur;
+                match monitored(word) {
                     Some(i) => {
                         n.threads[t].m = i as u8;
-                        go(&mut n, Pc::ResetOwner);
+                        go(
+                            &mut n,
+                            if word & HELD != 0 {
+                                Pc::ResetIntegral
+                            } else {
+                                Pc::ResetFree
+                            },
+                        );
                     }
                     None => self.finish(&mut n, t),
                 }
             }
-            // spin::reset: `if m.owner.load(Acquire) == address { m.owner.store(0) }`.
-            Pc::ResetOwner => {
-                if usize::from(s.slots[m].owner) == l + 1 {
-                    n.slots[m].owner = 0;
-                    go(&mut n, Pc::ResetFree);
-                } else {
-                    self.finish(&mut n, t);
-                }
+            // reset: `let word = m.waiters.load()`, `hooks.now()` if anybody waits, `left =
+            // elapsed(value_at(word, at), m.mark.load())`: the holder's hold hands it over.
+            Pc::ResetIntegral => {
+                let w = s.slots[m].waiters.0;
+                let at = if waiters(w) > 0 { now } else { 0 };
+                let left = elapsed(value_at(w, at), s.slots[m].mark);
+                let holder = usize::from(s.holder[l]) - 1;
+                self.settle(&mut n, holder, l, m, left, true);
+                go(&mut n, Pc::ResetFree);
             }
-            // spin::reset: `SLAB.free(index)`.
+            // reset: `m.owner.store(0)`, `SLAB.free(current & INDEX)`.
             Pc::ResetFree => {
-                self.free(&mut n, m);
+                Self::free(&mut n, m);
                 go(&mut n, Pc::ResetUncount);
             }
-            // spin::reset: `converted_bucket(address).fetch_sub(1)`.
+            // reset: `converted_bucket(address).fetch_sub(1)`.
             Pc::ResetUncount => {
                 n.converted[l] -= 1;
                 self.finish(&mut n, t);
@@ -1096,8 +955,8 @@ impl Model for SpinModel {
             return format!("clock ticks to {}", s.clock + 1);
         }
         let th = s.threads[a];
-        let op = self.programs[a].get(usize::from(th.op));
-        format!("T{a} {op:?} {:?} (m={}, cur={})", th.pc, th.m, th.cur)
+        let op = self.programs[a][usize::from(th.op)];
+        format!("T{a} {op:?} {:?} (m={}, cur={:?})", th.pc, th.m, th.cur)
     }
 
     fn invariant(&self, s: &State) -> Result<(), String> {
@@ -1107,21 +966,29 @@ impl Model for SpinModel {
             RELEASE_BY_NON_HOLDER => {
                 return Err("a thread released a lock it did not hold".into())
             }
-            LOST_LOCK => {
-                return Err("lost lock: the holder found its lock already unlocked".into())
-            }
             MISATTRIBUTED => {
-                return Err("attribution: an unlock charged waiting accrued outside its own hold (while the lock was free, or during another thread's hold)".into())
+                return Err("attribution: a hold was charged waiting that is not its own hold's (accrued during another hold, or while the lock was free but not just before its take)".into())
             }
-            DROPPED => return Err("a destroy dropped waiting nobody was charged for".into()),
-            GATE_SHUT => {
-                return Err("lost waiting: a tick passed with a spinner registered during a hold while the gate was shut".into())
+            OWN_WAITING => {
+                return Err("attribution: a hold was charged its own thread's waiting".into())
             }
             other => return Err(format!("violation {other}")),
         }
-        // A monitored word names a live record of this very lock.
         for l in 0..self.locks {
-            if let Some(i) = monitored(s.words[l]) {
+            let word = s.words[l].0;
+            // The word is held exactly while somebody holds the lock.
+            let held = match monitored(word) {
+                Some(_) => word & HELD != 0,
+                None => word != UNLOCKED,
+            };
+            if held != (s.holder[l] != 0) {
+                return Err(match s.holder[l].checked_sub(1) {
+                    Some(h) => format!("lock {l}'s word is free, but T{h} holds it"),
+                    None => format!("lock {l}'s word is held, but nobody holds it"),
+                });
+            }
+            // A monitored word names a live record of this very lock.
+            if let Some(i) = monitored(word) {
                 let slot = &s.slots[i];
                 if !slot.allocated || usize::from(slot.owner) != l + 1 {
                     return Err(format!(
@@ -1156,30 +1023,15 @@ impl Model for SpinModel {
             if th.pc.uses_record() {
                 check(usize::from(th.m), "reference")?;
             }
-            if matches!(th.pc, Pc::ConvertCheck | Pc::ConvertCount | Pc::ConvertCas) {
+            if matches!(th.pc, Pc::ConvertCount | Pc::ConvertCas) {
                 check(usize::from(th.idx), "new record")?;
             }
         }
-        // Conservation: every unit accrued is in exactly one place.
-        let in_counters: u32 = s
-            .slots
-            .iter()
-            .map(|slot| slot.idleness.iter().map(|&u| u32::from(u)).sum::<u32>())
-            .sum();
-        let in_hands: u32 = s
-            .threads
-            .iter()
-            .map(|th| th.blame.iter().map(|&u| u32::from(u)).sum::<u32>())
-            .sum();
-        let placed = in_counters
-            + in_hands
-            + u32::from(s.charged)
-            + u32::from(s.unsettled)
-            + u32::from(s.dropped);
-        if placed != u32::from(s.accrued) {
+        // Conservation: no unit is handed over twice.
+        if s.charged + s.left > s.accrued {
             return Err(format!(
-                "blame not conserved: {} units accrued, but {in_counters} in counters + {in_hands} being charged + {} charged + {} unsettled + {} dropped",
-                s.accrued, s.charged, s.unsettled, s.dropped
+                "blame not conserved: {} units charged and {} left, but only {} accrued",
+                s.charged, s.left, s.accrued
             ));
         }
         Ok(())
@@ -1191,33 +1043,25 @@ impl Model for SpinModel {
 
     fn at_end(&self, s: &State) -> Result<(), String> {
         for l in 0..self.locks {
-            let monitored_now = u8::from(monitored(s.words[l]).is_some());
+            let monitored_now = u8::from(monitored(s.words[l].0).is_some());
             if s.converted[l] != monitored_now {
                 return Err(format!(
                     "lock {l}'s bucket counts {} monitored words, but {monitored_now} is",
                     s.converted[l]
                 ));
             }
-            let free = match monitored(s.words[l]) {
-                Some(i) => s.slots[i].word == 0,
-                None => s.words[l] == UNLOCKED,
-            };
-            if s.holder[l] == 0 && !free {
-                return Err(format!("lock {l} is nobody's, yet locked: a lost unlock"));
-            }
         }
         for (i, slot) in s.slots.iter().enumerate().take(self.slots) {
             if !slot.allocated {
                 continue;
             }
-            let referenced = (0..self.locks).any(|l| monitored(s.words[l]) == Some(i));
-            if !referenced {
+            if !(0..self.locks).any(|l| monitored(s.words[l].0) == Some(i)) {
                 return Err(format!(
                     "record {i} leaked: allocated, and no lock refers to it"
                 ));
             }
-            if slot.meta || slot.spinners != 0 || slot.acquiring {
-                return Err(format!("record {i} left busy: {slot:?}"));
+            if slot.counted != 0 || waiters(slot.waiters.0) != 0 {
+                return Err(format!("record {i} still counts waiters: {slot:?}"));
             }
         }
         Ok(())
@@ -1230,12 +1074,13 @@ pub(super) fn scenario(name: &str, threads: usize) -> SpinModel {
     let free = [(UNLOCKED, None), (UNLOCKED, None)];
     let three = threads == 3;
     let (programs, initial, locks, slots) = match name {
-        // Contention converts a free native lock; lock and trylock mixed.
+        // Contention converts a free native lock; lock and trylock mixed. (Three threads:
+        // T2's try is usually native, its lock then monitored among the others'.)
         "contention" if three => (
             vec![
                 vec![Lock(0), Unlock(0)],
                 vec![Lock(0), Unlock(0)],
-                vec![TryLock(0), Unlock(0)],
+                vec![TryLock(0), Unlock(0), Lock(0), Unlock(0)],
             ],
             free,
             1,
@@ -1252,10 +1097,11 @@ pub(super) fn scenario(name: &str, threads: usize) -> SpinModel {
         ),
         // A lock held since before the runtime started (native, T0 holds it): its spinners
         // wait for T0's native unlock, then convert it (the broken variants convert it
-        // while held, and T0's native unlock meets the conversion).
+        // while held, and T0's native unlock meets the conversion). With 3 threads, T0
+        // then tries it while one holds it and the other spins.
         "held before start" if three => (
             vec![
-                vec![Unlock(0)],
+                vec![Unlock(0), TryLock(0), Unlock(0)],
                 vec![Lock(0), Unlock(0)],
                 vec![Lock(0), Unlock(0)],
             ],
@@ -1335,6 +1181,25 @@ pub(super) fn scenario(name: &str, threads: usize) -> SpinModel {
             1,
             1,
         ),
+        // A thread destroys the lock while it holds it, once the other is done with it
+        // (glibc's destroy changes nothing: the word stays held, natively, and the unlock
+        // is a native one).
+        "destroy while held" => (
+            vec![
+                vec![
+                    Lock(0),
+                    Unlock(0),
+                    After(1, 2),
+                    Lock(0),
+                    Destroy(0),
+                    Unlock(0),
+                ],
+                vec![Lock(0), Unlock(0)],
+            ],
+            free,
+            1,
+            1,
+        ),
         other => panic!("no scenario {other}"),
     };
     SpinModel {
@@ -1342,20 +1207,15 @@ pub(super) fn scenario(name: &str, threads: usize) -> SpinModel {
         locks,
         initial,
         slots,
-        ticks: 2,
-        blame_can_fail: true,
+        ticks: 3,
         variant: Variant::Real,
         attribution: true,
-        forbid_drop: true,
-        check_gate: true,
     }
 }
 
 const LIMIT: usize = 20_000_000;
 
-/// Safety, conservation, attribution and no drop at a destroy, in every scenario: every
-/// charged unit of waiting accrued while its charger held the lock, and every unit is
-/// charged, counted as unsettled (when charging fails) or still in a counter.
+/// Safety, conservation and attribution in every scenario.
 #[test]
 fn model_check_spin_lock_is_safe_for_2_and_3_threads() {
     for name in ["contention", "held before start", "recycling"] {
@@ -1364,12 +1224,9 @@ fn model_check_spin_lock_is_safe_for_2_and_3_threads() {
             assert_holds(&format!("spin {name}, {threads} threads"), &model, LIMIT);
         }
     }
-    // A lock destroyed as soon as it is unlocked, while the other unlock may still run.
-    assert_holds(
-        "spin destroy after unlock",
-        &scenario("destroy after unlock", 2),
-        LIMIT,
-    );
+    for name in ["destroy after unlock", "destroy while held"] {
+        assert_holds(&format!("spin {name}"), &scenario(name, 2), LIMIT);
+    }
 }
 
 /// The violation a variant must show, on the scenario that shows it (`attribution`: with
@@ -1378,7 +1235,6 @@ fn expect_caught(variant: Variant, name: &str, threads: usize, attribution: bool
     let mut model = scenario(name, threads);
     model.variant = variant;
     model.attribution = attribution;
-    model.forbid_drop = attribution;
     let label = format!("spin {variant:?} on {name}, {threads} threads");
     let v = assert_fails(&label, &model, LIMIT);
     assert!(
@@ -1389,17 +1245,69 @@ fn expect_caught(variant: Variant, name: &str, threads: usize, attribution: bool
 
 #[test]
 fn model_check_spin_lock_broken_variants_are_caught() {
-    // A held lock converted into a free record: a spinner takes it from its holder.
+    // Without the turn, a thread that read the integral, then saw another take the lock
+    // and release it, takes it with that reading: its hold is charged the waiting before
+    // the other's take, and (3 threads) the waiting the other's hold was charged.
+    expect_caught(Variant::NoTurn, "contention", 2, true, &["attribution"]);
+    expect_caught(Variant::NoTurn, "contention", 3, false, &["not conserved"]);
+    // Reading the integral after the release: the unlock is charged the waiting after it
+    // (while the lock is free, or the next hold's); and the record may already be freed by
+    // a destroy.
+    expect_caught(
+        Variant::ReadsIntegralAfterRelease,
+        "contention",
+        2,
+        true,
+        &["attribution"],
+    );
+    expect_caught(
+        Variant::ReadsIntegralAfterRelease,
+        "contention",
+        3,
+        false,
+        &["not conserved"],
+    );
+    expect_caught(
+        Variant::ReadsIntegralAfterRelease,
+        "destroy after unlock",
+        2,
+        false,
+        &["not a live record"],
+    );
+    // Departing after the hold's mark: the spinner's hold is charged its own spinning.
+    expect_caught(
+        Variant::DepartsAfterHoldBegins,
+        "contention",
+        2,
+        true,
+        &["its own thread's waiting"],
+    );
+    // A trylock's hold counted from the previous hold's mark: it is charged the waiting
+    // that hold was charged, twice over.
+    expect_caught(
+        Variant::TryWinKeepsOldMark,
+        "held before start",
+        3,
+        true,
+        &["attribution"],
+    );
+    expect_caught(
+        Variant::TryWinKeepsOldMark,
+        "held before start",
+        3,
+        false,
+        &["not conserved"],
+    );
+    // A held lock converted into a free monitored word: a spinner takes it from its holder.
     expect_caught(
         Variant::ConversionForgetsHolder,
         "held before start",
         2,
         false,
-        &["mutual exclusion"],
+        &["mutual exclusion", "is free, but"],
     );
-    // The protocol before the native unlock was a store, with the store: a held word
-    // converted, then overwritten by its holder's unlock: the record stays locked (its
-    // spinner never gets it) and leaks.
+    // A held word converted, then overwritten by its holder's native store (its bucket read
+    // before the conversion counted it): the record leaks.
     expect_caught(
         Variant::ConvertsHeldWord,
         "held before start",
@@ -1409,7 +1317,7 @@ fn model_check_spin_lock_broken_variants_are_caught() {
     );
     // The bucket counted after the conversion is published: a thread that took the lock
     // through the record meanwhile finds the bucket empty at its unlock and stores over
-    // the reference (the record leaks, a spinner on it never gets it).
+    // the reference.
     expect_caught(
         Variant::CountsAfterPublishing,
         "contention",
@@ -1425,54 +1333,4 @@ fn model_check_spin_lock_broken_variants_are_caught() {
         false,
         &["leaked"],
     );
-    // Releasing before taking the counter: the unlock takes the next hold's waiting.
-    expect_caught(
-        Variant::ReleasesBeforeSwap,
-        "contention",
-        2,
-        true,
-        &["attribution"],
-    );
-    // The protocol before the fix. An unlock that finds no spinner releases without the
-    // meta lock; a spinner whose swap failed during that hold, registering after the check,
-    // opens the gate although its holder will never close it: waiting accrues while the
-    // lock is free and the next update takes it, charged to the next unlock (a spinner
-    // blamed for its own wait).
-    // (It also lost waiting: a spinner that registered without the gate's handshake left
-    // it shut for a hold; which of the two the search meets first depends on the scenario.)
-    for (name, threads) in [("contention", 2), ("held before start", 2)] {
-        expect_caught(
-            Variant::UnlockOutsideMeta,
-            name,
-            threads,
-            true,
-            &["attribution", "lost waiting"],
-        );
-    }
-    // A gate never opened by a registering spinner: the waiting of its hold is lost.
-    expect_caught(
-        Variant::NeverOpensGate,
-        "contention",
-        2,
-        false,
-        &["lost waiting"],
-    );
-    // Giving back, after the release, blame an unlock could not charge: the program may
-    // destroy the lock as soon as it is unlocked (an object freed when its reference count,
-    // dropped under the lock, reaches zero), and the give-back lands in a freed record
-    // (lost, or once the record is reused, another lock's).
-    expect_caught(
-        Variant::GiveBackAfterRelease,
-        "destroy after unlock",
-        2,
-        false,
-        &["not a live record"],
-    );
-    // The given-back blame, if no unlock comes before a destroy, is freed with the record.
-    let mut model = scenario("recycling", 2);
-    model.variant = Variant::UnlockOutsideMeta;
-    model.attribution = false;
-    model.check_gate = false;
-    let v = assert_fails("spin UnlockOutsideMeta drop at destroy", &model, LIMIT);
-    assert!(v.what.contains("dropped"), "{v}");
 }

@@ -148,20 +148,7 @@ impl Blocked {
             let waited = end.saturating_sub(start) * u64::from(weight);
             let sample = weighted_idleness(kind, self.wait.address, waited, true, weight)
                 .timed(end, end.saturating_sub(start));
-            let deferred = {
-                let _busy = Bookkeeping::enter(state);
-                // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
-                let owner = unsafe { &mut *state.owner.get() };
-                owner.last_lock_wait_ns = waited;
-                let deferred = owner.wait_capture.is_some() && waited > 0;
-                if deferred {
-                    owner.deferred_wait_flags = sample.flags;
-                    owner.deferred_wait_object = sample.object;
-                    owner.deferred_wait_time = (sample.at, sample.span);
-                    state.deferred_wait_ns.store(waited, Ordering::Relaxed);
-                }
-                deferred
-            };
+            let deferred = defer_wait_record(state, &sample);
             let address = self.wait.address;
             // The hold starts after the record, if written here (as the program sees it
             // begin when the call returns).
@@ -207,6 +194,27 @@ pub(super) fn worth_capturing(state: &ThreadState) -> bool {
         Some(window) => window.may_keep(last),
         None => true,
     }
+}
+
+/// Defers the record of a lock wait that has just ended in an acquisition (`sample`) when
+/// a path was captured before it: [`record_deferred_wait`] writes it when the thread next
+/// comes into the runtime, outside the program's critical section. True when deferred;
+/// else the caller records it now.
+pub(super) fn defer_wait_record(state: &'static ThreadState, sample: &Sample) -> bool {
+    let _busy = Bookkeeping::enter(state);
+    // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
+    let owner = unsafe { &mut *state.owner.get() };
+    owner.last_lock_wait_ns = sample.value;
+    let deferred = owner.wait_capture.is_some() && sample.value > 0;
+    if deferred {
+        owner.deferred_wait_flags = sample.flags;
+        owner.deferred_wait_object = sample.object;
+        owner.deferred_wait_time = (sample.at, sample.span);
+        state
+            .deferred_wait_ns
+            .store(sample.value, Ordering::Relaxed);
+    }
+    deferred
 }
 
 /// Writes the record of the thread's latest lock wait if it was deferred (see
