@@ -88,11 +88,18 @@ pub struct MonSpin {
 }
 
 impl MonSpin {
-    /// The hold that just began at about `now` (a `waiters` word read as it began, `word`)
-    /// counts waiting from there.
+    /// The spinners' integral `W` now: the clock is read only while someone waits (else
+    /// `W` does not grow, and its value is the word's own).
     #[inline(always)]
-    fn begin_hold(&self, word: u64, now: u64) {
-        self.mark.0.store(value_at(word, now), Ordering::Relaxed);
+    fn value_now(&self, hooks: &impl SpinHooks) -> u64 {
+        let word = self.waiters.load();
+        value_at(word, if waiters(word) > 0 { hooks.now() } else { 0 })
+    }
+
+    /// The hold that just began counts waiting from the integral's value `mark`.
+    #[inline(always)]
+    fn begin_hold(&self, mark: u64) {
+        self.mark.0.store(mark, Ordering::Relaxed);
     }
 }
 
@@ -325,16 +332,14 @@ fn taken(free: u32) -> u32 {
 /// take are the hold's).
 #[inline(always)]
 fn take_free(lock: &AtomicU32, free: u32, m: &MonSpin, hooks: &impl SpinHooks) -> bool {
-    let word = m.waiters.load();
-    // While nobody waits the integral does not grow: no clock.
-    let now = if waiters(word) > 0 { hooks.now() } else { 0 };
+    let mark = m.value_now(hooks);
     if lock
         .compare_exchange(free, taken(free), Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
         return false;
     }
-    m.begin_hold(word, now);
+    m.begin_hold(mark);
     true
 }
 
@@ -343,8 +348,7 @@ fn take_free(lock: &AtomicU32, free: u32, m: &MonSpin, hooks: &impl SpinHooks) -
 /// is nobody's blame: for the program, the hold starts when the lock call returns.
 fn hold_after_spin(m: &MonSpin, start: u64, won: u64, hooks: &impl SpinHooks) {
     hooks.spin_ends(won.saturating_sub(start), won);
-    let now = hooks.now();
-    m.begin_hold(m.waiters.load(), now);
+    m.begin_hold(m.value_now(hooks));
 }
 
 /// `pthread_spin_trylock`: 0, or EBUSY. Like glibc's, a try is one locked instruction on
@@ -367,8 +371,7 @@ pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
             let free = current & !HELD;
             match lock.compare_exchange(free, taken(free), Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => {
-                    let word = m.waiters.load();
-                    m.begin_hold(word, hooks.now());
+                    m.begin_hold(m.value_now(hooks));
                     return 0;
                 }
                 Err(now) if now & (MONITORED | INDEX) == free & (MONITORED | INDEX) => {
@@ -425,11 +428,10 @@ fn unlock_read(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
         lock.store(NATIVE_UNLOCKED, Ordering::Release);
         return 0;
     };
-    let word = m.waiters.load();
-    let now = if waiters(word) > 0 { hooks.now() } else { 0 };
+    let end = m.value_now(hooks);
     let start = m.mark.0.load(Ordering::Relaxed);
     lock.store(current & !HELD, Ordering::Release);
-    hooks.released(elapsed(value_at(word, now), start));
+    hooks.released(elapsed(end, start));
     0
 }
 
@@ -454,9 +456,7 @@ pub fn reset(lock: &AtomicU32, to: u32, hooks: &impl SpinHooks) -> u64 {
         return 0;
     };
     let left = if current & HELD != 0 {
-        let word = m.waiters.load();
-        let at = if waiters(word) > 0 { hooks.now() } else { 0 };
-        elapsed(value_at(word, at), m.mark.0.load(Ordering::Relaxed))
+        elapsed(m.value_now(hooks), m.mark.0.load(Ordering::Relaxed))
     } else {
         0
     };

@@ -171,8 +171,9 @@ mod tests {
             blamed: AtomicU64::new(0),
             spun: AtomicU64::new(0),
         });
+        let epoch = Instant::now();
         let clock = Hooks {
-            started: Instant::now(),
+            started: epoch,
             blamed: Cell::new(0),
             spun: Cell::new(0),
         };
@@ -181,7 +182,6 @@ mod tests {
         let phase_len = total / phases;
         let start = Arc::new(Barrier::new(THREADS + 1));
         let end = Arc::new(Barrier::new(THREADS + 1));
-        let epoch = Instant::now();
         let workers: Vec<_> = (0..THREADS)
             .map(|t| {
                 let (shared, start, end) = (shared.clone(), start.clone(), end.clone());
