@@ -279,6 +279,8 @@ fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_in
     });
     if rc == 0 || rc == libc::EOWNERDEAD {
         count_acquisition(m, false);
+        // Last: the program's critical section begins now.
+        policy::held_after_wait(m as usize);
     }
     rc
 }

@@ -152,8 +152,7 @@ impl HoldSampler {
                     entry.set((address, 0, 0, Mark::NONE));
                     Started::Unnoted
                 } else {
-                    let now = clock();
-                    let mark = arrivals::mark(address, now);
+                    let (now, mark) = arrivals::mark_then(address, clock);
                     self.rate_at(now);
                     let weight = 1 << shift;
                     entry.set((address, now, weight, mark));

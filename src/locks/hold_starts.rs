@@ -38,22 +38,33 @@ impl HoldStarts {
     /// integral read `mark` (`None`: unknown). False when another hold's note had to be
     /// dropped for it.
     pub fn start(&mut self, address: usize, now: u64, mark: Option<Mark>) -> bool {
-        let slot = match self.slots.iter().position(|&(a, _)| a == address) {
-            Some(i) => i,
+        self.start_then(address, || (now, mark)).1
+    }
+
+    /// [`HoldStarts::start`] with the start and mark that `note` gives once the note's place
+    /// is found (its line loaded: a thread just woken from a wait often finds its own state
+    /// in another CPU's cache, and a start read before the misses counted them in the
+    /// hold). Returns the start, and false when another hold's note had to be dropped.
+    pub fn start_then(
+        &mut self,
+        address: usize,
+        note: impl FnOnce() -> (u64, Option<Mark>),
+    ) -> (u64, bool) {
+        let (slot, kept_all) = match self.slots.iter().position(|&(a, _)| a == address) {
+            Some(i) => (i, true),
             None => match self.slots.iter().position(|&(a, _)| a == 0) {
-                Some(i) => i,
+                Some(i) => (i, true),
                 None => {
                     let oldest = (0..SLOTS).min_by_key(|&i| self.slots[i].1).unwrap_or(0);
                     self.evicted = self.evicted.max(self.slots[oldest].1);
-                    self.slots[oldest] = (address, now);
-                    self.marks[oldest] = mark;
-                    return false;
+                    (oldest, false)
                 }
             },
         };
+        let (now, mark) = note();
         self.slots[slot] = (address, now);
         self.marks[slot] = mark;
-        true
+        (now, kept_all)
     }
 
     /// The start of the thread's hold of the mutex at `address` and its mark, forgotten
@@ -104,5 +115,23 @@ mod tests {
             "forgotten at its end: no earlier than the eviction"
         );
         assert_eq!(holds.end(0x200), Some((12, noted)));
+    }
+
+    #[test]
+    fn a_start_read_once_its_place_is_found_is_the_one_noted() {
+        let mut holds = HoldStarts::default();
+        for i in 1..=SLOTS {
+            let (start, kept_all) = holds.start_then(0x100 * i, || (i as u64, None));
+            assert_eq!((start, kept_all), (i as u64, true));
+        }
+        // Full: the place is the oldest note's (start 1), dropped before the clock is read.
+        let mut reads = 0;
+        let (start, kept_all) = holds.start_then(0x7777, || {
+            reads += 1;
+            (50, Some(Mark::default()))
+        });
+        assert_eq!((start, kept_all, reads), (50, false, 1));
+        assert_eq!(holds.end(0x7777), Some((50, Some(Mark::default()))));
+        assert_eq!(holds.end(0x100), Some((1, None)), "evicted: from its start");
     }
 }

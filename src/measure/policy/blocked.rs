@@ -5,9 +5,9 @@
 //! object and mark it blocked (the timer's samples meanwhile record nothing: the measurement covers the time);
 //! [`Blocked::finish`] ends the wait, departs the object (which says whom to blame, if
 //! anyone) and records the idleness, at the path captured before the thread blocked when
-//! there is one. A lock acquired after a wait with a captured path starts its hold at the
-//! wait's end and its record is deferred ([`record_deferred_wait`]) until the thread comes
-//! back into the runtime: outside the program's critical section.
+//! there is one. A lock acquired after a wait with a captured path has its record deferred
+//! ([`record_deferred_wait`]) until the thread comes back into the runtime: outside the
+//! program's critical section.
 //!
 //! Invariants: one registered wait per thread at a time (a wait nested in a signal handler
 //! passes through unmonitored); at most one deferred record per thread, whose path is the
@@ -15,7 +15,6 @@
 //! async-signal-safe; allocation-free.
 
 use super::bookkeeping::{monitored_thread, Bookkeeping};
-use super::holds::{hold_started, mutex_may_be_waited_for};
 use super::lock_counts;
 use super::record::{count_unblamed, count_unrecorded, weighted_idleness, Kept};
 use crate::format::{protocol, WaitKind};
@@ -139,28 +138,25 @@ impl Blocked {
         let weight = self.wait.weight;
         if table::is_hold_kind(kind) && outcome == Outcome::Success {
             // It holds the lock now, and the program's critical section has begun: the
-            // hold starts at the wait's end, and the record, at the path captured before
-            // the wait, is deferred until the thread next comes into the runtime after it
-            // (its release of a lock others wait for, its next wait, its end), so that the
-            // program's critical section does not pay for it (issue 22). Without a
-            // captured path the record must be written here, at this call's path.
+            // record, at the path captured before the wait, is deferred until the thread
+            // next comes into the runtime after it (its release of a lock others wait for,
+            // its next wait, its end), so that the program's critical section does not
+            // pay for it (issue 22). Without a captured path the record must be written
+            // here, at this call's path. A mutex's hold starts when its caller is done
+            // with this bookkeeping (`acquire::wait`).
             let end = monotonic_ns();
             let waited = end.saturating_sub(start) * u64::from(weight);
             let sample = weighted_idleness(kind, self.wait.address, waited, true, weight)
                 .timed(end, end.saturating_sub(start));
             let deferred = defer_wait_record(state, &sample);
-            let address = self.wait.address;
-            // The hold starts after the record, if written here (as the program sees it
-            // begin when the call returns).
+            // An rwlock's hold starts at its departure: after the record, if written here
+            // (as the program sees it begin when the call returns).
             let held_from = if deferred || !record_wait(state, &[sample]) {
                 end
             } else {
                 monotonic_ns()
             };
             self.end_at(outcome, end, held_from);
-            if kind == WaitKind::Mutex && mutex_may_be_waited_for(address) {
-                hold_started(state, address, kind, held_from);
-            }
             return end;
         }
         let address = self.wait.address;

@@ -111,7 +111,7 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
         bookkeeping(|| table::depart_proxy(retaken, now));
     }
     if mutex_may_be_waited_for(mutex) {
-        hold_started(state, mutex, WaitKind::Mutex, now);
+        hold_started(state, mutex, WaitKind::Mutex, || now);
     }
     rc
 }

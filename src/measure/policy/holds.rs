@@ -32,12 +32,30 @@ pub fn mutex_may_be_waited_for(address: usize) -> bool {
     may_be_pending(address, WaitKind::Mutex) || arrivals::unregistered_waiting(address)
 }
 
-/// The calling thread's hold of the object at `address` started at `now`, while others may
-/// be waiting for it: a mutex's is noted in the thread's own state, an rwlock's told to the
-/// wait table.
-pub(super) fn hold_started(state: &'static ThreadState, address: usize, kind: WaitKind, now: u64) {
-    let mark = (kind == WaitKind::Mutex).then(|| arrivals::mark(address, now));
-    hold_resumed(state, address, kind, now, mark);
+/// The calling thread's hold of the object at `address` starts now, while others may be
+/// waiting for it: a mutex's is noted in the thread's own state, with the time `clock`
+/// reads last, after the loads of the note's place and of the mutex's integral
+/// (`arrivals::mark_then`); an rwlock's told to the wait table. Returns the hold's start.
+/// The clock comes last because a thread that has just taken a mutex it waited for has
+/// usually just woken, and the lines it touches may be in another CPU's cache: misses
+/// after the clock read would count in the hold (see `acquire::held_after_wait`).
+pub(super) fn hold_started(
+    state: &'static ThreadState,
+    address: usize,
+    kind: WaitKind,
+    clock: impl FnOnce() -> u64,
+) -> u64 {
+    if kind == WaitKind::Mutex {
+        note_hold(state, address, || {
+            let (now, mark) = arrivals::mark_then(address, clock);
+            (now, Some(mark))
+        })
+    } else {
+        let now = clock();
+        let _busy = Bookkeeping::enter(state);
+        table::acquired(address, kind, || now);
+        now
+    }
 }
 
 /// [`hold_started`] for a hold that started at `now` and is noted again (its release
@@ -49,17 +67,30 @@ pub(super) fn hold_resumed(
     now: u64,
     mark: Option<Mark>,
 ) {
-    let _busy = Bookkeeping::enter(state);
     if kind == WaitKind::Mutex {
-        // Noted here, the hold sampling keeps nothing of it (what it kept has ended).
-        hold_sampling::with(|s| s.forget(address));
-        // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
-        if !unsafe { (*state.owner.get()).holds.start(address, now, mark) } {
-            counters::add(Counter::HoldsApproximated, 1);
-        }
+        note_hold(state, address, || (now, mark));
     } else {
+        let _busy = Bookkeeping::enter(state);
         table::acquired(address, kind, || now);
     }
+}
+
+/// Notes a mutex's hold start, and its mark, that `note` gives once the note's place is
+/// loaded, in the thread's own state; returns the start.
+fn note_hold(
+    state: &'static ThreadState,
+    address: usize,
+    note: impl FnOnce() -> (u64, Option<Mark>),
+) -> u64 {
+    let _busy = Bookkeeping::enter(state);
+    // Noted here, the hold sampling keeps nothing of it (what it kept has ended).
+    hold_sampling::with(|s| s.forget(address));
+    // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
+    let (now, kept_all) = unsafe { (*state.owner.get()).holds.start_then(address, note) };
+    if !kept_all {
+        counters::add(Counter::HoldsApproximated, 1);
+    }
+    now
 }
 
 /// The calling thread's hold of the mutex at `address` ends at `end`, when the mutex's
