@@ -268,21 +268,21 @@ unsafe fn try_lock(m: *mut pthread_mutex_t) -> c_int {
 fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
     // Once registered, marks the holder: its samples count as `held.contended` while
     // this thread and others wait.
+    // The acquisition is counted as the real call returns: the policy starts the hold last,
+    // after all the bookkeeping that touches the thread's own lines.
     let block = || {
         // SAFETY: `m` is the caller's valid mutex, which it is about to wait for.
         let owner = unsafe { plain_mutex::owner(m) };
         policy::waiting_behind(owner, m as usize, WaitKind::Mutex);
-        block()
+        let rc = block();
+        if rc == 0 || rc == libc::EOWNERDEAD {
+            count_acquisition(m, false);
+        }
+        rc
     };
-    let rc = policy::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
+    policy::wait(m as usize, WaitKind::Mutex, block, |rc, _| {
         policy::outcome_of_rc(rc)
-    });
-    if rc == 0 || rc == libc::EOWNERDEAD {
-        count_acquisition(m, false);
-        // Last: the program's critical section begins now.
-        policy::held_after_wait(m as usize);
-    }
-    rc
+    })
 }
 
 export_with_site! {

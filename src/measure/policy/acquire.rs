@@ -85,7 +85,8 @@ pub fn wait<R: Copy>(
     }
     let rc = block();
     let saved = errno();
-    let end = blocked.finish(kind, outcome(rc, saved));
+    let outcome = outcome(rc, saved);
+    let end = blocked.finish(kind, outcome);
     if table::is_hold_kind(kind) {
         lock_counts::contended(state, address, end.saturating_sub(start));
     }
@@ -94,24 +95,24 @@ pub fn wait<R: Copy>(
             .contention
             .note_sampled_wait(end.saturating_sub(start), weight);
     }
+    if kind == WaitKind::Mutex && outcome == Outcome::Success {
+        mutex_hold_begins(state, address);
+    }
     set_errno(saved);
     rc
 }
 
-/// The calling thread has taken the mutex at `address` at the end of a contended
-/// acquisition ([`wait`]), and the interposer is done with its bookkeeping: when others
-/// may wait, the mutex's hold starts now. Called last, just before the program has the
-/// mutex back: the thread has usually just woken, often on another CPU, and every line
-/// the runtime touches after the clock read (its thread-local counters, `errno`, its own
-/// state) may miss; with the hold started at the wait's end, those misses (a median of
+/// The calling thread has taken the mutex at `address` it waited for, and the runtime is
+/// done with its bookkeeping: when others may wait, the mutex's hold starts now. Called
+/// last, just before the program has the mutex back (the interposer counts the acquisition
+/// inside `block`): the thread has usually just woken, often on another CPU, and every
+/// line the runtime touches after the clock read (its thread-local counters, its own
+/// state) may miss. With the hold started at the wait's end, those misses (a median of
 /// 0.4 us and up to 1.3 us, on 2 virtual CPUs) counted in every such hold, and holds of
 /// 2 us took 15-25% more blame than the waiting during them (tests/locks.rs, three
 /// holders).
-pub fn held_after_wait(address: usize) {
-    if !mutex_may_be_waited_for(address) {
-        return;
-    }
-    if let Some(state) = monitored_thread() {
+fn mutex_hold_begins(state: &'static ThreadState, address: usize) {
+    if mutex_may_be_waited_for(address) {
         hold_started(state, address, WaitKind::Mutex, monotonic_ns);
     }
 }
@@ -162,20 +163,20 @@ fn unmeasured<R: Copy>(
 ) -> R {
     let rc = block();
     let saved = errno();
-    let end = monotonic_ns();
+    // One clock read, the wait's end and its hold's start, after the loads that tell
+    // whether others wait (a second one, for the hold alone, made a convoy of 8 threads on
+    // one mutex 10% more contended; the counters below are the thread's own).
+    let end = if outcome(rc, saved) == Outcome::Success && may_be_waited_for(address, kind) {
+        hold_started(state, address, kind, monotonic_ns)
+    } else {
+        monotonic_ns()
+    };
     if sampled {
         state
             .contention
             .note_sampled_wait(end.saturating_sub(start), 0);
     }
     lock_counts::contended(state, address, end.saturating_sub(start));
-    // A mutex's hold starts when its interposer is done ([`held_after_wait`]).
-    if kind != WaitKind::Mutex
-        && outcome(rc, saved) == Outcome::Success
-        && may_be_waited_for(address, kind)
-    {
-        hold_started(state, address, kind, monotonic_ns);
-    }
     set_errno(saved);
     rc
 }

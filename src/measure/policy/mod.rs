@@ -39,7 +39,7 @@ pub mod shared_spin;
 pub mod spin;
 pub mod threads;
 
-pub use acquire::{acquired, acquired_if, held_after_wait, release, wait};
+pub use acquire::{acquired, acquired_if, release, wait};
 pub use barrier::{barrier_init, barrier_wait};
 pub use blocked::record_deferred_wait;
 pub use condvar::{cond_wait, cond_wake};
