@@ -641,24 +641,32 @@ fn acquisitions_are_the_programs_own_count() {
 /// A loaded machine changes the workload and the measure: holders descheduled inside their
 /// holds, threads that no longer run side by side (the program then finds a waiter behind
 /// as little as 1-9% of its holds, where glibc's lock word still says one sleeps after each
-/// hold that began with a wait). So a run whose holders were descheduled for more than a
-/// tenth of their holds (wall against CPU time inside them), or whose program found a
-/// waiter behind less than 80% of its holds (over 94% on an idle machine), is run again,
-/// up to 3 times, and the least disturbed is judged. If all 3 were disturbed, that case is
-/// not judged by the program's share (it measures another workload then): its held.contended
-/// must still lie within the work inside the holds, and once every other case was judged the
-/// test says it skipped the disturbed ones.
+/// hold that began with a wait), waiters that arrive later in each hold, where the samples'
+/// instants find a waiter more often than the CPU time does (session 31: 1.35x with late
+/// arrivals). So a run whose holders were descheduled for more than a tenth of their holds
+/// (wall against CPU time inside them), or whose program found a waiter behind a share of
+/// its holds' CPU time more than 0.1 below an idle machine's (`quiet`: 0.87-0.89 with 2
+/// threads and 20 us holds, 0.98-0.99 with 3 threads and 200 us, 0.997-0.998 with 8 threads
+/// and 2 ms, 3 runs of each, session 35; beside a CPU hog a 3-thread run at 0.73 read
+/// +16.6%, one at 0.98 reads +1-2%), is run again, up to 3 times, and the least disturbed
+/// is judged. If all 3 were disturbed, that case is not judged by the program's share (it
+/// measures another workload then): its held.contended must still lie within the work
+/// inside the holds, and once every other case was judged the test says it skipped the
+/// disturbed ones.
 #[test]
 fn held_contended_is_the_programs_own_measure() {
     let mut unjudged = Vec::new();
-    for (threads, hold_ns) in [("2", "20000"), ("3", "200000"), ("8", "2000000")] {
+    for (threads, hold_ns, quiet) in [
+        ("2", "20000", 0.87),
+        ("3", "200000", 0.98),
+        ("8", "2000000", 0.997),
+    ] {
         for run_args in [&[][..], &["--contended-per-ms", "1000"][..]] {
             let disturbance = |t: &Truth| {
                 let inside = t["inside_ns"].max(1) as f64;
                 let descheduled = t["inside_wall_ns"] as f64 / inside - 1.0;
-                let alone = 1.0 - t["contended_ns"] as f64 / inside;
-                // Comparable to the descheduled share: 0.1 at a share of 0.8.
-                descheduled.max((alone - 0.1) / 2.0)
+                let share = t["contended_ns"] as f64 / inside;
+                descheduled.max(quiet - share)
             };
             let label = format!("{threads} threads, {hold_ns} ns holds, {run_args:?}");
             let ((t, l, work), least) = least_disturbed(&label, DISTURBED, |_| {
@@ -669,6 +677,12 @@ fn held_contended_is_the_programs_own_measure() {
             let (contended, inside) = (t["contended_ns"], t["inside_ns"]);
             let want = (work as f64 * contended as f64 / inside.max(1) as f64) as u64;
             let held = count(&l, "held_ns");
+            eprintln!(
+                "{label}: program's contended share {:.3}, disturbance {least:.3}; held_ns \
+                 {held}, want {want} ({:+.1}%)",
+                contended as f64 / inside.max(1) as f64,
+                (held as f64 / want.max(1) as f64 - 1.0) * 100.0
+            );
             if least > DISTURBED {
                 assert!(
                     held <= work + work / 50,
