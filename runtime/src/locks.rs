@@ -267,9 +267,9 @@ unsafe fn try_lock(m: *mut pthread_mutex_t) -> c_int {
 #[inline(never)]
 fn wait_measured(m: *mut pthread_mutex_t, block: impl FnOnce() -> c_int) -> c_int {
     // Once registered, marks the holder: its samples count as `held.contended` while
-    // this thread and others wait.
-    // The acquisition is counted as the real call returns: the policy starts the hold last,
-    // after all the bookkeeping that touches the thread's own lines.
+    // this thread and others wait. The acquisition is counted as the real call returns, so
+    // that the policy can start the hold last, after all the bookkeeping that touches the
+    // thread's own lines.
     let block = || {
         // SAFETY: `m` is the caller's valid mutex, which it is about to wait for.
         let owner = unsafe { plain_mutex::owner(m) };

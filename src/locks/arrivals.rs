@@ -158,8 +158,8 @@ pub fn mark(address: usize, now: u64) -> Mark {
 
 /// The integral of the mutex at `address` at the time `clock` reads once the counter's line
 /// is loaded: a hold's start, whose clock is read after the load (the line, which waiters
-/// write, is often another CPU's: a miss of a hundred nanoseconds or more, which counted
-/// in every hold's start would take a fifth more blame for a hold of 2 us).
+/// write, is often in another CPU's cache, and a miss after the clock read would count in
+/// the hold).
 pub fn mark_then(address: usize, clock: impl FnOnce() -> u64) -> (u64, Mark) {
     let s = slot(address);
     let owner_before = s.owner.load(Ordering::SeqCst);
