@@ -38,24 +38,22 @@ pub fn mutex_may_be_waited_for(address: usize) -> bool {
 /// (`arrivals::mark_then`); an rwlock's told to the wait table. Returns the hold's start.
 /// The clock comes last because a thread that has just taken a mutex it waited for has
 /// usually just woken, and the lines it touches may be in another CPU's cache: misses
-/// after the clock read would count in the hold (see `acquire::held_after_wait`).
+/// after the clock read would count in the hold (see `acquire::mutex_hold_begins`).
 pub(super) fn hold_started(
     state: &'static ThreadState,
     address: usize,
     kind: WaitKind,
     clock: impl FnOnce() -> u64,
 ) -> u64 {
-    if kind == WaitKind::Mutex {
-        note_hold(state, address, || {
-            let (now, mark) = arrivals::mark_then(address, clock);
-            (now, Some(mark))
-        })
-    } else {
+    if kind != WaitKind::Mutex {
         let now = clock();
-        let _busy = Bookkeeping::enter(state);
-        table::acquired(address, kind, || now);
-        now
+        hold_resumed(state, address, kind, now, None);
+        return now;
     }
+    note_hold(state, address, || {
+        let (now, mark) = arrivals::mark_then(address, clock);
+        (now, Some(mark))
+    })
 }
 
 /// [`hold_started`] for a hold that started at `now` and is noted again (its release
