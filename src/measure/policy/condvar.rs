@@ -100,18 +100,19 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
         idleness(WaitKind::Mutex, mutex, mutex_ns, true).timed(end, mutex_ns),
     ];
     record(&samples);
-    // It holds the mutex again: waiter-time of others accrues to this new hold from now,
-    // after the record (the program sees its hold begin when the call returns).
-    let now = monotonic_ns();
+    // It holds the mutex again: its wait to retake it (as a proxy) ends now.
     if let Departed::Blamed {
         retake: Some(retaken),
         ..
     } = departed
     {
-        bookkeeping(|| table::depart_proxy(retaken, now));
+        bookkeeping(|| table::depart_proxy(retaken, monotonic_ns()));
     }
+    // Waiter-time of others accrues to the new hold from a clock read last, after the
+    // record and the departure, whose cache misses (the thread has just woken) would
+    // otherwise count in the hold, as `acquire::mutex_hold_begins` says of a mutex's.
     if mutex_may_be_waited_for(mutex) {
-        hold_started(state, mutex, WaitKind::Mutex, || now);
+        hold_started(state, mutex, WaitKind::Mutex, monotonic_ns);
     }
     rc
 }
