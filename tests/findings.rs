@@ -285,10 +285,16 @@ fn many_contended_acquisitions_are_a_coarse_lock() {
         "contended {contended}, program {}",
         t["contended"]
     );
+    // The program's wait holds the runtime's (which starts after its bookkeeping, the
+    // previous wait's deferred record first, and ends at the real call's return), never
+    // less: on a quiet machine the profile reads 3.5% under it (session 36: 0.962, 0.966,
+    // and 0.975 beside two CPU hogs), and a thread preempted in that bookkeeping loses a
+    // time slice only the program counts (once 0.897 in a suite run). Hence a bound
+    // lopsided like the two measures: 15% under, 5% over.
     let wait = number(f, "wait_ns");
     let want = t["wait_ns"] as f64;
     assert!(
-        close(wait, want, 0.1 * want),
+        wait <= 1.05 * want && wait >= 0.85 * want,
         "waited {wait:.0} ns, program {want:.0} ns"
     );
     // The acquisitions of the one lock are the sum of the sampling periods its threads
