@@ -30,6 +30,7 @@ pub mod symbolize;
 mod symtab;
 pub(crate) mod tailcall;
 pub mod timeline;
+pub mod wait_class;
 
 #[cfg(test)]
 pub(crate) mod testutil;

@@ -54,23 +54,82 @@ fn summary_breaks_waiting_down_by_primitive() {
     let text = summary_of(&analysis_of(kinds_process()));
     let lines: Vec<&str> = text
         .lines()
-        .skip_while(|l| !l.contains("waiting: idleness"))
-        .take(4)
+        .skip_while(|l| !l.contains("waiting for locks"))
+        .take(5)
         .collect();
+    // Lock waiting: mutex 7 ms and the kind-less 0.25 ms; events: condvar 3.5 ms.
     assert_eq!(
         lines,
         [
-            "blameprof: waiting: idleness 10.75 ms = 51.8% of effort, blame 8.30 ms = 40.0% \
-             (effort = work + idleness = 20.75 ms)",
+            "blameprof: waiting for locks: idleness 7.25 ms = 34.9% of effort, blame 6.30 ms \
+             = 30.4% (effort = work + idleness = 20.75 ms)",
+            "blameprof: waiting for events, not locks: 3.50 ms = 16.9% of effort (condvar \
+             3.50 ms): threads idle until signalled, posted or joined, not contention; by call \
+             path: 'blameprof report --metrics idleness.condvar'",
             "blameprof: waiting by primitive: mutex 65.1% (7.00 ms), condvar 32.6% (3.50 ms); \
              unblamed 750.00 us (timed out/interrupted/spurious)",
             "blameprof: blame by primitive: mutex 75.9% (6.30 ms), condvar 24.1% (2.00 ms)",
-            "blameprof: top 5 waiters (victims) by idleness, % of effort:",
+            "blameprof: top 3 waiters for locks (victims) by idleness, % of effort:",
         ],
         "{text}"
     );
+    // The condition variable's waiters and its signaller are listed apart, after the
+    // culprits, which hold the mutex's blame alone.
+    let listed = |heading: &str| -> Vec<&str> {
+        text.lines()
+            .skip_while(|l| !l.contains(heading))
+            .take_while(|l| l.contains(heading) || l.starts_with("blameprof:   "))
+            .collect()
+    };
+    assert_eq!(
+        listed("culprits"),
+        [
+            "blameprof: top 2 culprits (perpetrators) by blame, % of effort:",
+            "blameprof:    23.1%    4.80 ms  insert  (pthread_mutex_unlock)  table.c:57",
+            "blameprof:     7.2%    1.50 ms  lookup  (pthread_mutex_unlock)  table.c:42",
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        listed("waits for events"),
+        [
+            "blameprof: top 2 waits for events by idleness, % of effort:",
+            "blameprof:    14.5%    3.00 ms  lookup  (pthread_cond_wait)  table.c:42",
+            "blameprof:     2.4%  500.00 us  insert  (pthread_cond_wait)  table.c:57",
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        listed("wakers"),
+        [
+            "blameprof: top 1 wakers of those waits by blame, % of effort:",
+            "blameprof:     9.6%    2.00 ms  insert  (pthread_cond_signal)  table.c:57",
+        ],
+        "{text}"
+    );
+}
+
+/// A program that waited for events alone (joins, condition variables) has no lock
+/// headline, no victims and no culprits: its waiting is said as events'.
+#[test]
+fn summary_of_event_waiting_alone_names_no_culprit() {
+    let mut events = lock_process();
+    for s in events.samples.iter_mut().filter(|s| s.metric != 0) {
+        s.flags |= WaitKind::Join.flags();
+    }
+    let text = summary_of(&analysis_of(events));
+    for absent in ["waiting for locks", "victims", "culprits"] {
+        assert!(!text.contains(absent), "{absent}: {text}");
+    }
     assert!(
-        text.contains("blameprof:    14.5%    3.00 ms  lookup  (pthread_cond_wait)  table.c:42"),
+        text.contains(
+            "blameprof: waiting for events, not locks: 7.00 ms = 43.8% of effort (join \
+             7.00 ms)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("top 2 waits for events by idleness"),
         "{text}"
     );
 }

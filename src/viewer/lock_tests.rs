@@ -226,14 +226,14 @@ fn summary_names_victims_and_culprits() {
     assert!(text.lines().all(|l| l.starts_with("blameprof: ")), "{text}");
     let lock_lines: Vec<&str> = text
         .lines()
-        .skip_while(|l| !l.contains("waiting: idleness"))
+        .skip_while(|l| !l.contains("waiting for locks: idleness"))
         .collect();
     assert_eq!(
         lock_lines,
         [
-            "blameprof: waiting: idleness 7.00 ms = 43.8% of effort, blame 6.30 ms = 39.4% \
+            "blameprof: waiting for locks: idleness 7.00 ms = 43.8% of effort, blame 6.30 ms = 39.4% \
              (effort = work + idleness = 16.00 ms)",
-            "blameprof: top 2 waiters (victims) by idleness, % of effort:",
+            "blameprof: top 2 waiters for locks (victims) by idleness, % of effort:",
             "blameprof:    37.5%    6.00 ms  lookup  (pthread_mutex_lock)  table.c:42",
             "blameprof:     6.2%    1.00 ms  insert  (pthread_mutex_lock)  table.c:57",
             "blameprof: top 2 culprits (perpetrators) by blame, % of effort:",

@@ -3,9 +3,12 @@
 //! Job: say how much was measured and lost, how, where the profile is, and which functions
 //! used the most CPU time (the head of the flat view by exclusive "work", or by the first
 //! metric when a profile has no "work"). When threads waited for locks, add the headline:
-//! idleness and blame as shares of the effort, the application functions that waited most
-//! (victims, by idleness) and those that made others wait most (culprits, by blame), each
-//! with the lock function it called and the call site (see [`lock_sites`]). When the
+//! idleness and blame of lock waiting as shares of the effort, the application functions
+//! that waited most for locks (victims, by idleness) and those that made others wait most
+//! (culprits, by blame), each with the lock function it called and the call site (see
+//! `lock_sites`). Waiting for events (condition variables, semaphores, barriers, joins,
+//! futexes not used as locks: `attribution::wait_class`) is said on a line of its own, and
+//! its waiters and wakers listed after the culprits, never among them. When the
 //! samples say what threads waited on, and that is more than one kind of primitive, one
 //! that is not a lock, or waits nobody is blamed for, idleness and blame are broken down by
 //! kind (the derived metrics `idleness.<kind>`, `blame.<kind>`, `idleness.unblamed`). When
@@ -14,8 +17,8 @@
 //! that differ are explained.
 //!
 //! Invariants: every line starts with `blameprof: `; without idleness and blame the lock
-//! lines are absent, and without derived metrics the breakdown is. Not async-signal-safe
-//! (allocates).
+//! lines are absent, and without derived metrics the breakdown is; a list of victims or
+//! culprits holds lock waiting only. Not async-signal-safe (allocates).
 
 use super::style::Paint;
 use super::text::location;
@@ -25,9 +28,10 @@ use super::{
     Report, View,
 };
 use crate::attribution::findings::Finding;
-use crate::attribution::lock_sites::lock_sites;
+use crate::attribution::lock_sites::lock_sites_by;
 use crate::attribution::locks::LockTable;
 use crate::attribution::metrics::{derived_name, Part, BLAME, IDLENESS, WORK};
+use crate::attribution::wait_class::{self, WaitClass};
 use crate::attribution::{Analysis, ProcessSummary};
 use crate::format::counters::{
     CONTENDED_ACQUISITIONS, CONTENDED_HOLDS, CONTENDED_HOLDS_NOTED, CONTENDED_HOLD_PERIOD_PEAK,
@@ -355,33 +359,53 @@ pub fn write(
     Ok(())
 }
 
-/// The lock-waiting headline, then the top `top` victims and culprits.
+/// The lock-waiting headline and the line of waiting for events, the breakdown by kind,
+/// then the top `top` victims and culprits of lock waiting, and the top waiters for events
+/// and their wakers apart (`attribution::wait_class`).
 fn lock_lines(a: &Analysis, top: usize, paint: Paint, out: &mut dyn Write) -> io::Result<()> {
-    let (idleness, blame) = (a.total_of(IDLENESS), a.total_of(BLAME));
-    let effort = a.total_of(WORK) + idleness;
-    let blame = match a.metrics.id(BLAME) {
-        Ok(_) => format!(", blame {} = {:.1}%", ns(blame), percent(blame, effort)),
-        Err(_) => String::new(),
+    let effort = a.total_of(WORK) + a.total_of(IDLENESS);
+    let by_class = |base: &str| -> [u64; 2] {
+        a.metrics.id(base).map_or([0, 0], |id| {
+            a.paths.iter().fold([0, 0], |[lock, event], p| {
+                let [l, e] = wait_class::split(a, p, id);
+                [lock + l, event + e]
+            })
+        })
     };
-    writeln!(
-        out,
-        "{PREFIX}waiting: idleness {} = {:.1}% of effort{blame} \
-         (effort = work + idleness = {})",
-        ns(idleness),
-        percent(idleness, effort),
-        ns(effort),
-    )?;
+    let ([lock_idle, event_idle], [lock_blame, _]) = (by_class(IDLENESS), by_class(BLAME));
+    if lock_idle > 0 || lock_blame > 0 {
+        let blame = match a.metrics.id(BLAME) {
+            Ok(_) => format!(
+                ", blame {} = {:.1}%",
+                ns(lock_blame),
+                percent(lock_blame, effort)
+            ),
+            Err(_) => String::new(),
+        };
+        writeln!(
+            out,
+            "{PREFIX}waiting for locks: idleness {} = {:.1}% of effort{blame} \
+             (effort = work + idleness = {})",
+            ns(lock_idle),
+            percent(lock_idle, effort),
+            ns(effort),
+        )?;
+    }
+    event_line(a, event_idle, effort, out)?;
     kind_lines(a, out)?;
     free_lock_line(a, out)?;
     let lists = [
-        (IDLENESS, "waiters (victims)"),
-        (BLAME, "culprits (perpetrators)"),
+        (IDLENESS, WaitClass::Lock, "waiters for locks (victims)"),
+        (BLAME, WaitClass::Lock, "culprits (perpetrators)"),
+        (IDLENESS, WaitClass::Event, "waits for events"),
+        (BLAME, WaitClass::Event, "wakers of those waits"),
     ];
-    for (metric, who) in lists {
+    for (metric, class, who) in lists {
         let Ok(id) = a.metrics.id(metric) else {
             continue;
         };
-        let sites: Vec<_> = lock_sites(a, id).into_iter().take(top).collect();
+        let part = |p: &_| wait_class::split(a, p, id)[class as usize];
+        let sites: Vec<_> = lock_sites_by(a, part).into_iter().take(top).collect();
         if sites.is_empty() {
             continue;
         }
@@ -393,10 +417,10 @@ fn lock_lines(a: &Analysis, top: usize, paint: Paint, out: &mut dyn Write) -> io
                 Some(f) => (f.name.as_str(), f.module.as_str()),
                 None => ("[no caller]", ""),
             };
-            let caller = if metric == BLAME {
-                paint.culprit(caller)
-            } else {
-                paint.victim(caller)
+            let caller = match (metric, class) {
+                (BLAME, WaitClass::Lock) => paint.culprit(caller),
+                (_, WaitClass::Lock) => paint.victim(caller),
+                _ => caller.to_owned(),
             };
             let lock = match site.lock.map(function) {
                 Some(f) => format!("  ({})", f.name),
@@ -412,6 +436,48 @@ fn lock_lines(a: &Analysis, top: usize, paint: Paint, out: &mut dyn Write) -> io
         }
     }
     Ok(())
+}
+
+/// The waiting for events (barriers, joins, and the condition variables, semaphores and
+/// futexes no lock is built on), `event` of it, said apart from lock waiting: threads idle until
+/// signalled, posted or joined are no lock's contention, and often no problem at all (a
+/// worker pool with nothing to do). Names the kinds, heaviest first, and the metric that
+/// shows them by call path.
+fn event_line(a: &Analysis, event: u64, effort: u64, out: &mut dyn Write) -> io::Result<()> {
+    if event == 0 {
+        return Ok(());
+    }
+    let Ok(idleness) = a.metrics.id(IDLENESS) else {
+        return Ok(());
+    };
+    let mut kinds: Vec<(WaitKind, u64)> = Vec::new();
+    for path in &a.paths {
+        for (kind, class, v) in wait_class::by_kind(a, path, idleness) {
+            if class == WaitClass::Event {
+                match kinds.iter_mut().find(|(k, _)| *k == kind) {
+                    Some((_, total)) => *total += v,
+                    None => kinds.push((kind, v)),
+                }
+            }
+        }
+    }
+    kinds.sort_by_key(|&(kind, v)| (std::cmp::Reverse(v), kind));
+    let named: Vec<String> = kinds
+        .iter()
+        .map(|&(kind, v)| format!("{} {}", kind.name(), ns(v)))
+        .collect();
+    let by_path = kinds.first().map_or(String::new(), |&(kind, _)| {
+        let metric = derived_name(IDLENESS, Part::Kind(kind));
+        format!("; by call path: 'blameprof report --metrics {metric}'")
+    });
+    writeln!(
+        out,
+        "{PREFIX}waiting for events, not locks: {} = {:.1}% of effort ({}): threads idle \
+         until signalled, posted or joined, not contention{by_path}",
+        ns(event),
+        percent(event, effort),
+        named.join(", ")
+    )
 }
 
 /// Locks shown in the summary's line of top locks.

@@ -374,7 +374,7 @@ fn cli_summary_lines_are_prefixed() {
     // Its idleness samples have no runtime frames: the waiter is the leaf, without a lock.
     assert!(
         text.contains(
-            "blameprof: top 1 waiters (victims) by idleness, % of effort:\n\
+            "blameprof: top 1 waiters for locks (victims) by idleness, % of effort:\n\
              blameprof:    28.6%    4.00 ms  [unknown] 0x20\n"
         ),
         "{text}"

@@ -1,0 +1,258 @@
+//! Waiting for a lock apart from waiting for an event (issue 40).
+//!
+//! Job: a thread blocked on a mutex, an rwlock or a spin lock waits for *another thread's
+//! critical section*: that is contention, and its holder is a culprit. A thread blocked on a
+//! barrier or a join, or on a condition variable, a semaphore or a futex used to wait for
+//! work, waits for *an event*: often an idle worker with nothing to do, or a main thread
+//! waiting for its workers, which is no lock problem, and its waker (a signaller, a poster,
+//! a thread that ended) no culprit of one. [`class_of`] tells which a wait kind is. A
+//! condition variable, a semaphore or a raw futex may also be the way a lock is built
+//! (CPython's GIL is a condition variable that `take_gil` waits on; Rust's `std` and
+//! `parking_lot` mutexes wait on futexes, as do their condition variables, thread parking
+//! and channels): its use tells, by the names of the functions that called it
+//! ([`called_by_a_lock`]; a caller with no name, in a stripped binary, counts as a lock's:
+//! waiting is never called harmless without evidence). [`split`] gives one path's waiting
+//! (or blame) per class.
+//!
+//! Invariants: every value of a base metric goes to exactly one class (a sample without a
+//! kind, as older runtimes wrote every one, is a lock's: it was lock waiting by definition
+//! then). Pure; not used from the runtime (analysis code).
+
+use super::lock_sites::is_runtime_module;
+use super::lock_wrappers::named_caller;
+use super::metrics::Part;
+use super::{Analysis, Loc, WeightedPath};
+use crate::format::WaitKind;
+
+/// What a waiting thread waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// (`class as usize` indexes [`split`]'s array.)
+pub enum WaitClass {
+    /// Another thread's critical section: a mutex, rwlock, spin lock, or a lock built on a
+    /// condition variable, a semaphore or a futex.
+    Lock = 0,
+    /// An event: a signal, a post, a barrier's last arrival, a thread's end, a futex wake
+    /// that hands over no lock.
+    Event = 1,
+}
+
+/// The class of a wait kind, or `None` for the kinds locks are built on as well as events
+/// (condition variables, semaphores, futexes: [`called_by_a_lock`] tells).
+pub fn class_of(kind: WaitKind) -> Option<WaitClass> {
+    match kind {
+        WaitKind::Spin | WaitKind::Mutex | WaitKind::RwLock => Some(WaitClass::Lock),
+        WaitKind::Barrier | WaitKind::Join => Some(WaitClass::Event),
+        WaitKind::CondVar | WaitKind::Semaphore | WaitKind::Futex => None,
+    }
+}
+
+/// Words (lowercase) of a function's name that make it a lock's: `take_gil`, `drop_gil`,
+/// `RawMutex::lock_slow`, `Mutex::lock_contended`, `RwLock::read_contended`, a program's
+/// own `spin_lock` or `acquire_lock`.
+const LOCK_WORDS: [&str; 5] = ["lock", "mutex", "rwlock", "spinlock", "gil"];
+
+/// Whether function `name` is a lock's by its words: the name without its parameters and
+/// template or generic arguments, cut into words at every character that is not a letter
+/// or digit and where a lowercase letter meets an uppercase one (`RwLock` is `rw lock`,
+/// `BlockingAwaitState` is `blocking await state`: no lock).
+fn names_a_lock(name: &str) -> bool {
+    let name = name.split('(').next().unwrap_or(name);
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut depth = 0u32;
+    let mut previous_lower = false;
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            _ if depth > 0 => {}
+            c if c.is_ascii_alphanumeric() => {
+                if c.is_ascii_uppercase() && previous_lower {
+                    words.push(std::mem::take(&mut word));
+                }
+                previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+                word.push(c.to_ascii_lowercase());
+                continue;
+            }
+            _ => {}
+        }
+        previous_lower = false;
+        if !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+    }
+    words.push(word);
+    words.iter().any(|w| LOCK_WORDS.contains(&w.as_str()))
+}
+
+/// Whether the wait (or wake) of root-first `locs`, whose innermost runtime frame is at
+/// `runtime`, is a lock's: the frames from the one named as its caller (past language
+/// wrappers) to the runtime's say so by name. A condition variable, semaphore or futex
+/// used for an event (a queue's, thread parking, a channel, a `Once`) is not.
+/// A frame the symbolizer could not name (`[unknown] 0x...`, `module+0x...`: a stripped
+/// binary, such as the distribution's CPython, whose GIL is a condition variable) counts
+/// as a lock's: waiting is not called harmless without evidence.
+pub fn called_by_a_lock(analysis: &Analysis, locs: &[Loc], runtime: usize) -> bool {
+    let from = named_caller(&analysis.names, locs, runtime).unwrap_or(runtime);
+    locs[from..runtime].iter().any(|l| {
+        let name = &analysis.names.function(l.function).name;
+        unnamed(name) || names_a_lock(name)
+    })
+}
+
+/// Whether `name` is the symbolizer's label for an address it found no name for.
+fn unnamed(name: &str) -> bool {
+    name.starts_with("[unknown]")
+        || name
+            .rsplit_once("+0x")
+            .is_some_and(|(_, hex)| !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// The value of merged base metric `base` on `path` per wait kind it names, with the
+/// class of each: `(kind, class, value)`, kinds in metric order. The path's kind-less
+/// rest is not in it.
+pub fn by_kind<'a>(
+    analysis: &'a Analysis,
+    path: &'a WeightedPath,
+    base: usize,
+) -> impl Iterator<Item = (WaitKind, WaitClass, u64)> + 'a {
+    let mut by_use = None;
+    path.values
+        .iter()
+        .enumerate()
+        .filter(|&(_, &value)| value > 0)
+        .filter_map(move |(m, &value)| match analysis.metrics.derived_from(m) {
+            Some((b, Part::Kind(kind))) if b == base => {
+                let class = class_of(kind).unwrap_or_else(|| {
+                    let lock = *by_use.get_or_insert_with(|| path_of_a_lock(analysis, path));
+                    if lock {
+                        WaitClass::Lock
+                    } else {
+                        WaitClass::Event
+                    }
+                });
+                Some((kind, class, value))
+            }
+            _ => None,
+        })
+}
+
+/// The value of merged base metric `base` on `path`, split `[lock, event]` by what was
+/// waited for (`base`: idleness or blame, whose derived metrics by kind say what; a
+/// path's kind-less rest is a lock's).
+pub fn split(analysis: &Analysis, path: &WeightedPath, base: usize) -> [u64; 2] {
+    let total = path.values[base];
+    if total == 0 {
+        return [0, 0];
+    }
+    let event: u64 = by_kind(analysis, path, base)
+        .filter(|&(_, class, _)| class == WaitClass::Event)
+        .map(|(_, _, v)| v)
+        .sum();
+    let event = event.min(total);
+    [total - event, event]
+}
+
+/// [`called_by_a_lock`] for a whole path (its innermost runtime frame found here); a path
+/// without one is no lock's.
+fn path_of_a_lock(analysis: &Analysis, path: &WeightedPath) -> bool {
+    let is_runtime = |l: &Loc| is_runtime_module(&analysis.names.function(l.function).module);
+    path.locs
+        .iter()
+        .rposition(is_runtime)
+        .is_some_and(|i| called_by_a_lock(analysis, &path.locs, i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attribution::testutil::{add_flagged, analyze_renamed, app, kinds_process, rt};
+    use crate::format::read::Profile;
+
+    fn analysis(p: crate::format::read::ProcessProfile) -> Analysis {
+        analyze_renamed(&Profile {
+            path: "blameprof-classes".into(),
+            processes: vec![p],
+            skipped: Vec::new(),
+        })
+    }
+
+    /// Sums of `base` per class over all paths.
+    fn totals(a: &Analysis, base: &str) -> [u64; 2] {
+        let base = a.metrics.id(base).unwrap();
+        a.paths.iter().fold([0, 0], |[l, e], p| {
+            let [pl, pe] = split(a, p, base);
+            [l + pl, e + pe]
+        })
+    }
+
+    #[test]
+    fn locks_and_events_are_told_by_kind_and_kindless_waiting_is_a_locks() {
+        // Idleness: mutex 7, condvar 3.5, kind-less 0.25 ms; blame: mutex 6.3, condvar 2.
+        let a = analysis(kinds_process());
+        assert_eq!(totals(&a, "idleness"), [7_250_000, 3_500_000]);
+        assert_eq!(totals(&a, "blame"), [6_300_000, 2_000_000]);
+        assert_eq!(totals(&a, "work"), [10_000_000, 0]);
+    }
+
+    #[test]
+    fn lock_words_are_whole_words_of_the_name_without_its_arguments() {
+        for lock in [
+            "take_gil",
+            "drop_gil",
+            "parking_lot::raw_mutex::RawMutex::lock_slow",
+            "std::sys::sync::rwlock::futex::RwLock::read_contended",
+            "rocksdb::port::Mutex::Lock()",
+            "my_spinlock_acquire",
+        ] {
+            assert!(names_a_lock(lock), "{lock}");
+        }
+        assert!(unnamed("python3.11+0x4f92c0") && unnamed("[unknown] 0x20"));
+        assert!(!unnamed("take_order") && !unnamed("f+0xzz"));
+        for event in [
+            "rocksdb::WriteThread::BlockingAwaitState(rocksdb::WriteThread::Writer*, unsigned char)",
+            "std::condition_variable::wait(std::unique_lock<std::mutex>&)",
+            "wait<consume()::<lambda()> >",
+            "std::sys::sync::condvar::futex::Condvar::wait",
+            "clock_tick",
+            "rocksdb::ThreadPoolImpl::Impl::BGThread(unsigned long)",
+            "take_order",
+            "std::sync::Condvar::wait::<std::sync::MutexGuard<u32>>",
+        ] {
+            assert!(!names_a_lock(event), "{event}");
+        }
+    }
+
+    #[test]
+    fn a_futex_is_a_lock_when_its_wrappers_say_so() {
+        let mut p = kinds_process();
+        let futex = WaitKind::Futex.flags();
+        // A Rust mutex (2 ms) and a Rust condition variable (5 ms), both on futexes, and a
+        // program's own futex event (1 ms) with no wrapper at all.
+        let (user, lock_contended, cv_wait, syscall) = (app(0x90), app(0xa0), app(0xb0), rt(0x700));
+        add_flagged(
+            &mut p,
+            101,
+            1,
+            &[user, lock_contended, syscall],
+            2_000_000,
+            futex,
+        );
+        add_flagged(&mut p, 101, 1, &[user, cv_wait, syscall], 5_000_000, futex);
+        add_flagged(&mut p, 102, 1, &[app(0x70), syscall], 1_000_000, futex);
+        let mut a = analysis(p);
+        for f in &mut a.names.functions {
+            f.name = match f.name.as_str() {
+                "[unknown] 0x90" => "app::drain",
+                "[unknown] 0xa0" => "std::sys::sync::mutex::futex::Mutex::lock_contended",
+                "[unknown] 0xb0" => "std::sys::sync::condvar::futex::Condvar::wait",
+                other => other,
+            }
+            .to_owned();
+        }
+        assert_eq!(
+            totals(&a, "idleness"),
+            [7_250_000 + 2_000_000, 3_500_000 + 5_000_000 + 1_000_000]
+        );
+    }
+}
