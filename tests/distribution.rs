@@ -9,7 +9,10 @@
 //! and the blame for its mutex lands in stress-ng's own code (the caller of the unlock),
 //! none of it unblamed; (3) CPython's threads (three of them taking turns at the GIL) print
 //! the same result, their CPU time is found in the interpreter, and their waiting for the
-//! GIL is found in the interpreter's waits.
+//! GIL is found in the interpreter's waits, and is said to be waiting for a lock; (4)
+//! RocksDB's `db_bench`, whose background thread pool idles on condition variables for
+//! most of the run, is told that this is waiting for events, not contention: no pool
+//! thread heads the victims, and no signaller or broadcaster is among the culprits.
 //!
 //! These programs print no truth of their waiting, so the figures checked are the ones
 //! they do state (counts, output) and the ones no load can change (where blame lands, that
@@ -257,6 +260,83 @@ fn python_threads_compute_in_the_interpreter_and_wait_for_the_gil() {
         &callers[..callers.len().min(5)],
         run.stderr
     );
+    // The GIL is a lock built on a condition variable, in a binary without symbols: its
+    // waiting is lock waiting, never said to be an idle wait for an event.
+    let victims = summary_list(&run.stderr, "victims");
+    assert!(
+        victims
+            .iter()
+            .any(|l| l.contains("(pthread_cond_timedwait)") && l.contains("python3")),
+        "the GIL's waiting is not among the victims of lock waiting:\n{}",
+        run.stderr
+    );
+}
+
+/// The summary's list under the heading that contains `heading` (its lines of sites).
+fn summary_list<'a>(summary: &'a str, heading: &str) -> Vec<&'a str> {
+    summary
+        .lines()
+        .skip_while(|l| !(l.contains(heading) && l.contains("% of effort:")))
+        .skip(1)
+        .take_while(|l| l.starts_with("blameprof:   "))
+        .collect()
+}
+
+#[test]
+fn db_bench_idle_pool_is_waiting_for_events_not_a_culprit() {
+    let Some(db_bench) = installed("db_bench", "rocksdb-tools") else {
+        return;
+    };
+    let scratch = scratch_dir("db_bench");
+    let db = scratch.join("db");
+    let db = format!("--db={}", db.display());
+    let args = [
+        "--benchmarks=fillrandom,readrandom",
+        "--threads=4",
+        "--num=30000",
+        "--progress_reports=0",
+        db.as_str(),
+    ];
+    let _one_at_a_time = machine();
+    let (_dir, run) = profiled("db_bench_run", &db_bench, &args);
+    for phase in ["fillrandom", "readrandom"] {
+        assert!(
+            run.stdout.lines().any(|l| l.starts_with(phase)),
+            "db_bench did not run {phase} under the profiler:\n{}",
+            run.describe()
+        );
+    }
+    let summary = &run.stderr;
+    // Its compaction and flush pool (ThreadPoolImpl::Impl::BGThread) waits for work on a
+    // condition variable all run long: waiting for events, said so, and listed there.
+    let events = summary
+        .lines()
+        .find(|l| l.contains("waiting for events, not locks:"))
+        .unwrap_or_else(|| panic!("no line of waiting for events:\n{summary}"));
+    assert!(events.contains("condvar"), "{events}");
+    let event_waits = summary_list(summary, "waits for events");
+    assert!(
+        event_waits.iter().any(|l| l.contains("BGThread")),
+        "the idle pool is not among the waits for events:\n{summary}"
+    );
+    // Never the top victim of lock waiting, and no waker of an event is a culprit.
+    let victims = summary_list(summary, "victims");
+    assert!(
+        victims.first().is_none_or(|l| !l.contains("BGThread")),
+        "the idle pool heads the victims of lock waiting:\n{summary}"
+    );
+    let culprits = summary_list(summary, "culprits");
+    for waker in [
+        "pthread_cond_signal",
+        "pthread_cond_broadcast",
+        "JoinThreads",
+        "SignalAll",
+    ] {
+        assert!(
+            culprits.iter().all(|l| !l.contains(waker)),
+            "{waker} among the culprits of lock waiting:\n{summary}"
+        );
+    }
 }
 
 /// Two threads computing in Python and one hashing (which releases the GIL inside
