@@ -168,10 +168,20 @@ fn ms(ns: f64) -> String {
 #[test]
 fn the_doubled_function_ranks_first_by_the_programs_own_change() {
     let (before, after) = (workload(1, 1), workload(2, 1));
-    let raw = diff_json(&before.dir, &after.dir, &["--normalize", "none"]);
+    // The default: raw values, with each one's share of its run's total beside it.
+    let raw = diff_json(&before.dir, &after.dir, &[]);
     assert_eq!(raw["metric"], "work");
     assert_eq!(raw["normalize"], "none");
     let first = &rows(&raw, "functions")[0];
+    for (side, total) in [("before", &raw["before"]), ("after", &raw["after"])] {
+        let raw_value = num(first, "exclusive", &format!("raw_{side}"));
+        let share = num(first, "exclusive", &format!("share_{side}"));
+        let total = total["total"].as_f64().expect("the run's total");
+        assert!(
+            (share - raw_value * 100.0 / total).abs() < 1e-6,
+            "heavy's share {side}: {share} of {raw_value} in {total}"
+        );
+    }
     assert_eq!(first["function"], "heavy", "{}", raw["functions"]);
     assert_eq!(first["status"], "both");
     let want = truth_delta(before, after, "heavy_ns");
@@ -210,8 +220,8 @@ fn the_doubled_function_ranks_first_by_the_programs_own_change() {
         );
     }
 
-    // The default: shares of each run's total work.
-    let shares = diff_json(&before.dir, &after.dir, &[]);
+    // As shares of each run's total work.
+    let shares = diff_json(&before.dir, &after.dir, &["--normalize", "total"]);
     assert_eq!(shares["normalize"], "total");
     let first = &rows(&shares, "functions")[0];
     assert_eq!(first["function"], "heavy", "{}", shares["functions"]);
@@ -256,7 +266,7 @@ fn the_lock_held_twice_as_long_ranks_first_by_the_programs_own_waits() {
     // running time includes the main thread's, which computes, and so is longer on a loaded
     // machine, where calm_lock's share falls by more than hot_lock's rises (its waits do not
     // change). Within 15% of the larger of the program's two shares (about 1.5 pp).
-    let shares = diff_json(&before.dir, &after.dir, &[]);
+    let shares = diff_json(&before.dir, &after.dir, &["--normalize", "total"]);
     let share =
         |p: &Profiled, key: &str| p.truth[key] as f64 * 100.0 / p.truth["running_ns"] as f64;
     for (name, key) in [("hot_lock", "hot_wait_ns"), ("calm_lock", "calm_wait_ns")] {
@@ -308,8 +318,12 @@ fn text_rows<'a>(text: &'a str, heading: &str, values: usize) -> Vec<(String, &'
 fn json_carries_the_rows_the_text_shows() {
     let (before, after) = (workload(1, 1), workload(2, 1));
     let paths = [before.dir.to_str().unwrap(), after.dir.to_str().unwrap()];
-    let text = diff_ok(&[paths[0], paths[1], "--top", "5"]);
-    let v = diff_json(&before.dir, &after.dir, &["--top", "5"]);
+    let text = diff_ok(&[paths[0], paths[1], "--top", "5", "--normalize", "total"]);
+    let v = diff_json(
+        &before.dir,
+        &after.dir,
+        &["--top", "5", "--normalize", "total"],
+    );
     assert!(
         text.contains("compared:   each run's values as shares"),
         "{text}"
@@ -387,7 +401,7 @@ fn normalising_shows_no_change_for_a_run_twice_as_long_of_the_same_shape() {
     // a larger share on a loaded machine, and so main's share is smaller, by as much as
     // 5 pp between two runs. Within 3 pp: about 3 standard errors of the difference of
     // two sampled shares (`FREQ`).
-    let shares = diff_json(&short.dir, &long.dir, &[]);
+    let shares = diff_json(&short.dir, &long.dir, &["--normalize", "total"]);
     for (f, key) in [
         ("heavy", "heavy_ns"),
         ("steady", "steady_ns"),

@@ -27,7 +27,11 @@ const NORMALIZE: &[(&str, &str, Normalize)] = &[
         "Each value per second of its own run's duration",
         Normalize::Time,
     ),
-    ("none", "Raw values", Normalize::None),
+    (
+        "none",
+        "Raw values, each with its share of its own run's total beside it",
+        Normalize::None,
+    ),
 ];
 
 /// `--sort`'s values, as the command line spells them.
@@ -56,9 +60,10 @@ pub struct DiffArgs {
     /// idleness.mutex
     #[arg(long, default_value = crate::attribution::metrics::WORK)]
     pub metric: String,
-    /// How the runs are made comparable: total (each value as a share of its own run's
-    /// total), time (per second of its own run's duration) or none (raw values)
-    #[arg(long, default_value = "total", value_parser = super::one_of(NORMALIZE))]
+    /// What the values are: none (raw values, each with its share of its own run's total
+    /// beside it), total (shares of each run's total) or time (per second of each run's
+    /// duration)
+    #[arg(long, default_value = "none", value_parser = super::one_of(NORMALIZE))]
     pub normalize: Normalize,
     /// Rank functions by the change of their exclusive or their inclusive cost
     #[arg(long, default_value = "exclusive", value_parser = super::one_of(RANK))]

@@ -49,13 +49,16 @@ pub enum Status {
     Gone,
 }
 
-/// One measure of a row in both runs, raw and normalised.
+/// One measure of a row in both runs, raw and normalised, and its share (%) of its run's
+/// total, whatever the normalisation.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Change {
     pub raw_before: u64,
     pub raw_after: u64,
     pub before: f64,
     pub after: f64,
+    pub share_before: f64,
+    pub share_after: f64,
 }
 
 impl Change {
@@ -101,11 +104,16 @@ pub fn column_totals<K, const N: usize>(costs: &BTreeMap<K, [u64; N]>) -> [u64; 
     totals
 }
 
+/// A run's values per key, the scales that normalise them and the scales that make them
+/// shares (`scales` of [`Normalize::Total`]).
+pub type Side<'a, K, const N: usize> = (&'a BTreeMap<K, [u64; N]>, [f64; N], [f64; N]);
+
 /// Matches the keys of `before` and `after`, normalises each run's values by its scales
-/// and ranks the rows by the absolute change of column `sort` (largest first).
+/// (and makes them shares by its share scales) and ranks the rows by the absolute change
+/// of column `sort` (largest first).
 pub fn compare<K: Ord + Clone, const N: usize>(
-    (before, scale_before): (&BTreeMap<K, [u64; N]>, [f64; N]),
-    (after, scale_after): (&BTreeMap<K, [u64; N]>, [f64; N]),
+    (before, scale_before, share_before): Side<'_, K, N>,
+    (after, scale_after, share_after): Side<'_, K, N>,
     sort: usize,
 ) -> Vec<Row<K, N>> {
     let keys: std::collections::BTreeSet<&K> = before.keys().chain(after.keys()).collect();
@@ -124,6 +132,8 @@ pub fn compare<K: Ord + Clone, const N: usize>(
                 raw_after: a[i],
                 before: b[i] as f64 * scale_before[i],
                 after: a[i] as f64 * scale_after[i],
+                share_before: b[i] as f64 * share_before[i],
+                share_after: a[i] as f64 * share_after[i],
             });
             Row {
                 key: key.clone(),
@@ -258,7 +268,7 @@ mod tests {
     fn matches_keys_and_marks_new_and_gone() {
         let before = map(&[("kept", [5]), ("gone", [3])]);
         let after = map(&[("kept", [6]), ("new", [4])]);
-        let rows = compare((&before, [1.0]), (&after, [1.0]), 0);
+        let rows = compare((&before, [1.0], [1.0]), (&after, [1.0], [1.0]), 0);
         assert_eq!(
             keys(&rows),
             [
@@ -287,11 +297,19 @@ mod tests {
             ("d", [1, 1]),
         ]);
         let after = map(&[("a", [12, 0]), ("b", [3, 0]), ("c", [12, 0]), ("d", [1, 1])]);
-        let rows = compare((&before, [1.0; 2]), (&after, [1.0; 2]), 0);
+        let rows = compare(
+            (&before, [1.0; 2], [1.0; 2]),
+            (&after, [1.0; 2], [1.0; 2]),
+            0,
+        );
         // b fell by 7; a and c rose by 2, c's other column changed more; d did not change.
         let order: Vec<&str> = rows.iter().map(|r| r.key.as_str()).collect();
         assert_eq!(order, ["b", "c", "a", "d"]);
-        let by_second = compare((&before, [1.0; 2]), (&after, [1.0; 2]), 1);
+        let by_second = compare(
+            (&before, [1.0; 2], [1.0; 2]),
+            (&after, [1.0; 2], [1.0; 2]),
+            1,
+        );
         assert_eq!(by_second[0].key, "c");
     }
 
@@ -300,9 +318,10 @@ mod tests {
         let before = map(&[("f", [30, 60]), ("g", [70, 100])]);
         let after = map(&[("f", [60, 120]), ("g", [140, 200])]);
         let (tb, ta) = ([100, 100], [200, 200]);
+        let share = |t| scales(Normalize::Total, t, 1);
         let rows = compare(
-            (&before, scales(Normalize::Total, tb, 1)),
-            (&after, scales(Normalize::Total, ta, 1)),
+            (&before, share(tb), share(tb)),
+            (&after, share(ta), share(ta)),
             EXCLUSIVE,
         );
         for r in &rows {
@@ -314,12 +333,15 @@ mod tests {
         assert_eq!((f.changes[0].after, f.changes[1].after), (30.0, 60.0));
         // Raw values see the doubling.
         let raw = compare(
-            (&before, scales(Normalize::None, tb, 1)),
-            (&after, scales(Normalize::None, ta, 1)),
+            (&before, scales(Normalize::None, tb, 1), share(tb)),
+            (&after, scales(Normalize::None, ta, 1), share(ta)),
             EXCLUSIVE,
         );
         assert_eq!(raw[0].key, "g");
         assert_eq!(raw[0].changes[0].relative(), Some(100.0));
+        // Beside the raw values, the shares, which did not move.
+        let g = raw[0].changes[0];
+        assert_eq!((g.share_before, g.share_after), (70.0, 70.0));
     }
 
     #[test]
@@ -327,8 +349,8 @@ mod tests {
         let before = map(&[("f", [500_000_000])]);
         let after = map(&[("f", [1_500_000_000])]);
         let rows = compare(
-            (&before, scales(Normalize::Time, [0], 1_000_000_000)),
-            (&after, scales(Normalize::Time, [0], 2_000_000_000)),
+            (&before, scales(Normalize::Time, [0], 1_000_000_000), [0.0]),
+            (&after, scales(Normalize::Time, [0], 2_000_000_000), [0.0]),
             0,
         );
         let c = rows[0].changes[0];

@@ -188,12 +188,17 @@ fn compare_functions(
         Rank::Exclusive => compare::EXCLUSIVE,
         Rank::Inclusive => compare::INCLUSIVE,
     };
-    let rows = compare::compare(
+    let side = |run: &Run| {
+        let totals = [run.total(); 2];
         (
-            &fb.costs,
-            before.scales(args.normalize, [before.total(); 2]),
-        ),
-        (&fa.costs, after.scales(args.normalize, [after.total(); 2])),
+            run.scales(args.normalize, totals),
+            run.scales(Normalize::Total, totals),
+        )
+    };
+    let ((scale_before, share_before), (scale_after, share_after)) = (side(before), side(after));
+    let rows = compare::compare(
+        (&fb.costs, scale_before, share_before),
+        (&fa.costs, scale_after, share_after),
         sort,
     );
     let mut modules = fb.modules;
@@ -207,9 +212,18 @@ fn compare_locks(before: &Run, after: &Run, normalize: Normalize) -> Vec<Row<Loc
         compare::lock_costs(&before.locks),
         compare::lock_costs(&after.locks),
     );
+    let (tb, ta) = (lock_totals(before, &lb), lock_totals(after, &la));
     compare::compare(
-        (&lb, before.scales(normalize, lock_totals(before, &lb))),
-        (&la, after.scales(normalize, lock_totals(after, &la))),
+        (
+            &lb,
+            before.scales(normalize, tb),
+            before.scales(Normalize::Total, tb),
+        ),
+        (
+            &la,
+            after.scales(normalize, ta),
+            after.scales(Normalize::Total, ta),
+        ),
         compare::BLAME,
     )
 }

@@ -27,6 +27,8 @@ pub const VERSION: u32 = 1;
 const VALUE: usize = 12;
 /// Width of a relative-change column in text.
 const RELATIVE: usize = 8;
+/// Width of a share column in text ("100.0→100.0%").
+const SHARE: usize = 13;
 
 /// Writes the comparison as text.
 pub fn write_text(diff: &Diff, out: &mut dyn Write) -> io::Result<()> {
@@ -86,8 +88,10 @@ fn describe_normalize(normalize: Normalize) -> &'static str {
              relative to BEFORE; --normalize none compares raw values"
         }
         Normalize::None => {
-            "raw values (--normalize none): a longer run shows more of everything; \
-             --normalize total compares each run's shares of its own total"
+            "raw values (--normalize none, the default), and beside them each value's share \
+             of its own run's total (share: before→after; a lock's blame and waiting, of the \
+             threads' running time); --normalize total ranks by the shares, --normalize time \
+             compares per second of each run"
         }
     }
 }
@@ -119,7 +123,7 @@ fn functions(diff: &Diff, out: &mut dyn Write) -> io::Result<()> {
         format!("exclusive {}", diff.metric),
         format!("inclusive {}", diff.metric),
     ];
-    column_heads(&groups, "function", out)?;
+    column_heads(diff.normalize, &groups, "function", out)?;
     let units = [diff.unit.as_str(); 2];
     for row in rows {
         let module = diff.modules.get(&row.key).map_or("", String::as_str);
@@ -157,6 +161,7 @@ fn locks(diff: &Diff, out: &mut dyn Write) -> io::Result<()> {
         shown_of(rows.len(), diff.locks.len())
     )?;
     column_heads(
+        diff.normalize,
         &["blame".into(), "waiting".into(), "acquisitions".into()],
         "lock",
         out,
@@ -180,15 +185,29 @@ fn shown<K, const N: usize>(rows: &[Row<K, N>], top: Option<usize>) -> &[Row<K, 
     &rows[..top.map_or(rows.len(), |t| t.min(rows.len()))]
 }
 
+/// Whether the rows show each value's share beside it (when the values are not shares).
+fn shows_shares(normalize: Normalize) -> bool {
+    normalize != Normalize::Total
+}
+
 /// The two heading lines of a table: group names, then the columns of each group.
-fn column_heads(groups: &[String], label: &str, out: &mut dyn Write) -> io::Result<()> {
-    let width = 3 * (VALUE + 1) + RELATIVE;
+fn column_heads(
+    normalize: Normalize,
+    groups: &[String],
+    label: &str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let share = shows_shares(normalize);
+    let width = 3 * (VALUE + 1) + RELATIVE + if share { SHARE + 1 } else { 0 };
     let names: Vec<String> = groups.iter().map(|g| format!("{g:<width$}")).collect();
     writeln!(out, "{}", names.join("  ").trim_end())?;
-    let columns = format!(
+    let mut columns = format!(
         "{:>VALUE$} {:>VALUE$} {:>VALUE$} {:>RELATIVE$}",
         "before", "after", "delta", "delta%"
     );
+    if share {
+        columns.push_str(&format!(" {:>SHARE$}", "share"));
+    }
     let columns: Vec<&str> = groups.iter().map(|_| columns.as_str()).collect();
     writeln!(out, "{}  {label}", columns.join("  "))
 }
@@ -221,10 +240,15 @@ fn write_row(
                     .relative()
                     .map_or_else(|| "-".to_owned(), |r| format!("{r:+.1}%")),
             };
-            format!(
+            let mut group = format!(
                 "{before:>VALUE$} {after:>VALUE$} {:>VALUE$} {relative:>RELATIVE$}",
                 delta(normalize, unit, c.delta())
-            )
+            );
+            if shows_shares(normalize) {
+                let share = format!("{:.1}→{:.1}%", c.share_before, c.share_after);
+                group.push_str(&format!(" {share:>SHARE$}"));
+            }
+            group
         })
         .collect();
     writeln!(out, "{}  {label}", groups.join("  "))
@@ -390,6 +414,8 @@ struct Measure {
     delta_percent: Option<f64>,
     raw_before: u64,
     raw_after: u64,
+    share_before: f64,
+    share_after: f64,
 }
 
 impl Measure {
@@ -401,6 +427,8 @@ impl Measure {
             delta_percent: c.relative(),
             raw_before: c.raw_before,
             raw_after: c.raw_after,
+            share_before: c.share_before,
+            share_after: c.share_after,
         }
     }
 }
@@ -429,22 +457,26 @@ mod tests {
             raw_after: 5,
             before: 0.0,
             after: 5.0,
+            share_before: 0.0,
+            share_after: 50.0,
         };
         let mut out = Vec::new();
         write_row(Normalize::None, &[""], Status::New, &[c], "f", &mut out).unwrap();
         let line = String::from_utf8(out).unwrap();
         let fields: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(fields, ["-", "5", "+5", "new", "f"]);
+        assert_eq!(fields, ["-", "5", "+5", "new", "0.0→50.0%", "f"]);
         let c = Change {
             raw_before: 4,
             raw_after: 0,
             before: 4.0,
             after: 0.0,
+            share_before: 40.0,
+            share_after: 0.0,
         };
         let mut out = Vec::new();
         write_row(Normalize::None, &[""], Status::Gone, &[c], "g", &mut out).unwrap();
         let line = String::from_utf8(out).unwrap();
         let fields: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(fields, ["4", "-", "-4", "gone", "g"]);
+        assert_eq!(fields, ["4", "-", "-4", "gone", "40.0→0.0%", "g"]);
     }
 }
