@@ -645,7 +645,7 @@ fn acquisitions_are_the_programs_own_count() {
 /// instants find a waiter more often than the CPU time does (session 31: 1.35x with late
 /// arrivals). So a run whose holders were descheduled for more than a tenth of their holds
 /// (wall against CPU time inside them), or whose program found a waiter behind a share of
-/// its holds' CPU time more than 0.1 below an idle machine's (`quiet`: 0.87-0.89 with 2
+/// its holds' CPU time more than 0.1 (0.06 at 2 threads) below an idle machine's (`quiet`: 0.87-0.89 with 2
 /// threads and 20 us holds, 0.98-0.99 with 3 threads and 200 us, 0.997-0.998 with 8 threads
 /// and 2 ms, 3 runs of each, session 35; beside a CPU hog a 3-thread run at 0.73 read
 /// +16.6%, one at 0.98 reads +1-2%), is run again, up to 3 times, and the least disturbed
@@ -656,10 +656,15 @@ fn acquisitions_are_the_programs_own_count() {
 #[test]
 fn held_contended_is_the_programs_own_measure() {
     let mut unjudged = Vec::new();
-    for (threads, hold_ns, quiet) in [
-        ("2", "20000", 0.87),
-        ("3", "200000", 0.98),
-        ("8", "2000000", 0.997),
+    // The most disturbance judged per case: at 2 threads and 20 us holds the profile's
+    // error grows fastest as the program's share falls (session 35: +9-12% at 0.865-0.889;
+    // session 36, a fresh-clone suite run: +16.5% at 0.781, 0.09 under quiet and so judged
+    // at DISTURBED), so a share 0.06 under quiet, five times the quiet runs' spread, is
+    // already another workload there.
+    for (threads, hold_ns, quiet, most) in [
+        ("2", "20000", 0.87, 0.06),
+        ("3", "200000", 0.98, DISTURBED),
+        ("8", "2000000", 0.997, DISTURBED),
     ] {
         for run_args in [&[][..], &["--contended-per-ms", "1000"][..]] {
             let disturbance = |t: &Truth| {
@@ -669,7 +674,7 @@ fn held_contended_is_the_programs_own_measure() {
                 descheduled.max(quiet - share)
             };
             let label = format!("{threads} threads, {hold_ns} ns holds, {run_args:?}");
-            let ((t, l, work), least) = least_disturbed(&label, DISTURBED, |_| {
+            let ((t, l, work), least) = least_disturbed(&label, most, |_| {
                 let run = turns(threads, hold_ns, run_args);
                 let d = disturbance(&run.0);
                 (run, d)
@@ -683,7 +688,7 @@ fn held_contended_is_the_programs_own_measure() {
                 contended as f64 / inside.max(1) as f64,
                 (held as f64 / want.max(1) as f64 - 1.0) * 100.0
             );
-            if least > DISTURBED {
+            if least > most {
                 assert!(
                     held <= work + work / 50,
                     "{threads} threads, {hold_ns} ns holds, {run_args:?}: held_ns {held} over \
