@@ -10,9 +10,9 @@
 use super::asymmetry::asymmetric;
 use super::subject::{acquisitions, acquisitions_low, acquisitions_low_by, chance_errors, Subject};
 use super::{
-    ratio, Finding, Kind, Thresholds, Value, LOCK_PAIR_NS, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED,
-    MIN_OVERHEAD_SHARE, MIN_PRESSURE, TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO,
-    WAIT_PER_HOLDS,
+    ratio, Finding, Kind, Thresholds, Value, CONTENTION_PRESSURE, LOCK_PAIR_NS,
+    MIN_ACQUISITION_SAMPLES, MIN_CONTENDED, MIN_OVERHEAD_SHARE, MIN_PRESSURE,
+    TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
 use crate::attribution::locks::{is_lock_kind, Counts, LockRow, LockTable, Site};
@@ -121,28 +121,35 @@ pub(super) fn lock_findings(
 
 /// Long critical sections or a coarse lock: a lock that makes threads wait (pressure and
 /// contended acquisitions) and is contended at least the threshold's share of its
-/// acquisitions; its acquisition rate tells which.
+/// acquisitions, or whose waiting costs [`CONTENTION_PRESSURE`] of its threads' running
+/// time whatever its contention rate; its acquisition rate tells which (a lock contended
+/// under the threshold's share has long critical sections: its waiters wait through many
+/// holds).
 fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Finding> {
     let c = s.counts;
     let acquisitions = acquisitions(c, counted).filter(|&a| a > 0)?;
     let rate = c.runtime.contended as f64 / acquisitions as f64;
     let pressure = s.pressure.unwrap_or(0.0);
+    let by_pressure = pressure >= CONTENTION_PRESSURE;
     if c.runtime.contended < MIN_CONTENDED
         || pressure < MIN_PRESSURE
-        || rate < thresholds.contention
+        || (rate < thresholds.contention && !by_pressure)
     {
         return None;
     }
     // Both kinds are contention the numbers prove; the rate, an estimate, only tells them
     // apart, so its point estimate decides.
     let per_second = s.per_second(acquisitions as f64)?;
-    let coarse = per_second >= thresholds.rate;
+    let coarse = per_second >= thresholds.rate && rate >= thresholds.contention;
     let wait_avg = c
         .runtime
         .wait_ns
         .checked_div(c.runtime.contended)
         .unwrap_or(0);
-    if !coarse && !holds_explain_waits(c, wait_avg) {
+    // Under the contention threshold a waiter waits through several holds (the holders
+    // take the lock back first): its waits are not each one hold's.
+    let through_holds = by_pressure && rate < thresholds.contention;
+    if !coarse && !through_holds && !holds_explain_waits(c, wait_avg) {
         return None;
     }
     let mut evidence = vec![
@@ -272,6 +279,11 @@ fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Findin
     let acquisitions = acquisitions(c, counted).filter(|&a| a > 0)?;
     let rate = c.runtime.contended as f64 / acquisitions as f64;
     if rate >= thresholds.contention || c.runtime.acquisition_samples < MIN_ACQUISITION_SAMPLES {
+        return None;
+    }
+    // A lock whose waiting costs that much is a contention problem (`contention`), however
+    // rarely it is contended: taking it is not what costs.
+    if s.pressure.unwrap_or(0.0) >= CONTENTION_PRESSURE {
         return None;
     }
     let low = s.per_second(acquisitions_low(c))?;

@@ -8,9 +8,13 @@
 //!   least the contention threshold is a contention problem, told apart by its acquisition
 //!   rate: few acquisitions make *long critical sections* (SyncPerf's quadrant 1: when the
 //!   holds others waited for, where timed, are long enough for the waits), many a *coarse
-//!   lock* (quadrant 2);
-//! - one under the contention threshold but taken at least the rate threshold a second is
-//!   *lock overhead* (quadrant 4), found through its group when no member is on its own;
+//!   lock* (quadrant 2); a lock whose waiting is at least [`CONTENTION_PRESSURE`] of its
+//!   threads' running time is a contention problem whatever its contention rate, and under
+//!   the contention threshold it has long critical sections (its holders take it back
+//!   before the woken waiters run, who wait through many holds: rarely contended, costly);
+//! - one under the contention threshold, and under [`CONTENTION_PRESSURE`], but taken at
+//!   least the rate threshold a second is *lock overhead* (quadrant 4), found through its
+//!   group when no member is on its own;
 //! - a group member contended [`ASYMMETRY`] times as often as the other members together is
 //!   *asymmetric contention* (a hot hash bucket); the group and its members then get no
 //!   other lock finding: the skew explains their contention;
@@ -89,6 +93,11 @@ impl Default for Thresholds {
 /// The least critical section pressure (waiting over running time) of a lock that a
 /// contention finding names: less is no problem whatever the rate says.
 pub const MIN_PRESSURE: f64 = 0.01;
+/// The critical section pressure at and above which a lock is a contention problem
+/// whatever its contention rate: its waiting costs a tenth of its threads' running time.
+/// (A lock its holders take back before the woken waiters run is contended on few of its
+/// acquisitions, yet its waiters wait through many holds.)
+pub const CONTENTION_PRESSURE: f64 = 0.10;
 /// The fewest contended acquisitions (exact) of a lock that a contention finding names.
 pub const MIN_CONTENDED: u64 = 20;
 /// How many times the holds of the waiters ahead of it (the average contended hold times the
