@@ -19,7 +19,7 @@
 //! Not async-signal-safe (allocates); single-threaded.
 
 use super::lock_wrappers::named_caller;
-use super::{Analysis, FunctionId, SourceLine, WeightedPath};
+use super::{Analysis, FunctionId, SourceLine};
 use std::collections::HashMap;
 
 /// Whether a module path names the runtime library.
@@ -45,18 +45,18 @@ pub struct LockSite {
 /// The sites with cost in merged metric `metric`, most costly first (ties: by caller name,
 /// then lock name).
 pub fn lock_sites(analysis: &Analysis, metric: usize) -> Vec<LockSite> {
-    lock_sites_by(analysis, |path| path.values[metric])
+    lock_sites_by(analysis, |path| analysis.paths[path].values[metric])
 }
 
-/// [`lock_sites`] of the cost `value` gives each path (a part of a metric: the waiting for
-/// locks alone, say).
-pub fn lock_sites_by(analysis: &Analysis, value: impl Fn(&WeightedPath) -> u64) -> Vec<LockSite> {
+/// [`lock_sites`] of the cost `value` gives each path, by its index in the analysis' paths
+/// (a part of a metric: the waiting for locks alone, say).
+pub fn lock_sites_by(analysis: &Analysis, value: impl Fn(usize) -> u64) -> Vec<LockSite> {
     type Key = (Option<FunctionId>, Option<FunctionId>);
     let mut sites: HashMap<Key, (u64, HashMap<SourceLine, u64>)> = HashMap::new();
     let is_runtime =
         |function: FunctionId| is_runtime_module(&analysis.names.function(function).module);
-    for path in &analysis.paths {
-        let value = value(path);
+    for (i, path) in analysis.paths.iter().enumerate() {
+        let value = value(i);
         if value == 0 {
             continue;
         }

@@ -11,8 +11,8 @@
 //! `parking_lot` mutexes wait on futexes, as do their condition variables, thread parking
 //! and channels): its use tells, by the names of the functions that called it
 //! ([`called_by_a_lock`]; a caller with no name, in a stripped binary, counts as a lock's:
-//! waiting is never called harmless without evidence). [`split`] gives one path's waiting
-//! (or blame) per class.
+//! waiting is never called harmless without evidence). [`PathClasses`] gives each path's
+//! waiting (or blame) per class, reading a path's names once.
 //!
 //! Invariants: every value of a base metric goes to exactly one class (a sample without a
 //! kind, as older runtimes wrote every one, is a lock's: it was lock waiting by definition
@@ -23,10 +23,11 @@ use super::lock_wrappers::named_caller;
 use super::metrics::Part;
 use super::{Analysis, Loc, WeightedPath};
 use crate::format::WaitKind;
+use std::cell::OnceCell;
 
-/// What a waiting thread waited for.
+/// What a waiting thread waited for (`class as usize` indexes [`PathClasses::split`]'s
+/// array).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-/// (`class as usize` indexes [`split`]'s array.)
 pub enum WaitClass {
     /// Another thread's critical section: a mutex, rwlock, spin lock, or a lock built on a
     /// condition variable, a semaphore or a futex.
@@ -57,8 +58,12 @@ const LOCK_WORDS: [&str; 5] = ["lock", "mutex", "rwlock", "spinlock", "gil"];
 /// `BlockingAwaitState` is `blocking await state`: no lock).
 fn names_a_lock(name: &str) -> bool {
     let name = name.split('(').next().unwrap_or(name);
-    let mut words = Vec::new();
     let mut word = String::new();
+    let mut found = false;
+    let mut end_word = |word: &mut String| {
+        found |= LOCK_WORDS.contains(&word.as_str());
+        word.clear();
+    };
     let mut depth = 0u32;
     let mut previous_lower = false;
     for c in name.chars() {
@@ -68,7 +73,7 @@ fn names_a_lock(name: &str) -> bool {
             _ if depth > 0 => {}
             c if c.is_ascii_alphanumeric() => {
                 if c.is_ascii_uppercase() && previous_lower {
-                    words.push(std::mem::take(&mut word));
+                    end_word(&mut word);
                 }
                 previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
                 word.push(c.to_ascii_lowercase());
@@ -77,12 +82,10 @@ fn names_a_lock(name: &str) -> bool {
             _ => {}
         }
         previous_lower = false;
-        if !word.is_empty() {
-            words.push(std::mem::take(&mut word));
-        }
+        end_word(&mut word);
     }
-    words.push(word);
-    words.iter().any(|w| LOCK_WORDS.contains(&w.as_str()))
+    end_word(&mut word);
+    found
 }
 
 /// Whether the wait (or wake) of root-first `locs`, whose innermost runtime frame is at
@@ -108,49 +111,76 @@ fn unnamed(name: &str) -> bool {
             .is_some_and(|(_, hex)| !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
-/// The value of merged base metric `base` on `path` per wait kind it names, with the
-/// class of each: `(kind, class, value)`, kinds in metric order. The path's kind-less
-/// rest is not in it.
-pub fn by_kind<'a>(
+/// The classes of the waiting on each path of an analysis. Where a path's wait kind does
+/// not say (a condition variable's, semaphore's or futex's), its callers' names are read
+/// once, on first need, and kept: the summary asks the same path many times.
+pub struct PathClasses<'a> {
     analysis: &'a Analysis,
-    path: &'a WeightedPath,
-    base: usize,
-) -> impl Iterator<Item = (WaitKind, WaitClass, u64)> + 'a {
-    let mut by_use = None;
-    path.values
-        .iter()
-        .enumerate()
-        .filter(|&(_, &value)| value > 0)
-        .filter_map(move |(m, &value)| match analysis.metrics.derived_from(m) {
-            Some((b, Part::Kind(kind))) if b == base => {
-                let class = class_of(kind).unwrap_or_else(|| {
-                    let lock = *by_use.get_or_insert_with(|| path_of_a_lock(analysis, path));
-                    if lock {
-                        WaitClass::Lock
-                    } else {
-                        WaitClass::Event
-                    }
-                });
-                Some((kind, class, value))
-            }
-            _ => None,
-        })
+    /// Per path (by index): whether its waiting of an undecided kind is a lock's.
+    by_use: Vec<OnceCell<bool>>,
 }
 
-/// The value of merged base metric `base` on `path`, split `[lock, event]` by what was
-/// waited for (`base`: idleness or blame, whose derived metrics by kind say what; a
-/// path's kind-less rest is a lock's).
-pub fn split(analysis: &Analysis, path: &WeightedPath, base: usize) -> [u64; 2] {
-    let total = path.values[base];
-    if total == 0 {
-        return [0, 0];
+impl<'a> PathClasses<'a> {
+    pub fn new(analysis: &'a Analysis) -> PathClasses<'a> {
+        PathClasses {
+            analysis,
+            by_use: (0..analysis.paths.len()).map(|_| OnceCell::new()).collect(),
+        }
     }
-    let event: u64 = by_kind(analysis, path, base)
-        .filter(|&(_, class, _)| class == WaitClass::Event)
-        .map(|(_, _, v)| v)
-        .sum();
-    let event = event.min(total);
-    [total - event, event]
+
+    /// The value of merged base metric `base` on path `path` (an index into the
+    /// analysis' paths) per wait kind it names, with the class of each: `(kind, class,
+    /// value)`, kinds in metric order. The path's kind-less rest is not in it.
+    pub fn by_kind(
+        &self,
+        path: usize,
+        base: usize,
+    ) -> impl Iterator<Item = (WaitKind, WaitClass, u64)> + '_ {
+        let a = self.analysis;
+        let values = &a.paths[path].values;
+        values
+            .iter()
+            .enumerate()
+            .filter(|&(_, &value)| value > 0)
+            .filter_map(move |(m, &value)| match a.metrics.derived_from(m) {
+                Some((b, Part::Kind(kind))) if b == base => {
+                    let class = class_of(kind).unwrap_or_else(|| {
+                        let by_use = &self.by_use[path];
+                        match *by_use.get_or_init(|| path_of_a_lock(a, &a.paths[path])) {
+                            true => WaitClass::Lock,
+                            false => WaitClass::Event,
+                        }
+                    });
+                    Some((kind, class, value))
+                }
+                _ => None,
+            })
+    }
+
+    /// The value of merged base metric `base` on path `path`, split `[lock, event]` by
+    /// what was waited for (`base`: idleness or blame, whose derived metrics by kind say
+    /// what; a path's kind-less rest is a lock's).
+    pub fn split(&self, path: usize, base: usize) -> [u64; 2] {
+        let total = self.analysis.paths[path].values[base];
+        if total == 0 {
+            return [0, 0];
+        }
+        let event: u64 = self
+            .by_kind(path, base)
+            .filter(|&(_, class, _)| class == WaitClass::Event)
+            .map(|(_, _, v)| v)
+            .sum();
+        let event = event.min(total);
+        [total - event, event]
+    }
+
+    /// [`PathClasses::split`] summed over all paths.
+    pub fn totals(&self, base: usize) -> [u64; 2] {
+        (0..self.analysis.paths.len()).fold([0, 0], |[lock, event], i| {
+            let [l, e] = self.split(i, base);
+            [lock + l, event + e]
+        })
+    }
 }
 
 /// [`called_by_a_lock`] for a whole path (its innermost runtime frame found here); a path
@@ -179,11 +209,7 @@ mod tests {
 
     /// Sums of `base` per class over all paths.
     fn totals(a: &Analysis, base: &str) -> [u64; 2] {
-        let base = a.metrics.id(base).unwrap();
-        a.paths.iter().fold([0, 0], |[l, e], p| {
-            let [pl, pe] = split(a, p, base);
-            [l + pl, e + pe]
-        })
+        PathClasses::new(a).totals(a.metrics.id(base).unwrap())
     }
 
     #[test]

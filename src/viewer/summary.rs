@@ -8,13 +8,14 @@
 //! (culprits, by blame), each with the lock function it called and the call site (see
 //! `lock_sites`). Waiting for events (condition variables, semaphores, barriers, joins,
 //! futexes not used as locks: `attribution::wait_class`) is said on a line of its own, and
-//! its waiters and wakers listed after the culprits, never among them. When the
-//! samples say what threads waited on, and that is more than one kind of primitive, one
-//! that is not a lock, or waits nobody is blamed for, idleness and blame are broken down by
-//! kind (the derived metrics `idleness.<kind>`, `blame.<kind>`, `idleness.unblamed`). When
-//! much of the waiting for locks is accounted for by no hold (mostly while the lock was
-//! free, blamed on nobody by definition), a line says how much, so that idleness and blame
-//! that differ are explained.
+//! its waiters and wakers listed after the culprits, never among them. When the samples
+//! say what threads waited on, and that is more than one kind of primitive, one that is not
+//! a lock, or waits nobody is blamed for, idleness and blame are broken down by kind (the
+//! derived metrics `idleness.<kind>`, `blame.<kind>`, `idleness.unblamed`). When much of
+//! the waiting for locks is accounted for by no hold (mostly while the lock was free,
+//! blamed on nobody by definition), a line says how much, so that idleness and blame that
+//! differ are explained. All of that waiting part is in `waiting`; then the top locks and
+//! the findings' names.
 //!
 //! Invariants: every line starts with `blameprof: `; without idleness and blame the lock
 //! lines are absent, and without derived metrics the breakdown is; a list of victims or
@@ -28,10 +29,8 @@ use super::{
     Report, View,
 };
 use crate::attribution::findings::Finding;
-use crate::attribution::lock_sites::lock_sites_by;
 use crate::attribution::locks::LockTable;
-use crate::attribution::metrics::{derived_name, Part, BLAME, IDLENESS, WORK};
-use crate::attribution::wait_class::{self, WaitClass};
+use crate::attribution::metrics::{BLAME, IDLENESS, WORK};
 use crate::attribution::{Analysis, ProcessSummary};
 use crate::format::counters::{
     CONTENDED_ACQUISITIONS, CONTENDED_HOLDS, CONTENDED_HOLDS_NOTED, CONTENDED_HOLD_PERIOD_PEAK,
@@ -40,8 +39,9 @@ use crate::format::counters::{
     WRITE_LAST_ERRNO,
 };
 use crate::format::read::Profile;
-use crate::format::WaitKind;
 use std::io::{self, Write};
+
+mod waiting;
 
 const PREFIX: &str = "blameprof: ";
 
@@ -325,7 +325,7 @@ pub fn write(
     }
     let waited = a.total_of(IDLENESS) > 0 || a.total_of(BLAME) > 0;
     if waited {
-        lock_lines(a, top, paint, out)?;
+        waiting::lock_lines(a, top, paint, out)?;
         if let Some((table, findings)) = locks {
             top_locks_line(table, out)?;
             findings_line(findings, out)?;
@@ -357,127 +357,6 @@ pub fn write(
         }
     }
     Ok(())
-}
-
-/// The lock-waiting headline and the line of waiting for events, the breakdown by kind,
-/// then the top `top` victims and culprits of lock waiting, and the top waiters for events
-/// and their wakers apart (`attribution::wait_class`).
-fn lock_lines(a: &Analysis, top: usize, paint: Paint, out: &mut dyn Write) -> io::Result<()> {
-    let effort = a.total_of(WORK) + a.total_of(IDLENESS);
-    let by_class = |base: &str| -> [u64; 2] {
-        a.metrics.id(base).map_or([0, 0], |id| {
-            a.paths.iter().fold([0, 0], |[lock, event], p| {
-                let [l, e] = wait_class::split(a, p, id);
-                [lock + l, event + e]
-            })
-        })
-    };
-    let ([lock_idle, event_idle], [lock_blame, _]) = (by_class(IDLENESS), by_class(BLAME));
-    if lock_idle > 0 || lock_blame > 0 {
-        let blame = match a.metrics.id(BLAME) {
-            Ok(_) => format!(
-                ", blame {} = {:.1}%",
-                ns(lock_blame),
-                percent(lock_blame, effort)
-            ),
-            Err(_) => String::new(),
-        };
-        writeln!(
-            out,
-            "{PREFIX}waiting for locks: idleness {} = {:.1}% of effort{blame} \
-             (effort = work + idleness = {})",
-            ns(lock_idle),
-            percent(lock_idle, effort),
-            ns(effort),
-        )?;
-    }
-    event_line(a, event_idle, effort, out)?;
-    kind_lines(a, out)?;
-    free_lock_line(a, out)?;
-    let lists = [
-        (IDLENESS, WaitClass::Lock, "waiters for locks (victims)"),
-        (BLAME, WaitClass::Lock, "culprits (perpetrators)"),
-        (IDLENESS, WaitClass::Event, "waits for events"),
-        (BLAME, WaitClass::Event, "wakers of those waits"),
-    ];
-    for (metric, class, who) in lists {
-        let Ok(id) = a.metrics.id(metric) else {
-            continue;
-        };
-        let part = |p: &_| wait_class::split(a, p, id)[class as usize];
-        let sites: Vec<_> = lock_sites_by(a, part).into_iter().take(top).collect();
-        if sites.is_empty() {
-            continue;
-        }
-        let heading = format!("top {} {who} by {metric}, % of effort:", sites.len());
-        writeln!(out, "{PREFIX}{}", paint.bold(&heading))?;
-        for site in sites {
-            let function = |f| a.names.function(f);
-            let (caller, module) = match site.caller.map(function) {
-                Some(f) => (f.name.as_str(), f.module.as_str()),
-                None => ("[no caller]", ""),
-            };
-            let caller = match (metric, class) {
-                (BLAME, WaitClass::Lock) => paint.culprit(caller),
-                (_, WaitClass::Lock) => paint.victim(caller),
-                _ => caller.to_owned(),
-            };
-            let lock = match site.lock.map(function) {
-                Some(f) => format!("  ({})", f.name),
-                None => String::new(),
-            };
-            writeln!(
-                out,
-                "{PREFIX}  {:>5.1}% {:>10}  {caller}{lock}{}",
-                percent(site.value, effort),
-                ns(site.value),
-                location(a, Some(site.line), module),
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// The waiting for events (barriers, joins, and the condition variables, semaphores and
-/// futexes no lock is built on), `event` of it, said apart from lock waiting: threads idle until
-/// signalled, posted or joined are no lock's contention, and often no problem at all (a
-/// worker pool with nothing to do). Names the kinds, heaviest first, and the metric that
-/// shows them by call path.
-fn event_line(a: &Analysis, event: u64, effort: u64, out: &mut dyn Write) -> io::Result<()> {
-    if event == 0 {
-        return Ok(());
-    }
-    let Ok(idleness) = a.metrics.id(IDLENESS) else {
-        return Ok(());
-    };
-    let mut kinds: Vec<(WaitKind, u64)> = Vec::new();
-    for path in &a.paths {
-        for (kind, class, v) in wait_class::by_kind(a, path, idleness) {
-            if class == WaitClass::Event {
-                match kinds.iter_mut().find(|(k, _)| *k == kind) {
-                    Some((_, total)) => *total += v,
-                    None => kinds.push((kind, v)),
-                }
-            }
-        }
-    }
-    kinds.sort_by_key(|&(kind, v)| (std::cmp::Reverse(v), kind));
-    let named: Vec<String> = kinds
-        .iter()
-        .map(|&(kind, v)| format!("{} {}", kind.name(), ns(v)))
-        .collect();
-    let by_path = kinds.first().map_or(String::new(), |&(kind, _)| {
-        let metric = derived_name(IDLENESS, Part::Kind(kind));
-        format!("; by call path: 'blameprof report --metrics {metric}'")
-    });
-    writeln!(
-        out,
-        "{PREFIX}waiting for events, not locks: {} = {:.1}% of effort ({}): threads idle \
-         until signalled, posted or joined, not contention{by_path}",
-        ns(event),
-        percent(event, effort),
-        named.join(", ")
-    )
 }
 
 /// Locks shown in the summary's line of top locks.
@@ -536,112 +415,6 @@ fn findings_line(findings: &[Finding], out: &mut dyn Write) -> io::Result<()> {
         out,
         "{PREFIX}findings: {}; evidence and fixes: 'blameprof report --view locks'",
         named.join("; ")
-    )
-}
-
-/// Kinds of wait that the "waiting" headline covers by itself when alone (locks).
-const LOCK_KINDS: [WaitKind; 3] = [WaitKind::Spin, WaitKind::Mutex, WaitKind::RwLock];
-
-/// Per kind of primitive, the total of the metric derived from `base` for it, for the kinds
-/// with cost, heaviest first.
-fn kind_totals(a: &Analysis, base: &str) -> Vec<(WaitKind, u64)> {
-    let Ok(base) = a.metrics.id(base) else {
-        return Vec::new();
-    };
-    let mut kinds: Vec<(WaitKind, u64)> = (0..a.metrics.len())
-        .filter_map(|m| match a.metrics.derived_from(m) {
-            Some((b, Part::Kind(kind))) if b == base && a.totals[m] > 0 => {
-                Some((kind, a.totals[m]))
-            }
-            _ => None,
-        })
-        .collect();
-    kinds.sort_by_key(|&(kind, v)| (std::cmp::Reverse(v), kind));
-    kinds
-}
-
-/// The breakdown of idleness and blame by kind of primitive, each kind's share of its base
-/// metric, heaviest first; only when there is more to it than one kind of lock.
-fn kind_lines(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
-    let (idleness, blame) = (kind_totals(a, IDLENESS), kind_totals(a, BLAME));
-    let unblamed = a.total_of(&derived_name(IDLENESS, Part::Unblamed));
-    let mut kinds: Vec<WaitKind> = idleness.iter().chain(&blame).map(|&(k, _)| k).collect();
-    kinds.sort();
-    kinds.dedup();
-    let lock_only = kinds.len() <= 1 && kinds.iter().all(|k| LOCK_KINDS.contains(k));
-    if lock_only && unblamed == 0 {
-        return Ok(());
-    }
-    let shares = |kinds: &[(WaitKind, u64)], base: &str| {
-        let total = a.total_of(base);
-        kinds
-            .iter()
-            .map(|&(kind, v)| {
-                let share = percent(v, total);
-                format!("{} {share:.1}% ({})", kind.name(), ns(v))
-            })
-            .collect::<Vec<String>>()
-            .join(", ")
-    };
-    let mut waiting = shares(&idleness, IDLENESS);
-    if unblamed > 0 {
-        let sep = if waiting.is_empty() { "" } else { "; " };
-        waiting.push_str(&format!(
-            "{sep}unblamed {} (timed out/interrupted/spurious)",
-            ns(unblamed)
-        ));
-    }
-    if !waiting.is_empty() {
-        writeln!(out, "{PREFIX}waiting by primitive: {waiting}")?;
-    }
-    if !blame.is_empty() {
-        writeln!(out, "{PREFIX}blame by primitive: {}", shares(&blame, BLAME))?;
-    }
-    Ok(())
-}
-
-/// The waiting for locks (spin locks, mutexes, rwlocks) that no hold accounts for: a
-/// blocked waiter accrues blame only while the lock is held, so its time woken but not yet
-/// running, with the lock free, is nobody's (docs/lock-blame.md). Said when it is at least
-/// a tenth of the waiting for locks and a millisecond. Waits that timed out or were
-/// interrupted are taken out when every kind waited on is a lock (otherwise the unblamed
-/// waits may be of other kinds, and the line says they may be in it).
-fn free_lock_line(a: &Analysis, out: &mut dyn Write) -> io::Result<()> {
-    if a.metrics.id(BLAME).is_err() {
-        return Ok(());
-    }
-    let (idleness, blame) = (kind_totals(a, IDLENESS), kind_totals(a, BLAME));
-    let of_locks = |totals: &[(WaitKind, u64)]| -> u64 {
-        totals
-            .iter()
-            .filter(|(kind, _)| LOCK_KINDS.contains(kind))
-            .map(|&(_, v)| v)
-            .sum()
-    };
-    let waited = of_locks(&idleness);
-    let locks_only = idleness
-        .iter()
-        .chain(&blame)
-        .all(|(kind, _)| LOCK_KINDS.contains(kind));
-    let unblamed = a.total_of(&derived_name(IDLENESS, Part::Unblamed));
-    let free = waited
-        .saturating_sub(if locks_only { unblamed } else { 0 })
-        .saturating_sub(of_locks(&blame));
-    if free < 1_000_000 || free * 10 < waited {
-        return Ok(());
-    }
-    let timed_out = if locks_only || unblamed == 0 {
-        ""
-    } else {
-        ", and any that timed out"
-    };
-    writeln!(
-        out,
-        "{PREFIX}waiting for locks that no hold accounts for: {} of {} ({:.1}%): mostly while \
-         the lock was free (a woken waiter not yet running){timed_out}",
-        ns(free),
-        ns(waited),
-        percent(free, waited)
     )
 }
 
