@@ -99,6 +99,21 @@ impl Run {
     fn scales<const N: usize>(&self, normalize: Normalize, totals: [u64; N]) -> [f64; N] {
         compare::scales(normalize, totals, self.run_ns.unwrap_or(0))
     }
+
+    /// This run's side of a comparison: its `costs`, with the scales that normalise them
+    /// and those that make them shares of the columns' `totals`.
+    fn side<'a, K, const N: usize>(
+        &self,
+        costs: &'a BTreeMap<K, [u64; N]>,
+        normalize: Normalize,
+        totals: [u64; N],
+    ) -> compare::Side<'a, K, N> {
+        (
+            costs,
+            self.scales(normalize, totals),
+            self.scales(Normalize::Total, totals),
+        )
+    }
 }
 
 /// The comparison, ready to render.
@@ -188,17 +203,9 @@ fn compare_functions(
         Rank::Exclusive => compare::EXCLUSIVE,
         Rank::Inclusive => compare::INCLUSIVE,
     };
-    let side = |run: &Run| {
-        let totals = [run.total(); 2];
-        (
-            run.scales(args.normalize, totals),
-            run.scales(Normalize::Total, totals),
-        )
-    };
-    let ((scale_before, share_before), (scale_after, share_after)) = (side(before), side(after));
     let rows = compare::compare(
-        (&fb.costs, scale_before, share_before),
-        (&fa.costs, scale_after, share_after),
+        before.side(&fb.costs, args.normalize, [before.total(); 2]),
+        after.side(&fa.costs, args.normalize, [after.total(); 2]),
         sort,
     );
     let mut modules = fb.modules;
@@ -212,18 +219,9 @@ fn compare_locks(before: &Run, after: &Run, normalize: Normalize) -> Vec<Row<Loc
         compare::lock_costs(&before.locks),
         compare::lock_costs(&after.locks),
     );
-    let (tb, ta) = (lock_totals(before, &lb), lock_totals(after, &la));
     compare::compare(
-        (
-            &lb,
-            before.scales(normalize, tb),
-            before.scales(Normalize::Total, tb),
-        ),
-        (
-            &la,
-            after.scales(normalize, ta),
-            after.scales(Normalize::Total, ta),
-        ),
+        before.side(&lb, normalize, lock_totals(before, &lb)),
+        after.side(&la, normalize, lock_totals(after, &la)),
         compare::BLAME,
     )
 }
