@@ -272,16 +272,6 @@ fn python_threads_compute_in_the_interpreter_and_wait_for_the_gil() {
     );
 }
 
-/// The summary's list under the heading that contains `heading` (its lines of sites).
-fn summary_list<'a>(summary: &'a str, heading: &str) -> Vec<&'a str> {
-    summary
-        .lines()
-        .skip_while(|l| !(l.contains(heading) && l.contains("% of effort:")))
-        .skip(1)
-        .take_while(|l| l.starts_with("blameprof:   "))
-        .collect()
-}
-
 #[test]
 fn db_bench_idle_pool_is_waiting_for_events_not_a_culprit() {
     let Some(db_bench) = installed("db_bench", "rocksdb-tools") else {

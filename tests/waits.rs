@@ -813,27 +813,19 @@ fn cxx_lock_wrappers_are_skipped_when_naming_victims_and_culprits() {
     };
     let t = truth(&run.stdout);
     let summary = run.stderr.clone();
-    let listed = |heading: &str| -> Vec<String> {
-        summary
-            .lines()
-            .skip_while(|l| !l.contains(heading))
-            .skip(1)
-            .take_while(|l| l.starts_with("blameprof:   "))
-            .map(str::to_owned)
-            .collect()
-    };
+    let listed = |heading: &str| summary_list(&summary, heading);
     // The rwlock's waiters and writers are lock victims and culprits; the condition
     // variable's consumers and producers wait for and make events, listed apart.
     let victims = listed("victims");
     let culprits = listed("culprits");
     let event_waits = listed("waits for events");
     let wakers = listed("wakers");
-    let named = |lines: &[String], f: &str| lines.iter().any(|l| l.contains(&format!("{f}(")));
-    let wrapper = |lines: &[String]| {
+    let named = |lines: &[&str], f: &str| lines.iter().any(|l| l.contains(&format!("{f}(")));
+    let wrapper = |lines: &[&str]| {
         lines
             .iter()
             .find(|l| l.contains("__glibcxx") || l.contains("__gthread") || l.contains(" wait<"))
-            .cloned()
+            .map(|l| l.to_string())
     };
     assert!(
         named(&victims, "read_table") && named(&event_waits, "consume"),

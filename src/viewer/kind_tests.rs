@@ -29,6 +29,15 @@ fn analysis_of(p: ProcessProfile) -> Analysis {
     a
 }
 
+/// [`lock_process`] with every idleness and blame sample marked as a wait of `kind`.
+fn waits_of(kind: WaitKind) -> ProcessProfile {
+    let mut p = lock_process();
+    for s in p.samples.iter_mut().filter(|s| s.metric != 0) {
+        s.flags |= kind.flags();
+    }
+    p
+}
+
 fn summary_of(a: &Analysis) -> String {
     let mut out = Vec::new();
     summary::write(a, None, 5, style::Paint::none(), &mut out).unwrap();
@@ -109,14 +118,11 @@ fn summary_breaks_waiting_down_by_primitive() {
     );
 }
 
-/// A program that waited for events alone (joins, condition variables) has no lock
-/// headline, no victims and no culprits: its waiting is said as events'.
+/// A program that waited for events alone (joins) has no lock headline, no victims and no
+/// culprits: its waiting is said as events'.
 #[test]
 fn summary_of_event_waiting_alone_names_no_culprit() {
-    let mut events = lock_process();
-    for s in events.samples.iter_mut().filter(|s| s.metric != 0) {
-        s.flags |= WaitKind::Join.flags();
-    }
+    let events = waits_of(WaitKind::Join);
     let text = summary_of(&analysis_of(events));
     for absent in ["waiting for locks", "victims", "culprits"] {
         assert!(!text.contains(absent), "{absent}: {text}");
@@ -138,10 +144,7 @@ fn summary_of_event_waiting_alone_names_no_culprit() {
 fn summary_breaks_down_all_but_a_single_kind_of_lock() {
     // Mutex waits only: the headline says it all, and the summary reads exactly as for a
     // profile without kinds.
-    let mut mutexes = lock_process();
-    for s in mutexes.samples.iter_mut().filter(|s| s.metric != 0) {
-        s.flags |= WaitKind::Mutex.flags();
-    }
+    let mutexes = waits_of(WaitKind::Mutex);
     let a = analysis_of(mutexes);
     assert!(a.metrics.id("idleness.mutex").is_ok());
     let text = summary_of(&a);
@@ -185,10 +188,7 @@ fn summary_breaks_down_all_but_a_single_kind_of_lock() {
     );
 
     // One kind that is no lock: broken down, even alone.
-    let mut barrier = lock_process();
-    for s in barrier.samples.iter_mut().filter(|s| s.metric != 0) {
-        s.flags |= WaitKind::Barrier.flags();
-    }
+    let barrier = waits_of(WaitKind::Barrier);
     let text = summary_of(&analysis_of(barrier));
     assert!(
         text.contains("blameprof: waiting by primitive: barrier 100.0% (7.00 ms)\n"),
@@ -375,10 +375,7 @@ fn summary_says_how_much_lock_waiting_fell_while_the_lock_was_free() {
         "{text}"
     );
     // Blame that accounts for all but a tenth of the waiting: no such line.
-    let mut mutexes = lock_process();
-    for s in mutexes.samples.iter_mut().filter(|s| s.metric != 0) {
-        s.flags |= WaitKind::Mutex.flags();
-    }
+    let mutexes = waits_of(WaitKind::Mutex);
     let text = summary_of(&analysis_of(mutexes));
     assert!(!text.contains("no hold accounts for"), "{text}");
 }

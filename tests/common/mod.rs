@@ -437,6 +437,17 @@ pub fn split_c() -> PathBuf {
     compile_c("split.c", "split", &["-O2", "-g", "-pthread"])
 }
 
+/// The run summary's list under the heading that contains `heading` (`victims`,
+/// `culprits`, `waits for events`, `wakers`): its lines of sites.
+pub fn summary_list<'a>(summary: &'a str, heading: &str) -> Vec<&'a str> {
+    summary
+        .lines()
+        .skip_while(|l| !(l.contains(heading) && l.contains("% of effort:")))
+        .skip(1)
+        .take_while(|l| l.starts_with("blameprof:   "))
+        .collect()
+}
+
 /// Reports the calling test as skipped: one line `skipped: <test name>: <reason>` on the
 /// real stdout (libtest captures `print!`, not writes to `std::io::stdout()`), which
 /// `.ci/run` counts as a skipped test rather than a passed one. The caller returns at once
