@@ -11,7 +11,10 @@
 //! a thread spinning on trylock is `trylock_spin` naming its call site, with the program's
 //! exact count of failures; (6) a pipeline whose first stage waits while its second
 //! computes is `load_imbalance` suggesting more threads for the second; (7) a program
-//! without such problems has no finding at all; and that the thresholds given on the
+//! without such problems has no finding at all; (8) four threads doing two thirds of their
+//! work inside one mutex get, first, its long critical sections, naming the code inside
+//! and the program's hold time, ranked by their cost (the program's waiting), with the fix
+//! of moving work out of the lock; and that the thresholds given on the
 //! command line are the ones used, and echoed. Contended acquisitions and waiting are the
 //! program's exactly (within 3%), acquisition rates within the error of their sampled
 //! estimates.
@@ -227,45 +230,27 @@ fn few_long_holds_are_long_critical_sections() {
         "{text}"
     );
     assert!(
-        text.contains("  1. long critical sections: config_lock  (mutex)\n     evidence: "),
+        text.contains("  1. long critical sections: config_lock  (mutex)\n     costs: "),
         "{text}"
     );
     let one = locks_text(&dir, &["--lock", "config_lock"]);
     assert!(one.contains("Findings about config_lock ("), "{one}");
-
-    // The thresholds given are the ones used: at half the rate of its contended
-    // acquisitions (which the estimate never goes under) it is a coarse lock; and they are
-    // echoed. (About 100 a second on an idle machine, 40 on a loaded one, where the holders
-    // take longer to come back.)
-    let threshold = ((t["contended"] as f64 / seconds(&t) / 2.0).floor() as u64).max(1);
-    let given = threshold.to_string();
-    let v = locks_json(&dir, &["--rate-threshold", &given]);
-    assert_eq!(
-        v["findings_thresholds"]["acquisitions_per_s"],
-        threshold as f64
-    );
-    finding(&v, "coarse_lock", "config_lock");
-    assert!(of_kind(&v, "long_critical_sections").is_empty());
-    let text = locks_text(
-        &dir,
-        &["--rate-threshold", &given, "--contention-threshold", "5"],
-    );
-    assert!(
-        text.contains(&format!(
-            "(contention >= 5%, >= {threshold} acquisitions/s):\n  1. coarse lock: config_lock"
-        )),
-        "{text}"
-    );
 }
 
-/// stats_lock is taken tens of thousands of times a second, and often contended.
+/// stats_lock is taken tens of thousands of times a second, and often contended; and its
+/// holders computed little inside it (under a fifth of the run in all, by the threads' CPU
+/// clocks: a quarter would make its critical sections the program's serial work, long
+/// critical sections whatever the rate).
 fn shows_coarse(t: &Truth) -> Result<(), String> {
     let rate = fraction(t["contended"], t["acquisitions"]);
     let per_second = t["acquisitions"] as f64 / seconds(t);
-    match rate >= 0.2 && per_second >= 5_000.0 {
+    let serial = t["hold_cpu_ns"] as f64 / 1e9 / seconds(t);
+    match rate >= 0.2 && per_second >= 5_000.0 && serial < 0.2 {
         true => Ok(()),
         false => Err(format!(
-            "contention {rate:.3}, {per_second:.0} acquisitions/s"
+            "contention {rate:.3}, {per_second:.0} acquisitions/s, holders computing \
+             inside for {:.1}% of the run",
+            serial * 100.0
         )),
     }
 }
@@ -319,14 +304,105 @@ fn many_contended_acquisitions_are_a_coarse_lock() {
     }
 }
 
+/// table_lock is held (computing) two thirds of the run, and most of the workers'
+/// acquisitions of it wait: the program's own holds and waits.
+fn shows_inside(t: &Truth) -> Result<(), String> {
+    let held = t["hold_ns"] as f64 / 1e9 / seconds(t);
+    let rate = fraction(t["contended"], t["acquisitions"]);
+    match held >= 0.5 && rate >= 0.1 && t["acquisitions"] >= 1000 {
+        true => Ok(()),
+        false => Err(format!(
+            "table_lock held {:.1}% of the run, contention {rate:.3}, {} acquisitions",
+            held * 100.0,
+            t["acquisitions"]
+        )),
+    }
+}
+
+/// Four threads doing two thirds of their work inside one mutex: the first finding is the
+/// critical section, naming the code its holders run and their hold time (the program's),
+/// and its fix is moving work out of the lock; not a coarse lock to stripe, not lock
+/// overhead to replace by atomics.
+#[test]
+fn work_inside_one_mutex_is_its_long_critical_sections_first() {
+    let Some((dir, t, summary)) = profiled("inside_mutex", "findings-inside", shows_inside) else {
+        return;
+    };
+    let v = locks_json(&dir, &[]);
+    let first = &findings(&v)[0];
+    assert_eq!(
+        (&first["kind"], &first["subject"]),
+        (&"long_critical_sections".into(), &"table_lock".into()),
+        "{:#}",
+        v["findings"]
+    );
+    for kind in ["coarse_lock", "lock_overhead"] {
+        assert!(of_kind(&v, kind).is_empty(), "{kind}: {:#}", v["findings"]);
+    }
+    assert!(
+        name(first, "holders_compute_in").contains("rebalance_table"),
+        "{first:#}"
+    );
+    // Every hold waited for: the average hold is the program's (from the lock call's return
+    // to the unlock), within a fifth (the runtime's starts after its own bookkeeping).
+    let want = t["hold_ns"] as f64 / t["acquisitions"] as f64;
+    let hold = number(first, "hold_avg_ns");
+    assert!(
+        close(hold, want, 0.2 * want),
+        "holds avg {hold:.0} ns, program {want:.0} ns"
+    );
+    // Its serial work: the holders' CPU time inside it over the run, about the program's
+    // hold time or less (a holder preempted inside holds the lock without computing); from
+    // the timer's samples (a few hundred of them: 6% of sampling error, and the lock calls'
+    // own time is inside the runtime's holds, not the program's): 0.769 against 0.674 once.
+    let held = t["hold_ns"] as f64 / 1e9 / seconds(&t);
+    let serial = number(first, "serial_share");
+    assert!(
+        serial >= 0.25 && serial <= 1.25 * held,
+        "serial share {serial:.3}, the program held it {held:.3} of the run"
+    );
+    // The cost it is ranked by is its waiting, the program's within the bounds of the
+    // coarse lock's test, and is the pressure as a share of the running time.
+    let cost = first["cost_ns"].as_f64().unwrap();
+    assert_eq!(cost, number(first, "wait_ns"));
+    let want = t["wait_ns"] as f64;
+    assert!(
+        cost <= 1.05 * want && cost >= 0.85 * want,
+        "cost {cost:.0} ns, the program waited {want:.0} ns"
+    );
+    assert!(
+        close(
+            first["cost_share"].as_f64().unwrap(),
+            number(first, "pressure"),
+            1e-9
+        ),
+        "{first:#}"
+    );
+    let fix = first["fix"].as_str().unwrap();
+    assert!(
+        fix.starts_with("shorten or split its critical sections: move work that needs no lock out"),
+        "{fix}"
+    );
+    // The text view and the run summary say the same first.
+    let text = locks_text(&dir, &[]);
+    assert!(
+        text.contains("  1. long critical sections: table_lock  (mutex)\n     costs: "),
+        "{text}"
+    );
+    assert!(
+        summary.contains("findings: long critical sections (table_lock)"),
+        "{summary}"
+    );
+}
+
 /// The object locks together are taken very often, each one rarely, never contended; and
-/// often enough that taking them costs: at 20 ns a pair, 1.5 times the finding's 0.1% of the
+/// often enough that taking them costs: at 20 ns a pair, 1.2 times the finding's 1% of the
 /// four workers' running time (wall-clock: on a loaded machine they take fewer a second).
 fn shows_many_objects(t: &Truth) -> Result<(), String> {
     let per_second = t["acquisitions"] as f64 / seconds(t);
     let most = t["max_object_acq"] as f64 / seconds(t);
     let cost = t["acquisitions"] as f64 * 20.0 / (4.0 * seconds(t) * 1e9);
-    match per_second >= 100_000.0 && most < 1000.0 && t["contended"] == 0 && cost >= 0.0015 {
+    match per_second >= 1_000_000.0 && most < 1000.0 && t["contended"] == 0 && cost >= 0.012 {
         true => Ok(()),
         false => Err(format!(
             "{per_second:.0} acquisitions/s, the busiest object {most:.0}/s, their cost \
@@ -374,6 +450,31 @@ fn many_rarely_taken_locks_of_one_site_are_lock_overhead_of_their_group() {
         1,
         "the group's only: {:#}",
         v["findings"]
+    );
+
+    // The thresholds given are the ones used, and echoed: at twice the group's rate it is
+    // taken too rarely for lock overhead.
+    let threshold = (2.0 * want).ceil() as u64;
+    let given = threshold.to_string();
+    let v = locks_json(&dir, &["--rate-threshold", &given]);
+    assert_eq!(
+        v["findings_thresholds"]["acquisitions_per_s"],
+        threshold as f64
+    );
+    assert!(
+        of_kind(&v, "lock_overhead").is_empty(),
+        "{:#}",
+        v["findings"]
+    );
+    let text = locks_text(
+        &dir,
+        &["--rate-threshold", &given, "--contention-threshold", "5"],
+    );
+    assert!(
+        text.contains(&format!(
+            "\nFindings: none (contention >= 5%, >= {threshold} acquisitions/s)\n"
+        )),
+        "{text}"
     );
 }
 

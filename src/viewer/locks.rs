@@ -502,7 +502,7 @@ pub fn write_json_with(
         "groups": groups,
     });
     let (list, thresholds) = match found {
-        Some(found) => findings_json(found, opts),
+        Some(found) => findings_json(found, opts, table.running_ns),
         None => (Value::Null, Value::Null),
     };
     doc["findings"] = list;
@@ -657,6 +657,7 @@ mod tests {
                    {acquisitions_per_s} acquisitions/s, holds avg {hold_avg_ns}"
                 .into(),
             fix: "shorten {site} ({threads}; {factor}, thread {tid}; {unknown})".into(),
+            cost_ns: 15_000_000,
         }
     }
 
@@ -677,7 +678,8 @@ mod tests {
         let list = [finding(Kind::LongCriticalSections, "config_lock")];
         let t = findings_text(&table, &list, &opts());
         let want = "\nFindings (contention >= 10%, >= 1000 acquisitions/s):\n  \
-                    1. long critical sections: config_lock  (mutex)\n     evidence: 62.3% of \
+                    1. long critical sections: config_lock  (mutex)\n     costs: 15.00 ms, \
+                    50.0% of the threads' running time\n     evidence: 62.3% of \
                     ~1,204 acquisitions contended, 301 acquisitions/s, holds avg 5.02 ms\n     \
                     fix: shorten reload_config (parse 1, render 5; unbounded, thread 12345; \
                     {unknown})\n";

@@ -39,7 +39,7 @@
 
 #define THREADS 4
 #define HOLD_NS 500ull
-#define SLEEP_NS 10000ull
+#define SLEEP_NS 40000ull
 #define GAP_NS 500ull
 
 pthread_mutex_t stats_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
@@ -47,7 +47,7 @@ static uint64_t deadline;
 
 struct worker {
     unsigned index;
-    uint64_t acquisitions, contended, wait_ns;
+    uint64_t acquisitions, contended, wait_ns, hold_cpu_ns;
 };
 
 /* Burns `ns` of the calling thread's CPU time. */
@@ -70,9 +70,11 @@ NOINL void update_stats(struct worker *w) {
         w->contended++;
     }
     w->acquisitions++;
+    uint64_t c0 = cpu_ns();
     busy_cpu(HOLD_NS, w->index);
     struct timespec nap = {0, (long)SLEEP_NS};
     nanosleep(&nap, NULL);
+    w->hold_cpu_ns += cpu_ns() - c0;
     pthread_mutex_unlock(&stats_lock);
 }
 
@@ -113,10 +115,12 @@ int main(int argc, char **argv) {
         s.acquisitions += workers[i].acquisitions;
         s.contended += workers[i].contended;
         s.wait_ns += workers[i].wait_ns;
+        s.hold_cpu_ns += workers[i].hold_cpu_ns;
     }
-    printf("truth start_ns=%llu end_ns=%llu acquisitions=%llu contended=%llu wait_ns=%llu\n",
+    printf("truth start_ns=%llu end_ns=%llu acquisitions=%llu contended=%llu wait_ns=%llu"
+           " hold_cpu_ns=%llu\n",
            (unsigned long long)start, (unsigned long long)end,
            (unsigned long long)s.acquisitions, (unsigned long long)s.contended,
-           (unsigned long long)s.wait_ns);
+           (unsigned long long)s.wait_ns, (unsigned long long)s.hold_cpu_ns);
     return 0;
 }

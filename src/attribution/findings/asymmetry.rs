@@ -126,6 +126,7 @@ pub(super) fn asymmetric(
         fix: "distribute the contention: a better hash, more buckets, or split the hot data \
               {element} guards"
             .to_owned(),
+        cost_ns: g.counts.runtime.wait_ns,
     })
 }
 

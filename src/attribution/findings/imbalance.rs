@@ -186,6 +186,7 @@ fn stage_imbalance(pid: u32, stages: &[Stage]) -> Option<Finding> {
         fix: "give each stage threads in proportion to its work: {suggested_threads} (now \
               {threads}; same total), or move work from {computing_stage} to {waiting_stage}"
             .to_owned(),
+        cost_ns: waiting.wait_ns,
     })
 }
 
@@ -280,5 +281,8 @@ fn thread_imbalance(pid: u32, s: &Stage) -> Option<Finding> {
         fix: "divide the work of {stage} evenly: smaller tasks from a shared queue (dynamic \
               scheduling) rather than a fixed share per thread"
             .to_owned(),
+        // What the least loaded thread could have computed: its extra idle time, at most the
+        // work between it and the most loaded one.
+        cost_ns: idle.min(difference),
     })
 }

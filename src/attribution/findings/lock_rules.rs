@@ -11,7 +11,7 @@ use super::asymmetry::asymmetric;
 use super::subject::{acquisitions, acquisitions_low, acquisitions_low_by, chance_errors, Subject};
 use super::{
     ratio, Finding, Kind, Thresholds, Value, CONTENTION_PRESSURE, LOCK_PAIR_NS,
-    MIN_ACQUISITION_SAMPLES, MIN_CONTENDED, MIN_OVERHEAD_SHARE, MIN_PRESSURE,
+    MIN_ACQUISITION_SAMPLES, MIN_CONTENDED, MIN_OVERHEAD_SHARE, MIN_PRESSURE, SERIAL_SHARE,
     TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
@@ -124,7 +124,8 @@ pub(super) fn lock_findings(
 /// acquisitions, or whose waiting costs [`CONTENTION_PRESSURE`] of its threads' running
 /// time whatever its contention rate; its acquisition rate tells which (a lock contended
 /// under the threshold's share has long critical sections: its waiters wait through many
-/// holds).
+/// holds), unless its holders computed inside it, others waiting, for [`SERIAL_SHARE`] of
+/// the run: its critical sections are then long whatever the rate. Its cost is its waiting.
 fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Finding> {
     let c = s.counts;
     let acquisitions = acquisitions(c, counted).filter(|&a| a > 0)?;
@@ -138,18 +139,23 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
         return None;
     }
     // Both kinds are contention the numbers prove; the rate, an estimate, only tells them
-    // apart, so its point estimate decides.
+    // apart, so its point estimate decides, unless the holders' computing inside the lock
+    // is itself a good part of the run (its serial work).
     let per_second = s.per_second(acquisitions as f64)?;
-    let coarse = per_second >= thresholds.rate && rate >= thresholds.contention;
+    let serial_share = s.per_second(c.held_ns as f64 / 1e9).unwrap_or(0.0);
+    let serial = serial_share >= SERIAL_SHARE;
+    let coarse = per_second >= thresholds.rate && rate >= thresholds.contention && !serial;
     let wait_avg = c
         .runtime
         .wait_ns
         .checked_div(c.runtime.contended)
         .unwrap_or(0);
     // Under the contention threshold a waiter waits through several holds (the holders
-    // take the lock back first): its waits are not each one hold's.
+    // take the lock back first): its waits are not each one hold's. Serial work inside the
+    // lock is its own proof: woken waiters that wait for a CPU too (more threads than CPUs)
+    // wait longer than the holds, and the holds are still what they wait for.
     let through_holds = by_pressure && rate < thresholds.contention;
-    if !coarse && !through_holds && !holds_explain_waits(c, wait_avg) {
+    if !coarse && !through_holds && !serial && !holds_explain_waits(c, wait_avg) {
         return None;
     }
     let mut evidence = vec![
@@ -165,6 +171,8 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
         ("wait_ns", Value::Ns(c.runtime.wait_ns)),
         ("wait_avg_ns", Value::Ns(wait_avg)),
         ("peak_waiters", Value::Count(c.runtime.peak_waiters)),
+        ("held_ns", Value::Ns(c.held_ns)),
+        ("serial_share", Value::Share(serial_share)),
     ];
     let mut text = "{contention_rate} of ~{acquisitions} acquisitions contended ({contended}), \
                     {acquisitions_per_s} acquisitions/s, pressure {pressure}, avg wait \
@@ -173,6 +181,12 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
     if let Some(hold) = c.contended_hold_avg() {
         evidence.push(("hold_avg_ns", Value::Ns(hold)));
         text.push_str(", holds avg {hold_avg_ns}");
+    }
+    if serial {
+        text.push_str(
+            "; its holders computed inside it while others waited for {held_ns}, \
+             {serial_share} of the run, one thread at a time",
+        );
     }
     if s.group {
         evidence.push(("members", Value::Count(s.rows.len() as u64)));
@@ -202,6 +216,12 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
                 evidence.push(("holds_end_in", Value::Name(site)));
                 fix.push_str("; the holds others waited for end in {holds_end_in}");
             }
+            if serial {
+                fix.push_str(
+                    " (work that must stay under the lock: split the data it guards, so \
+                     that threads hold different locks)",
+                );
+            }
             fix
         }
     };
@@ -217,6 +237,7 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
         evidence,
         text,
         fix,
+        cost_ns: c.runtime.wait_ns,
     })
 }
 
@@ -360,6 +381,7 @@ fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Findin
         locks: s.names(),
         evidence,
         text,
+        cost_ns: (acquisitions_low(c) * LOCK_PAIR_NS) as u64,
         fix: match s.group {
             true => {
                 "the cost is in taking these locks at all: use atomics or per-thread data \
@@ -427,5 +449,11 @@ fn trylock_spin(
         evidence,
         text,
         fix: fix.to_owned(),
+        // The spinning itself is not timed: each failed try at the price of a lock pair (a
+        // floor), with the lock's waiting.
+        cost_ns: c
+            .runtime
+            .wait_ns
+            .saturating_add((c.runtime.try_failed as f64 * LOCK_PAIR_NS) as u64),
     })
 }

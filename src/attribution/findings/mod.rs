@@ -8,7 +8,11 @@
 //!   least the contention threshold is a contention problem, told apart by its acquisition
 //!   rate: few acquisitions make *long critical sections* (SyncPerf's quadrant 1: when the
 //!   holds others waited for, where timed, are long enough for the waits), many a *coarse
-//!   lock* (quadrant 2); a lock whose waiting is at least [`CONTENTION_PRESSURE`] of its
+//!   lock* (quadrant 2), unless its holders computed inside it, others waiting, for at least
+//!   [`SERIAL_SHARE`] of the run: then the work inside it is what the program waits for, one
+//!   thread at a time, and its critical sections are long whatever the rate (four threads
+//!   doing two thirds of their work inside one mutex are helped by moving work out of it,
+//!   not by atomics or stripes); a lock whose waiting is at least [`CONTENTION_PRESSURE`] of its
 //!   threads' running time is a contention problem whatever its contention rate, and under
 //!   the contention threshold it has long critical sections (its holders take it back
 //!   before the woken waiters run, who wait through many holds: rarely contended, costly);
@@ -39,12 +43,17 @@
 //! acquisition estimate is never taken below the contended acquisitions, which are exact and
 //! acquisitions too. docs/findings.md tells each rule.
 //!
+//! Every finding states what it costs the program ([`Finding::cost_ns`]: the threads' time
+//! the problem takes, the waiting it explains or the work it adds), and findings are ranked
+//! by it, the costliest first: a rule's rate or ratio decides *whether* something is a
+//! problem and *which*, never how much it matters.
+//!
 //! Invariants: a lock table that is unavailable, a process whose acquisitions were not
 //! counted, or a profile without thread times gives no lock finding that needs what is
 //! missing (no trylock site: the finding names none); a group's finding stands for its
-//! members' of the same kind (they get none); findings come ordered by [`Kind`], within a
-//! kind groups before locks, each in the lock table's order (blame first). Every `{key}` of
-//! a finding's words names an entry of its evidence. Not async-signal-safe (allocates);
+//! members' of the same kind (they get none); findings come ordered by cost, the costliest
+//! first, equal costs by [`Kind`], then groups before locks, each in the lock table's order
+//! (blame first). Every `{key}` of a finding's words names an entry of its evidence. Not async-signal-safe (allocates);
 //! single-threaded.
 //!
 //! Files: this one holds the thresholds, the finding's types and [`findings`]; the rules
@@ -98,6 +107,11 @@ pub const MIN_PRESSURE: f64 = 0.01;
 /// (A lock its holders take back before the woken waiters run is contended on few of its
 /// acquisitions, yet its waiters wait through many holds.)
 pub const CONTENTION_PRESSURE: f64 = 0.10;
+/// The least share of the run's wall time a lock's holders must compute inside it while
+/// others wait (`held.contended` over wall time: the lock's serial work) for its contention
+/// to be long critical sections at any acquisition rate: work the program runs one thread
+/// at a time for a quarter of its run caps its speedup under 4x (Amdahl).
+pub const SERIAL_SHARE: f64 = 0.25;
 /// The fewest contended acquisitions (exact) of a lock that a contention finding names.
 pub const MIN_CONTENDED: u64 = 20;
 /// How many times the holds of the waiters ahead of it (the average contended hold times the
@@ -131,8 +145,9 @@ pub const MIN_IMBALANCE_OF_MEAN: f64 = 0.10;
 /// x86-64, docs/benchmarks.md), to weigh a lock's acquisitions against running time.
 pub const LOCK_PAIR_NS: f64 = 20.0;
 /// The least share of the threads' running time that a lock's acquisitions, at
-/// [`LOCK_PAIR_NS`] each, must cost for lock overhead.
-pub const MIN_OVERHEAD_SHARE: f64 = 0.001;
+/// [`LOCK_PAIR_NS`] each, must cost for lock overhead: under 1% no change to the locking
+/// repays its risk (memcached's item locks and RocksDB's mutexes cost about 0.1%).
+pub const MIN_OVERHEAD_SHARE: f64 = 0.01;
 /// A lock whose high phases cover less than this share of the run is phased...
 pub const MAX_HIGH_COVERAGE: f64 = 0.80;
 /// ...when they hold at least this share of its waiting (pressure times length): the
@@ -215,6 +230,12 @@ pub struct Finding {
     /// `evidence` (the view fills them in).
     pub text: String,
     pub fix: String,
+    /// What the problem costs the program (ns of its threads' time), what findings are
+    /// ranked by: the lock's waiting (contention, asymmetry, phases: the waiting of the
+    /// high phases), the acquisitions' cost at [`LOCK_PAIR_NS`] (lock overhead; failed
+    /// trylocks at the same price, with the lock's waiting, for a trylock spin), the waiting
+    /// stage's waiting or the least loaded thread's idle time (load imbalance).
+    pub cost_ns: u64,
 }
 
 impl Finding {
@@ -243,8 +264,14 @@ pub fn findings(
     let mut out = lock_findings(table, &wall_times(&procs), thresholds);
     out.extend(timeline.map_or_else(Vec::new, phase_findings));
     out.extend(imbalance_findings(&thread_loads(&procs, symbolizer)));
-    out.sort_by_key(|f| f.kind);
+    rank(&mut out);
     Ok(out)
+}
+
+/// Orders findings by cost, the costliest first, equal costs by [`Kind`]; stable, so that
+/// equal ones keep the rules' order (groups before locks, the lock table's order).
+fn rank(found: &mut [Finding]) {
+    found.sort_by(|a, b| b.cost_ns.cmp(&a.cost_ns).then(a.kind.cmp(&b.kind)));
 }
 
 /// `part / whole` (0 when `whole` is 0).

@@ -2,7 +2,8 @@
 //! read off the timeline's phases of each lock (`attribution::timeline`).
 //!
 //! Invariants: a lock needs high and low phases, its high ones under
-//! [`MAX_HIGH_COVERAGE`] of the run and holding most of its waiting. Not async-signal-safe
+//! [`MAX_HIGH_COVERAGE`] of the run and holding most of its waiting; the finding costs the
+//! waiting of its high phases. Not async-signal-safe
 //! (allocates); single-threaded.
 
 use super::{ratio, Finding, Kind, Value, MAX_HIGH_COVERAGE, MIN_HIGH_WAITING_SHARE, MIN_PRESSURE};
@@ -73,6 +74,10 @@ pub(super) fn phase_findings(timeline: &Timeline) -> Vec<Finding> {
                       does then ('report --view timeline') and fix that phase's critical \
                       sections or thread count rather than the lock everywhere"
                     .to_owned(),
+                cost_ns: high
+                    .iter()
+                    .flat_map(|p| l.wait_ns.get(p.start..p.end).unwrap_or(&[]))
+                    .fold(0u64, |t, &ns| t.saturating_add(ns)),
             })
         })
         .collect()

@@ -67,6 +67,7 @@ pub fn write_findings_text(
             .lock_kind
             .map_or(String::new(), |k| format!("  ({})", k.name()));
         writeln!(out, "  {}. {}: {}{kind}", i + 1, f.kind.title(), f.subject)?;
+        writeln!(out, "     costs: {}", cost_text(f, table.running_ns))?;
         writeln!(out, "     evidence: {}", fill(&f.text, f))?;
         writeln!(out, "     fix: {}", fill(&f.fix, f))?;
     }
@@ -78,6 +79,21 @@ pub fn write_findings_text(
         )?;
     }
     Ok(())
+}
+
+/// What a finding costs, and its share of the threads' running time when known:
+/// `5.72 s, 71.4% of the threads' running time`.
+pub(super) fn cost_text(f: &Finding, running_ns: u64) -> String {
+    let cost = format_value(f.cost_ns, "ns");
+    match cost_share(f, running_ns) {
+        Some(share) => format!("{cost}, {:.1}% of the threads' running time", share * 100.0),
+        None => cost,
+    }
+}
+
+/// A finding's cost over the threads' running time (none when that is unknown).
+fn cost_share(f: &Finding, running_ns: u64) -> Option<f64> {
+    (running_ns > 0).then(|| f.cost_ns as f64 / running_ns as f64)
 }
 
 /// `words` with each `{key}` replaced by the finding's evidence under that key, formatted.
@@ -155,8 +171,13 @@ pub(super) fn evidence_json(v: &Evidence) -> Value {
     }
 }
 
-/// The findings and their thresholds as JSON.
-pub(super) fn findings_json(found: Findings, opts: &LockOptions) -> (Value, Value) {
+/// The findings and their thresholds as JSON (`running_ns`: the threads' running time their
+/// costs are shares of).
+pub(super) fn findings_json(
+    found: Findings,
+    opts: &LockOptions,
+    running_ns: u64,
+) -> (Value, Value) {
     let list: Vec<Value> = found
         .shown(opts)
         .iter()
@@ -173,6 +194,8 @@ pub(super) fn findings_json(found: Findings, opts: &LockOptions) -> (Value, Valu
                 "pid": f.pid,
                 "lock_kind": f.lock_kind.map(|k| k.name()),
                 "locks": f.locks,
+                "cost_ns": f.cost_ns,
+                "cost_share": cost_share(f, running_ns),
                 "evidence": evidence,
                 "text": fill(&f.text, f),
                 "fix": fill(&f.fix, f),
@@ -184,6 +207,10 @@ pub(super) fn findings_json(found: Findings, opts: &LockOptions) -> (Value, Valu
         "contention_rate": t.contention,
         "acquisitions_per_s": t.rate,
         "min_pressure": findings::MIN_PRESSURE,
+        "contention_pressure": findings::CONTENTION_PRESSURE,
+        "serial_share": findings::SERIAL_SHARE,
+        "lock_pair_ns": findings::LOCK_PAIR_NS,
+        "min_overhead_share": findings::MIN_OVERHEAD_SHARE,
         "min_contended": findings::MIN_CONTENDED,
         "min_acquisition_samples": findings::MIN_ACQUISITION_SAMPLES,
         "standard_errors": findings::STANDARD_ERRORS,
