@@ -1,5 +1,5 @@
-//! The findings' lock rules: long critical sections and coarse locks (contention), lock
-//! overhead and trylock spins, read off the lock table with each process's wall time;
+//! The findings' lock rules: long critical sections, coarse locks and woken waiters
+//! retaking a condition variable's mutex (contention), lock overhead and trylock spins, read off the lock table with each process's wall time;
 //! asymmetric contention in a group is `asymmetry`'s.
 //!
 //! Invariants: a group's finding of a kind stands for its members' of that kind (they get
@@ -11,8 +11,8 @@ use super::asymmetry::asymmetric;
 use super::subject::{acquisitions, acquisitions_low, acquisitions_low_by, chance_errors, Subject};
 use super::{
     ratio, Finding, Kind, Thresholds, Value, CONTENTION_PRESSURE, LOCK_PAIR_NS,
-    MIN_ACQUISITION_SAMPLES, MIN_CONTENDED, MIN_OVERHEAD_SHARE, MIN_PRESSURE, SERIAL_SHARE,
-    TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
+    MIN_ACQUISITION_SAMPLES, MIN_CONTENDED, MIN_OVERHEAD_SHARE, MIN_PRESSURE, RETAKE_SHARE,
+    SERIAL_SHARE, TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
 use crate::attribution::locks::{is_lock_kind, Counts, LockRow, LockTable, Site};
@@ -72,6 +72,7 @@ pub(super) fn lock_findings(
             for kind in [
                 Kind::LongCriticalSections,
                 Kind::CoarseLock,
+                Kind::WokenRetake,
                 Kind::LockOverhead,
             ] {
                 covered.extend(g.members.iter().map(|&m| (kind, m)));
@@ -137,6 +138,9 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
         || (rate < thresholds.contention && !by_pressure)
     {
         return None;
+    }
+    if let Some(f) = woken_retake(s, pressure) {
+        return Some(f);
     }
     // Both kinds are contention the numbers prove; the rate, an estimate, only tells them
     // apart, so its point estimate decides, unless the holders' computing inside the lock
@@ -239,6 +243,88 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
         fix,
         cost_ns: c.runtime.wait_ns,
     })
+}
+
+/// Woken waiters retaking the mutex: at least [`RETAKE_SHARE`] of the lock's waiting (by its
+/// waiter sites, from samples) is inside `pthread_cond_*wait`, threads woken from a
+/// condition variable waiting again for its mutex. Its cost is the lock's waiting.
+fn woken_retake(s: &Subject, pressure: f64) -> Option<Finding> {
+    let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut total = 0u64;
+    for (site, ns) in s.rows.iter().flat_map(|r| r.waiters()) {
+        total = total.saturating_add(*ns);
+        if is_condvar_wait(&site.lock_function) {
+            let sum = by.entry(&site.caller).or_default();
+            *sum = sum.saturating_add(*ns);
+        }
+    }
+    let retake = by.values().fold(0u64, |t, &ns| t.saturating_add(ns));
+    let share = ratio(retake as f64, total as f64);
+    if share < RETAKE_SHARE {
+        return None;
+    }
+    let c = s.counts;
+    let woken_in = by
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(caller, _)| caller.to_owned())?;
+    let mut evidence = vec![
+        ("retake_share", Value::Share(share)),
+        (
+            "retake_wait_ns",
+            Value::Ns((c.runtime.wait_ns as f64 * share) as u64),
+        ),
+        ("woken_in", Value::Name(woken_in)),
+        ("contended", Value::Count(c.runtime.contended)),
+        ("pressure", Value::Share(pressure)),
+        ("wait_ns", Value::Ns(c.runtime.wait_ns)),
+        ("peak_waiters", Value::Count(c.runtime.peak_waiters)),
+    ];
+    let mut text = "{retake_share} of its waiting ({retake_wait_ns}) is threads woken from a \
+                    condition variable in {woken_in} waiting again for this mutex; \
+                    {contended} contended acquisitions, pressure {pressure}"
+        .to_owned();
+    if let Some(hold) = c.contended_hold_avg() {
+        evidence.push(("hold_avg_ns", Value::Ns(hold)));
+        text.push_str(", holds avg {hold_avg_ns}");
+    }
+    let mut fix = "wake after unlocking: call pthread_cond_signal or _broadcast \
+                   (notify_one, notify_all) once the mutex is released, and move work done \
+                   under it after the wake out of it"
+        .to_owned();
+    if let Some(site) = top_site(s.rows.iter().flat_map(|r| r.holders())) {
+        evidence.push(("holds_end_in", Value::Name(site)));
+        text.push_str("; the holds they waited for end in {holds_end_in}");
+        fix.push_str(" ({holds_end_in})");
+    }
+    if c.runtime.peak_waiters > 1 {
+        // Several waited for it at once: a broadcast's herd, each woken one in turn.
+        fix.push_str(
+            "; wake only the threads that can go on (signal rather than broadcast): the \
+             woken all need the mutex, {peak_waiters} at once",
+        );
+    }
+    if s.group {
+        evidence.push(("members", Value::Count(s.rows.len() as u64)));
+        text.push_str(" (over its {members} locks)");
+    }
+    Some(Finding {
+        kind: Kind::WokenRetake,
+        subject: s.name.to_owned(),
+        pid: s.pid,
+        lock_kind: s.kind,
+        locks: s.names(),
+        evidence,
+        text,
+        fix,
+        cost_ns: c.runtime.wait_ns,
+    })
+}
+
+/// Whether an interposed function is a condition variable's wait (whose mutex waiting is
+/// the retake after the wake).
+fn is_condvar_wait(function: &str) -> bool {
+    function.starts_with("pthread_cond_") && function.ends_with("wait")
 }
 
 /// Whether the holds others waited for are long enough for the waits (the claim of long

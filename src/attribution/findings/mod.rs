@@ -16,6 +16,11 @@
 //!   threads' running time is a contention problem whatever its contention rate, and under
 //!   the contention threshold it has long critical sections (its holders take it back
 //!   before the woken waiters run, who wait through many holds: rarely contended, costly);
+//! - a contention problem whose waiting is mostly, at least [`RETAKE_SHARE`], threads woken
+//!   from a condition variable retaking its mutex (inside `pthread_cond_wait`) is *woken
+//!   waiters retake the mutex*: the waker holds it after waking them (RocksDB's per-writer
+//!   mutexes, signalled under the lock), or a broadcast wakes many for one mutex; neither
+//!   a stripe nor shorter critical sections of the waiters help, waking after the unlock does;
 //! - one under the contention threshold, and under [`CONTENTION_PRESSURE`], but taken at
 //!   least the rate threshold a second is *lock overhead* (quadrant 4), found through its
 //!   group when no member is on its own;
@@ -112,6 +117,10 @@ pub const CONTENTION_PRESSURE: f64 = 0.10;
 /// to be long critical sections at any acquisition rate: work the program runs one thread
 /// at a time for a quarter of its run caps its speedup under 4x (Amdahl).
 pub const SERIAL_SHARE: f64 = 0.25;
+/// The least share of a contended mutex's waiting that threads woken from a condition
+/// variable spend retaking it (waiter sites in `pthread_cond_*wait`) for the contention to
+/// be theirs: woken waiters retaking the mutex.
+pub const RETAKE_SHARE: f64 = 0.5;
 /// The fewest contended acquisitions (exact) of a lock that a contention finding names.
 pub const MIN_CONTENDED: u64 = 20;
 /// How many times the holds of the waiters ahead of it (the average contended hold times the
@@ -160,6 +169,7 @@ pub const MIN_HIGH_WAITING_SHARE: f64 = 0.5;
 pub enum Kind {
     LongCriticalSections,
     CoarseLock,
+    WokenRetake,
     AsymmetricContention,
     TrylockSpin,
     LockOverhead,
@@ -173,6 +183,7 @@ impl Kind {
         match self {
             Kind::LongCriticalSections => "long_critical_sections",
             Kind::CoarseLock => "coarse_lock",
+            Kind::WokenRetake => "woken_retake",
             Kind::AsymmetricContention => "asymmetric_contention",
             Kind::TrylockSpin => "trylock_spin",
             Kind::LockOverhead => "lock_overhead",
@@ -186,6 +197,7 @@ impl Kind {
         match self {
             Kind::LongCriticalSections => "long critical sections",
             Kind::CoarseLock => "coarse lock",
+            Kind::WokenRetake => "woken waiters retake the mutex",
             Kind::AsymmetricContention => "asymmetric contention",
             Kind::TrylockSpin => "trylock spin",
             Kind::LockOverhead => "lock overhead",

@@ -213,6 +213,37 @@ fn serial_work_inside_a_frequent_lock_is_long_critical_sections() {
 }
 
 #[test]
+fn waiting_mostly_at_condition_variable_retakes_is_woken_waiters_retaking() {
+    // 300 contended acquisitions of 1 ms each: 30 ms a second of 10 s, pressure 3%.
+    let mut r = row("queue_lock", counts(600, 20, 300, 1_000_000));
+    r.counts.runtime.timed_holds = 300;
+    r.counts.runtime.contended_hold_ns = 300 * 2_000_000;
+    r.detail_mut().waiters = vec![
+        (site("take_batch", "pthread_cond_wait"), 700),
+        (site("publish_batch", "pthread_mutex_lock"), 300),
+    ];
+    r.detail_mut().holders = vec![(site("publish_batch", "pthread_mutex_unlock"), 900)];
+    let f = found(&table(vec![r.clone()]), 2);
+    assert_eq!(kinds(&f), [(Kind::WokenRetake, "queue_lock")]);
+    assert!((share(&f[0], "retake_share") - 0.7).abs() < 1e-9);
+    assert_eq!(name(&f[0], "woken_in"), "take_batch");
+    assert_eq!(
+        name(&f[0], "holds_end_in"),
+        "publish_batch -> pthread_mutex_unlock"
+    );
+    assert_eq!(f[0].value("retake_wait_ns"), Some(&Value::Ns(210_000_000)));
+    assert!(f[0].fix.starts_with("wake after unlocking"), "{}", f[0].fix);
+    assert_eq!(f[0].cost_ns, 300_000_000);
+    // Timed waits count as well; under half of the waiting is another contention.
+    r.detail_mut().waiters[0].0.lock_function = "pthread_cond_timedwait".into();
+    let f = found(&table(vec![r.clone()]), 2);
+    assert_eq!(kinds(&f), [(Kind::WokenRetake, "queue_lock")]);
+    r.detail_mut().waiters[0].1 = 299;
+    let f = found(&table(vec![r]), 2);
+    assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "queue_lock")]);
+}
+
+#[test]
 fn findings_are_ranked_by_what_they_cost() {
     // A coarse lock waited for 1.2 s, long critical sections 1.75 s, lock overhead on a
     // lock taken 5 million times a second (at 20 ns a pair, about 194 ms: 1.9% of the

@@ -209,6 +209,7 @@ pub(super) fn findings_json(
         "min_pressure": findings::MIN_PRESSURE,
         "contention_pressure": findings::CONTENTION_PRESSURE,
         "serial_share": findings::SERIAL_SHARE,
+        "retake_share": findings::RETAKE_SHARE,
         "lock_pair_ns": findings::LOCK_PAIR_NS,
         "min_overhead_share": findings::MIN_OVERHEAD_SHARE,
         "min_contended": findings::MIN_CONTENDED,
