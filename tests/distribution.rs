@@ -333,7 +333,10 @@ fn db_bench_idle_pool_is_waiting_for_events_not_a_culprit() {
     // its running time).
     if let Some(line) = summary.lines().find(|l| l.contains("findings: ")) {
         for wrong in ["coarse lock", "lock overhead"] {
-            assert!(!line.contains(wrong), "{wrong} in db_bench's findings: {line}");
+            assert!(
+                !line.contains(wrong),
+                "{wrong} in db_bench's findings: {line}"
+            );
         }
     }
 }

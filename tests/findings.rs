@@ -425,7 +425,12 @@ fn waiters_woken_under_the_lock_are_woken_retake() {
     };
     let v = locks_json(&dir, &[]);
     let f = finding(&v, "woken_retake", "queue_lock");
-    assert_eq!(findings(&v)[0]["kind"], "woken_retake", "{:#}", v["findings"]);
+    assert_eq!(
+        findings(&v)[0]["kind"],
+        "woken_retake",
+        "{:#}",
+        v["findings"]
+    );
     for kind in ["coarse_lock", "long_critical_sections"] {
         assert!(of_kind(&v, kind).is_empty(), "{kind}: {:#}", v["findings"]);
     }
