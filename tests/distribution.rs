@@ -12,7 +12,9 @@
 //! GIL is found in the interpreter's waits, and is said to be waiting for a lock; (4)
 //! RocksDB's `db_bench`, whose background thread pool idles on condition variables for
 //! most of the run, is told that this is waiting for events, not contention: no pool
-//! thread heads the victims, and no signaller or broadcaster is among the culprits.
+//! thread heads the victims, and no signaller or broadcaster is among the culprits; (5)
+//! stress-ng's futex stressor, whose futex words are events nobody holds, is told so: no
+//! lock waiting, no pressure, no contention finding.
 //!
 //! These programs print no truth of their waiting, so the figures checked are the ones
 //! they do state (counts, output) and the ones no load can change (where blame lands, that
@@ -338,6 +340,51 @@ fn db_bench_idle_pool_is_waiting_for_events_not_a_culprit() {
                 "{wrong} in db_bench's findings: {line}"
             );
         }
+    }
+}
+
+/// stress-ng's futex stressor: one process of each pair wakes a futex word in a loop, the
+/// other waits on it with a timeout, its waits ending by the timeout or at once (the word
+/// changed). Nobody holds anything: the waiting is for events, never "coarse lock" (it was
+/// four, each wait a 100% contended acquisition); the word has no pressure, as events have
+/// none.
+#[test]
+fn stress_ng_futex_waits_are_events_not_a_coarse_lock() {
+    let Some(stress_ng) = installed("stress-ng", "stress-ng") else {
+        return;
+    };
+    let _one_at_a_time = machine();
+    let (dir, run) = profiled("stress_ng_futex", &stress_ng, &["--futex", "2", "-t", "3"]);
+    assert!(
+        run.stderr.contains("successful run completed"),
+        "stress-ng did not complete under the profiler:\n{}",
+        run.describe()
+    );
+    let summary = &run.stderr;
+    let events = summary
+        .lines()
+        .find(|l| l.contains("waiting for events, not locks:"))
+        .unwrap_or_else(|| panic!("no line of waiting for events:\n{summary}"));
+    assert!(events.contains("futex"), "{events}");
+    assert!(
+        !summary.contains("waiting for locks:"),
+        "its futex waiting told as lock waiting:\n{summary}"
+    );
+    if let Some(line) = summary.lines().find(|l| l.contains("findings: ")) {
+        for wrong in ["coarse lock", "long critical sections", "lock overhead"] {
+            assert!(!line.contains(wrong), "{wrong}: {line}");
+        }
+    }
+    let futexes: Vec<Value> = lock_rows(&dir, "locks")
+        .into_iter()
+        .filter(|l| l["kind"] == "futex")
+        .collect();
+    assert!(!futexes.is_empty(), "no futex word in the lock view");
+    for l in &futexes {
+        assert!(
+            l["counts"]["pressure"].is_null(),
+            "a futex event with pressure: {l:#}"
+        );
     }
 }
 

@@ -484,7 +484,7 @@ fn finish_row(
     };
     let pressure = b
         .kind
-        .filter(|k| is_lock_kind(*k))
+        .filter(|&k| waits_for_a_lock(k, &counts))
         .filter(|_| b.running_ns > 0)
         .map(|_| counts.runtime.wait_ns as f64 / b.running_ns as f64);
     LockRow {
@@ -508,6 +508,21 @@ fn finish_row(
         .filter(|d| *d != Detail::default())
         .map(Box::new),
     }
+}
+
+/// The most of a futex word's waiting its wakers may take as blame for the word to be used
+/// as an event rather than a lock: a lock's waiters are woken by its holders' releases,
+/// which take their waiting; a word whose waits time out, or return at once because its
+/// value changed (stress-ng's futex stressor: all of them), is no lock anyone held.
+pub const EVENT_FUTEX_BLAME: f64 = 0.1;
+
+/// Whether the waiting counted in `counts`, of `kind`, is for a lock: a lock kind, and for a
+/// futex word a lock's use (more than [`EVENT_FUTEX_BLAME`] of its waiting blamed on the
+/// wakes that ended it). What critical section pressure and the lock findings are about.
+pub fn waits_for_a_lock(kind: WaitKind, counts: &Counts) -> bool {
+    is_lock_kind(kind)
+        && (kind != WaitKind::Futex
+            || counts.blame_ns as f64 > EVENT_FUTEX_BLAME * counts.runtime.wait_ns as f64)
 }
 
 /// Kinds whose waiting is for a holder's release: the ones critical section pressure is

@@ -29,7 +29,7 @@
 
 use super::calibration::Calibration;
 use super::clock::span;
-use super::locks::{is_lock_kind, LockTable};
+use super::locks::{is_lock_kind, waits_for_a_lock, LockTable};
 use super::{select_processes, AttributionError, Filter};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::{protocol, WaitKind, LOCK_INTERVAL_NS, LOCK_INTERVAL_VERSION};
@@ -397,7 +397,7 @@ fn lay_out(
     let mut series: Vec<LockSeries> = table
         .locks
         .iter()
-        .filter(|r| r.kind.is_some_and(is_lock_kind))
+        .filter(|r| r.kind.is_some_and(|k| waits_for_a_lock(k, &r.counts)))
         .filter_map(|r| {
             let b = locks.get(&(r.pid, r.address))?;
             Some(lock_series(

@@ -11,8 +11,11 @@
 //! `parking_lot` mutexes wait on futexes, as do their condition variables, thread parking
 //! and channels): its use tells, by the names of the functions that called it
 //! ([`called_by_a_lock`]; a caller with no name, in a stripped binary, counts as a lock's:
-//! waiting is never called harmless without evidence). [`PathClasses`] gives each path's
-//! waiting (or blame) per class, reading a path's names once.
+//! waiting is never called harmless without evidence); a futex's use also by how its waits
+//! end: waits nobody wakes (at most `EVENT_FUTEX_BLAME` of them blamed: they time out, or
+//! return at once as the word changed, stress-ng's futex stressor) wait for no holder,
+//! whatever the names. [`PathClasses`] gives each path's waiting (or blame) per class,
+//! reading a path's names once.
 //!
 //! Invariants: every value of a base metric goes to exactly one class (a sample without a
 //! kind, as older runtimes wrote every one, is a lock's: it was lock waiting by definition
@@ -20,6 +23,7 @@
 
 use super::lock_sites::is_runtime_module;
 use super::lock_wrappers::named_caller;
+use super::locks::EVENT_FUTEX_BLAME;
 use super::metrics::Part;
 use super::{Analysis, Loc, WeightedPath};
 use crate::format::WaitKind;
@@ -118,14 +122,35 @@ pub struct PathClasses<'a> {
     analysis: &'a Analysis,
     /// Per path (by index): whether its waiting of an undecided kind is a lock's.
     by_use: Vec<OnceCell<bool>>,
+    /// The metrics of idleness and of its unblamed part, when the analysis has them.
+    idleness: Option<(usize, usize)>,
 }
 
 impl<'a> PathClasses<'a> {
     pub fn new(analysis: &'a Analysis) -> PathClasses<'a> {
+        let unblamed = format!("idleness.{}", super::metrics::UNBLAMED);
+        let idleness = analysis
+            .metrics
+            .id("idleness")
+            .ok()
+            .zip(analysis.metrics.id(&unblamed).ok());
         PathClasses {
             analysis,
             by_use: (0..analysis.paths.len()).map(|_| OnceCell::new()).collect(),
+            idleness,
         }
+    }
+
+    /// Whether the waits on `path` mostly ended with no wake (timed out, interrupted, or
+    /// returned at once: a futex word whose value had changed): at most
+    /// [`EVENT_FUTEX_BLAME`] of its idleness is blamed on a waker. A futex so waited on is
+    /// polled or slept on, not a lock anyone held (the lock table's rule, by blame).
+    fn mostly_unblamed(&self, path: usize) -> bool {
+        self.idleness.is_some_and(|(idle, unblamed)| {
+            let values = &self.analysis.paths[path].values;
+            let blamed = values[idle].saturating_sub(values[unblamed]);
+            values[idle] > 0 && blamed as f64 <= EVENT_FUTEX_BLAME * values[idle] as f64
+        })
     }
 
     /// The value of merged base metric `base` on path `path` (an index into the
@@ -146,7 +171,9 @@ impl<'a> PathClasses<'a> {
                 Some((b, Part::Kind(kind))) if b == base => {
                     let class = class_of(kind).unwrap_or_else(|| {
                         let by_use = &self.by_use[path];
-                        match *by_use.get_or_init(|| path_of_a_lock(a, &a.paths[path])) {
+                        let named = *by_use.get_or_init(|| path_of_a_lock(a, &a.paths[path]));
+                        let polled = kind == WaitKind::Futex && self.mostly_unblamed(path);
+                        match named && !polled {
                             true => WaitClass::Lock,
                             false => WaitClass::Event,
                         }
@@ -279,6 +306,27 @@ mod tests {
         assert_eq!(
             totals(&a, "idleness"),
             [7_250_000 + 2_000_000, 3_500_000 + 5_000_000 + 1_000_000]
+        );
+    }
+
+    #[test]
+    fn a_futex_whose_waits_nobody_ends_is_an_event_whatever_its_names() {
+        let mut p = kinds_process();
+        let futex = WaitKind::Futex.flags();
+        let unblamed = futex | crate::format::SAMPLE_UNBLAMED;
+        // Stripped callers (no names: a lock's by its names). One word's waits all time out
+        // or return at once (4 ms, unblamed); another's are woken, but for 0.1 ms of 2 ms.
+        let syscall = rt(0x700);
+        add_flagged(&mut p, 101, 1, &[app(0x90), syscall], 4_000_000, unblamed);
+        add_flagged(&mut p, 102, 1, &[app(0xa0), syscall], 1_900_000, unblamed);
+        add_flagged(&mut p, 102, 1, &[app(0xa0), syscall], 100_000, futex);
+        // A third's are woken, 1 ms of 2 ms: a lock.
+        add_flagged(&mut p, 103, 1, &[app(0xb0), syscall], 1_000_000, unblamed);
+        add_flagged(&mut p, 103, 1, &[app(0xb0), syscall], 1_000_000, futex);
+        let a = analysis(p);
+        assert_eq!(
+            totals(&a, "idleness"),
+            [7_250_000 + 2_000_000, 3_500_000 + 6_000_000]
         );
     }
 }

@@ -378,8 +378,8 @@ fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "press.: critical section pressure, the lock's waiting over the threads' running time \
-         ({}); '-' for condition variables, semaphores, barriers and joins, whose waits are \
-         for events.",
+         ({}); '-' for condition variables, semaphores, barriers, joins and futex words whose \
+         waits no wake ends, whose waits are for events.",
         format_value(table.running_ns, "ns")
     )?;
     if table.untabled_events > 0 {

@@ -15,7 +15,7 @@ use super::{
     SERIAL_SHARE, TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
-use crate::attribution::locks::{is_lock_kind, Counts, LockRow, LockTable, Site};
+use crate::attribution::locks::{waits_for_a_lock, Counts, LockRow, LockTable, Site};
 use crate::format::read::ProcessProfile;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -55,7 +55,7 @@ pub(super) fn lock_findings(
     for g in table
         .groups
         .iter()
-        .filter(|g| g.kind.is_some_and(is_lock_kind))
+        .filter(|g| g.kind.is_some_and(|k| waits_for_a_lock(k, &g.counts)))
     {
         let subject = Subject {
             name: &g.name,
@@ -92,7 +92,7 @@ pub(super) fn lock_findings(
         }
     }
     for (i, r) in table.locks.iter().enumerate() {
-        if !r.kind.is_some_and(is_lock_kind) {
+        if !r.kind.is_some_and(|k| waits_for_a_lock(k, &r.counts)) {
             continue;
         }
         let subject = Subject {

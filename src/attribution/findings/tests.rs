@@ -5,7 +5,9 @@ use super::imbalance::{imbalance_findings, split_threads, Stage, ThreadLoad};
 use super::lock_rules::lock_findings;
 use super::phases::phase_findings;
 use super::*;
-use crate::attribution::locks::{Counts, LockGroup, LockRow, LockTable, Naming, Site};
+use crate::attribution::locks::{
+    waits_for_a_lock, Counts, LockGroup, LockRow, LockTable, Naming, Site,
+};
 use crate::attribution::timeline::{LockSeries, Phase, Timeline};
 use crate::format::{LockStats, WaitKind};
 use std::collections::{HashMap, HashSet};
@@ -613,6 +615,24 @@ fn events_are_not_locks() {
     r.kind = Some(WaitKind::CondVar);
     r.pressure = None;
     assert!(found(&table(vec![r]), 2).is_empty());
+}
+
+#[test]
+fn a_futex_word_whose_waits_nobody_ends_is_no_lock() {
+    // 40,000 waits of 25 us (1 s of 10 s), a tenth of it blamed on wakes: the word is
+    // polled (its waits time out, or find its value changed), not held.
+    let mut r = row("stress-ng+0x73320 -> syscall", counts(0, 0, 40_000, 25_000));
+    r.kind = Some(WaitKind::Futex);
+    r.counts.blame_ns = 100_000_000;
+    assert!(!waits_for_a_lock(WaitKind::Futex, &r.counts));
+    assert!(found(&table(vec![r.clone()]), 2).is_empty());
+    // Woken by its holders' releases, it is a lock.
+    r.counts.blame_ns = 900_000_000;
+    assert!(waits_for_a_lock(WaitKind::Futex, &r.counts));
+    assert_eq!(found(&table(vec![r.clone()]), 2).len(), 1);
+    // Whatever the blame, a mutex is a lock.
+    r.counts.blame_ns = 0;
+    assert!(waits_for_a_lock(WaitKind::Mutex, &r.counts));
 }
 
 /// A phase from `start_ms` to `end_ms`, in a timeline of 1 ms intervals.
