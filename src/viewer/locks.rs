@@ -502,7 +502,7 @@ pub fn write_json_with(
         "groups": groups,
     });
     let (list, thresholds) = match found {
-        Some(found) => findings_json(found, opts, table.running_ns),
+        Some(found) => findings_json(found, opts, table),
         None => (Value::Null, Value::Null),
     };
     doc["findings"] = list;
@@ -749,6 +749,20 @@ mod tests {
             (&0.2.into(), &500.0.into())
         );
         assert_eq!(t["min_contended"], 20);
+        // Its cost over its process's running time (30 ms), as its locks' pressure is.
+        assert_eq!(f["cost_ns"], 15_000_000);
+        assert_eq!(f["cost_share"], 0.5);
+        // With another process in the table, still its own process's: the table's running
+        // time is both processes'.
+        let mut two = lock_table_of(lock_table_process());
+        let mut other = two.locks[0].clone();
+        (other.pid, other.running_ns) = (200, 90_000_000);
+        two.locks.push(other);
+        two.running_ns += 90_000_000;
+        let mut out = Vec::new();
+        write_json_with(&two, &opts(), Some(found), &mut out).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["findings"][0]["cost_share"], 0.5);
         // Without findings (the HTML report's copy): null.
         let mut out = Vec::new();
         write_json(&table, &opts(), &mut out).unwrap();

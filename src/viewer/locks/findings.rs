@@ -67,7 +67,11 @@ pub fn write_findings_text(
             .lock_kind
             .map_or(String::new(), |k| format!("  ({})", k.name()));
         writeln!(out, "  {}. {}: {}{kind}", i + 1, f.kind.title(), f.subject)?;
-        writeln!(out, "     costs: {}", cost_text(f, table.running_ns))?;
+        writeln!(
+            out,
+            "     costs: {}",
+            cost_text(f, running_of(table, f.pid))
+        )?;
         writeln!(out, "     evidence: {}", fill(&f.text, f))?;
         writeln!(out, "     fix: {}", fill(&f.fix, f))?;
     }
@@ -89,6 +93,16 @@ pub(super) fn cost_text(f: &Finding, running_ns: u64) -> String {
         Some(share) => format!("{cost}, {:.1}% of the threads' running time", share * 100.0),
         None => cost,
     }
+}
+
+/// The running time of process `pid`'s threads, what its findings' costs are shares of
+/// (as its locks' pressure is): its rows', or the table's when it has none.
+fn running_of(table: &LockTable, pid: u32) -> u64 {
+    table
+        .locks
+        .iter()
+        .find(|r| r.pid == pid)
+        .map_or(table.running_ns, |r| r.running_ns)
 }
 
 /// A finding's cost over the threads' running time (none when that is unknown).
@@ -171,12 +185,12 @@ pub(super) fn evidence_json(v: &Evidence) -> Value {
     }
 }
 
-/// The findings and their thresholds as JSON (`running_ns`: the threads' running time their
-/// costs are shares of).
+/// The findings and their thresholds as JSON (`table`: the lock table whose processes'
+/// running time their costs are shares of).
 pub(super) fn findings_json(
     found: Findings,
     opts: &LockOptions,
-    running_ns: u64,
+    table: &LockTable,
 ) -> (Value, Value) {
     let list: Vec<Value> = found
         .shown(opts)
@@ -195,7 +209,7 @@ pub(super) fn findings_json(
                 "lock_kind": f.lock_kind.map(|k| k.name()),
                 "locks": f.locks,
                 "cost_ns": f.cost_ns,
-                "cost_share": cost_share(f, running_ns),
+                "cost_share": cost_share(f, running_of(table, f.pid)),
                 "evidence": evidence,
                 "text": fill(&f.text, f),
                 "fix": fill(&f.fix, f),
