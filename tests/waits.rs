@@ -581,6 +581,24 @@ fn join_wait_is_blamed_on_the_joined_thread() {
         0.15,
     );
     c.finish("join");
+    // The lock view names each join by the thread it waited for (where that thread ended,
+    // which took the blame), not only by the joining call.
+    let run = report_ok(&p.dir, &["--view", "locks", "--format", "json"]);
+    let view: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    let names: Vec<&str> = view["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .filter(|l| l["kind"] == "join")
+        .filter_map(|l| l["name"].as_str())
+        .collect();
+    // (Both joins are one helper's, of one reused handle: one row, both threads.)
+    assert!(
+        names.iter().any(|n| n.contains("pthread_join of ")
+            && n.contains("long_task")
+            && n.contains("finish_and_exit")),
+        "no join named by both joined threads: {names:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

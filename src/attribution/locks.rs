@@ -476,7 +476,15 @@ fn finish_row(
     let (name, naming) = match (symbol_name(proc, address, symbolizer), init, b.first_wait) {
         (Some(name), _, _) => (name, Naming::Symbol),
         (None, Some(name), _) => (name, Naming::InitSite),
-        (None, None, Some(k)) => (sites[k].label(), Naming::FirstWait),
+        // A join is named by the threads it waited for, as their ends (the releases that
+        // took the blame) name them: `main -> pthread_join of run_worker`.
+        (None, None, Some(k)) => match b.kind {
+            Some(WaitKind::Join) if !holders.is_empty() => (
+                format!("{} of {}", sites[k].label(), joined_threads(&holders)),
+                Naming::FirstWait,
+            ),
+            _ => (sites[k].label(), Naming::FirstWait),
+        },
         (None, None, None) => (
             format!("{}@{address:#x}", b.kind.map_or("object", WaitKind::name)),
             Naming::Address,
@@ -508,6 +516,22 @@ fn finish_row(
         .filter(|d| *d != Detail::default())
         .map(Box::new),
     }
+}
+
+/// The threads a join (one handle, perhaps reused) waited for, by where they ended (its
+/// holder sites, most blame first): the two first, and how many more.
+fn joined_threads(holders: &[(Site, u64)]) -> String {
+    let mut ends: Vec<&str> = Vec::new();
+    for (site, _) in holders {
+        if !ends.contains(&site.caller.as_str()) {
+            ends.push(&site.caller);
+        }
+    }
+    let mut name = ends.iter().take(2).copied().collect::<Vec<_>>().join(", ");
+    if ends.len() > 2 {
+        name.push_str(&format!(" and {} more", ends.len() - 2));
+    }
+    name
 }
 
 /// The most of a futex word's waiting its wakers may take as blame for the word to be used
