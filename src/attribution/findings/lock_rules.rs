@@ -229,20 +229,11 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
             fix
         }
     };
-    Some(Finding {
-        kind: match coarse {
-            true => Kind::CoarseLock,
-            false => Kind::LongCriticalSections,
-        },
-        subject: s.name.to_owned(),
-        pid: s.pid,
-        lock_kind: s.kind,
-        locks: s.names(),
-        evidence,
-        text,
-        fix,
-        cost_ns: c.runtime.wait_ns,
-    })
+    let kind = match coarse {
+        true => Kind::CoarseLock,
+        false => Kind::LongCriticalSections,
+    };
+    Some(s.finding(kind, evidence, (text, fix), c.runtime.wait_ns))
 }
 
 /// Woken waiters retaking the mutex: at least [`RETAKE_SHARE`] of the lock's waiting (by its
@@ -308,17 +299,7 @@ fn woken_retake(s: &Subject, pressure: f64) -> Option<Finding> {
         evidence.push(("members", Value::Count(s.rows.len() as u64)));
         text.push_str(" (over its {members} locks)");
     }
-    Some(Finding {
-        kind: Kind::WokenRetake,
-        subject: s.name.to_owned(),
-        pid: s.pid,
-        lock_kind: s.kind,
-        locks: s.names(),
-        evidence,
-        text,
-        fix,
-        cost_ns: c.runtime.wait_ns,
-    })
+    Some(s.finding(Kind::WokenRetake, evidence, (text, fix), c.runtime.wait_ns))
 }
 
 /// Whether an interposed function is a condition variable's wait (whose mutex waiting is
@@ -459,29 +440,25 @@ fn overhead(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Findin
             }
         });
     }
-    Some(Finding {
-        kind: Kind::LockOverhead,
-        subject: s.name.to_owned(),
-        pid: s.pid,
-        lock_kind: s.kind,
-        locks: s.names(),
-        evidence,
-        text,
-        cost_ns: (acquisitions_low(c) * LOCK_PAIR_NS) as u64,
-        fix: match s.group {
-            true => {
-                "the cost is in taking these locks at all: use atomics or per-thread data \
-                     for what they guard, a cheaper lock (a spin lock for a few instructions), \
-                     or take them less often (batch the updates)"
-            }
-            false => {
-                "the cost is in taking the lock at all: use atomics or per-thread data for \
-                      what it guards, a cheaper lock (a spin lock for a few instructions), or \
-                      take it less often (batch the updates)"
-            }
+    let fix = match s.group {
+        true => {
+            "the cost is in taking these locks at all: use atomics or per-thread data for what \
+             they guard, a cheaper lock (a spin lock for a few instructions), or take them \
+             less often (batch the updates)"
         }
-        .to_owned(),
-    })
+        false => {
+            "the cost is in taking the lock at all: use atomics or per-thread data for what it \
+             guards, a cheaper lock (a spin lock for a few instructions), or take it less \
+             often (batch the updates)"
+        }
+    };
+    let cost_ns = (acquisitions_low(c) * LOCK_PAIR_NS) as u64;
+    Some(s.finding(
+        Kind::LockOverhead,
+        evidence,
+        (text, fix.to_owned()),
+        cost_ns,
+    ))
 }
 
 /// A trylock spin: failed trylocks at least the rate threshold a second, at least
@@ -526,20 +503,11 @@ fn trylock_spin(
              wait on a condition variable for what the spinning waits for"
         }
     };
-    Some(Finding {
-        kind: Kind::TrylockSpin,
-        subject: s.name.to_owned(),
-        pid: s.pid,
-        lock_kind: s.kind,
-        locks: s.names(),
-        evidence,
-        text,
-        fix: fix.to_owned(),
-        // The spinning itself is not timed: each failed try at the price of a lock pair (a
-        // floor), with the lock's waiting.
-        cost_ns: c
-            .runtime
-            .wait_ns
-            .saturating_add((c.runtime.try_failed as f64 * LOCK_PAIR_NS) as u64),
-    })
+    // The spinning itself is not timed: each failed try at the price of a lock pair (a
+    // floor), with the lock's waiting.
+    let cost_ns = c
+        .runtime
+        .wait_ns
+        .saturating_add((c.runtime.try_failed as f64 * LOCK_PAIR_NS) as u64);
+    Some(s.finding(Kind::TrylockSpin, evidence, (text, fix.to_owned()), cost_ns))
 }

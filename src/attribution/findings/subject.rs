@@ -6,7 +6,7 @@
 //! exact contended count; a rate is never above 1. Pure, allocation-free apart from
 //! [`Subject::names`]; not async-signal-safe; single-threaded.
 
-use super::{ratio, MIN_ACQUISITION_SAMPLES, STANDARD_ERRORS};
+use super::{ratio, Finding, Kind, Value, MIN_ACQUISITION_SAMPLES, STANDARD_ERRORS};
 use crate::attribution::locks::{Counts, LockRow};
 use crate::format::WaitKind;
 
@@ -32,6 +32,27 @@ impl Subject<'_> {
     /// The lock view's names its findings are about (what `--lock` selects them by).
     pub(super) fn names(&self) -> Vec<String> {
         vec![self.name.to_owned()]
+    }
+
+    /// A finding of `kind` about it.
+    pub(super) fn finding(
+        &self,
+        kind: Kind,
+        evidence: Vec<(&'static str, Value)>,
+        (text, fix): (String, String),
+        cost_ns: u64,
+    ) -> Finding {
+        Finding {
+            kind,
+            subject: self.name.to_owned(),
+            pid: self.pid,
+            lock_kind: self.kind,
+            locks: self.names(),
+            evidence,
+            text,
+            fix,
+            cost_ns,
+        }
     }
 }
 
