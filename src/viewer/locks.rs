@@ -21,7 +21,7 @@ pub use findings::{write_findings_text, Findings};
 use findings::findings_json;
 
 use super::units::{format_value, percent};
-use crate::attribution::locks::{Counts, LockGroup, LockRow, LockTable, Pair};
+use crate::attribution::locks::{waits_for_a_lock, Counts, LockGroup, LockRow, LockTable, Pair};
 use crate::format::WaitKind;
 use serde_json::{json, Value};
 use std::io::{self, Write};
@@ -134,25 +134,40 @@ pub fn write_text(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
     if let Some(name) = &opts.lock {
         return write_one(table, &rows, &groups, name, out);
     }
-    let (keep, hidden) = shown(&rows, opts);
+    // Locks first, then the waits for events (threads idle until signalled, posted or
+    // joined): contention and its culprits are the locks'.
+    let (locks, events): (Vec<&LockRow>, Vec<&LockRow>) = rows.iter().partition(|r| !is_event(r));
+    // Each section's rows by their share of its own total: the idle pools' hours of waiting
+    // for work must not hide the locks.
+    let (keep_locks, _) = shown(&locks, opts);
+    let (keep_events, _) = shown(&events, opts);
+    let hides = |hidden: usize| match hidden {
+        0 => String::new(),
+        _ => format!("; --min-percent {} hides the rest", opts.min_percent),
+    };
+    let sort = opts.sort.name();
     writeln!(
         out,
-        "Locks by {} ({} of {} shown{}):",
-        opts.sort.name(),
-        keep.len(),
-        rows.len(),
-        if hidden > 0 {
-            format!("; --min-percent {} hides the rest", opts.min_percent)
-        } else {
-            String::new()
-        }
+        "Locks by {sort} ({} of {} shown{}):",
+        keep_locks.len(),
+        locks.len(),
+        hides(locks.len() - keep_locks.len())
     )?;
     write_header(out)?;
-    for r in &keep {
-        write_counts_line(out, &r.name, r.kind, &r.counts, r.pressure)?;
-        for p in r.pairs().iter().take(opts.pairs_per_lock) {
-            write_pair(out, p, waiter_total(r, p))?;
-        }
+    write_rows(out, &keep_locks, opts)?;
+    if !events.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "Waits for events by {sort} ({} of {} shown{}): condition variables, semaphores, \
+             barriers, joins and polled futex words; threads idle until signalled, posted or \
+             joined, not contention:",
+            keep_events.len(),
+            events.len(),
+            hides(events.len() - keep_events.len())
+        )?;
+        write_header(out)?;
+        write_rows(out, &keep_events, opts)?;
     }
     let groups: Vec<&&LockGroup> = groups
         .iter()
@@ -171,6 +186,23 @@ pub fn write_text(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
         }
     }
     write_notes(table, out)
+}
+
+/// Whether a row's waits are for events: a kind that is no lock's, or a futex word nobody
+/// holds ([`waits_for_a_lock`]).
+fn is_event(r: &LockRow) -> bool {
+    r.kind.is_some_and(|k| !waits_for_a_lock(k, &r.counts))
+}
+
+/// The rows' counts lines, each with its first pairs.
+fn write_rows(out: &mut dyn Write, rows: &[&LockRow], opts: &LockOptions) -> io::Result<()> {
+    for r in rows {
+        write_counts_line(out, &r.name, r.kind, &r.counts, r.pressure)?;
+        for p in r.pairs().iter().take(opts.pairs_per_lock) {
+            write_pair(out, p, waiter_total(r, p))?;
+        }
+    }
+    Ok(())
 }
 
 fn kind_name(r: &LockRow) -> &'static str {
@@ -553,6 +585,35 @@ mod tests {
         assert_eq!(head, want, "\n{t}");
         assert!(t.contains("Sampled and scaled: acquired~"), "{t}");
         assert!(t.contains("press.: critical section pressure"), "{t}");
+    }
+
+    #[test]
+    fn waits_for_events_come_after_the_locks_and_never_hide_them() {
+        // An idle pool's condition variable with 1,000 times the lock's blame: listed after
+        // it, in a section of its own, and each section pruned by its own total.
+        let mut table = lock_table_of(lock_table_process());
+        let mut pool = table.locks[0].clone();
+        pool.name = "pool_wait -> pthread_cond_wait".into();
+        pool.kind = Some(WaitKind::CondVar);
+        pool.pressure = None;
+        pool.counts.blame_ns *= 1000;
+        table.locks.insert(0, pool);
+        let t = text(&table, &opts());
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "Locks by blame (1 of 1 shown):", "\n{t}");
+        assert!(
+            lines[2].starts_with("  lookup -> pthread_mutex_lock"),
+            "\n{t}"
+        );
+        let events = lines
+            .iter()
+            .position(|l| l.starts_with("Waits for events by blame (1 of 1 shown): "))
+            .unwrap_or_else(|| panic!("no section of events:\n{t}"));
+        assert!(events > 2, "\n{t}");
+        assert!(
+            lines[events + 2].starts_with("  pool_wait -> pthread_cond_wait"),
+            "\n{t}"
+        );
     }
 
     #[test]
