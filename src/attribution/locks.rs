@@ -540,13 +540,19 @@ fn joined_threads(holders: &[(Site, u64)]) -> String {
 /// value changed (stress-ng's futex stressor: all of them), is no lock anyone held.
 pub const EVENT_FUTEX_BLAME: f64 = 0.1;
 
+/// Whether waiting of which at most `blamed` ns of `waited` was blamed on the wakes that
+/// ended it is polled: at most [`EVENT_FUTEX_BLAME`] of it (a futex word so waited on is an
+/// event's, not a lock's). The one rule of the lock table and of the summary's classes.
+pub fn polled(blamed: u64, waited: u64) -> bool {
+    blamed as f64 <= EVENT_FUTEX_BLAME * waited as f64
+}
+
 /// Whether the waiting counted in `counts`, of `kind`, is for a lock: a lock kind, and for a
-/// futex word a lock's use (more than [`EVENT_FUTEX_BLAME`] of its waiting blamed on the
-/// wakes that ended it). What critical section pressure and the lock findings are about.
+/// futex word a lock's use (not [`polled`]: its wakes took its waiting as blame). What
+/// critical section pressure and the lock findings are about.
 pub fn waits_for_a_lock(kind: WaitKind, counts: &Counts) -> bool {
     is_lock_kind(kind)
-        && (kind != WaitKind::Futex
-            || counts.blame_ns as f64 > EVENT_FUTEX_BLAME * counts.runtime.wait_ns as f64)
+        && (kind != WaitKind::Futex || !polled(counts.blame_ns, counts.runtime.wait_ns))
 }
 
 /// Kinds whose waiting is for a holder's release: the ones critical section pressure is

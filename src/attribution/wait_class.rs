@@ -23,7 +23,7 @@
 
 use super::lock_sites::is_runtime_module;
 use super::lock_wrappers::named_caller;
-use super::locks::EVENT_FUTEX_BLAME;
+use super::locks::polled;
 use super::metrics::Part;
 use super::{Analysis, Loc, WeightedPath};
 use crate::format::WaitKind;
@@ -142,14 +142,14 @@ impl<'a> PathClasses<'a> {
     }
 
     /// Whether the waits on `path` mostly ended with no wake (timed out, interrupted, or
-    /// returned at once: a futex word whose value had changed): at most
-    /// [`EVENT_FUTEX_BLAME`] of its idleness is blamed on a waker. A futex so waited on is
-    /// polled or slept on, not a lock anyone held (the lock table's rule, by blame).
+    /// returned at once: a futex word whose value had changed): its idleness is [`polled`]
+    /// by its blamed part. A futex so waited on is polled or slept on, not a lock anyone
+    /// held (the lock table's rule, by blame).
     fn mostly_unblamed(&self, path: usize) -> bool {
         self.idleness.is_some_and(|(idle, unblamed)| {
             let values = &self.analysis.paths[path].values;
             let blamed = values[idle].saturating_sub(values[unblamed]);
-            values[idle] > 0 && blamed as f64 <= EVENT_FUTEX_BLAME * values[idle] as f64
+            values[idle] > 0 && polled(blamed, values[idle])
         })
     }
 

@@ -1,6 +1,7 @@
 //! The findings' lock rules: long critical sections, coarse locks and woken waiters
-//! retaking a condition variable's mutex (contention), lock overhead and trylock spins, read off the lock table with each process's wall time;
-//! asymmetric contention in a group is `asymmetry`'s.
+//! retaking a condition variable's mutex (contention), lock overhead and trylock spins,
+//! read off the lock table with each process's wall time; asymmetric contention in a group
+//! is `asymmetry`'s.
 //!
 //! Invariants: a group's finding of a kind stands for its members' of that kind (they get
 //! none); an asymmetric group and its members get no other contention or rate finding;

@@ -58,8 +58,8 @@
 //! missing (no trylock site: the finding names none); a group's finding stands for its
 //! members' of the same kind (they get none); findings come ordered by cost, the costliest
 //! first, equal costs by [`Kind`], then groups before locks, each in the lock table's order
-//! (blame first). Every `{key}` of a finding's words names an entry of its evidence. Not async-signal-safe (allocates);
-//! single-threaded.
+//! (blame first). Every `{key}` of a finding's words names an entry of its evidence. Not
+//! async-signal-safe (allocates); single-threaded.
 //!
 //! Files: this one holds the thresholds, the finding's types and [`findings`]; the rules
 //! are in `lock_rules.rs` (the lock table), `phases.rs` (the timeline's phases) and

@@ -3,8 +3,7 @@
 //!
 //! Invariants: a lock needs high and low phases, its high ones under
 //! [`MAX_HIGH_COVERAGE`] of the run and holding most of its waiting; the finding costs the
-//! waiting of its high phases. Not async-signal-safe
-//! (allocates); single-threaded.
+//! waiting of its high phases. Not async-signal-safe (allocates); single-threaded.
 
 use super::{ratio, Finding, Kind, Value, MAX_HIGH_COVERAGE, MIN_HIGH_WAITING_SHARE, MIN_PRESSURE};
 use crate::attribution::timeline::{Phase, Timeline};

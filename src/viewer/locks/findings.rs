@@ -87,7 +87,7 @@ pub fn write_findings_text(
 
 /// What a finding costs, and its share of the threads' running time when known:
 /// `5.72 s, 71.4% of the threads' running time`.
-pub(super) fn cost_text(f: &Finding, running_ns: u64) -> String {
+fn cost_text(f: &Finding, running_ns: u64) -> String {
     let cost = format_value(f.cost_ns, "ns");
     match cost_share(f, running_ns) {
         Some(share) => format!("{cost}, {:.1}% of the threads' running time", share * 100.0),
