@@ -77,6 +77,23 @@ fn flat(dir: &Path) -> Value {
     report_json(dir, &["--view", "flat"])
 }
 
+/// The run summary's line of waiting for events (which must be there).
+fn events_line(summary: &str) -> &str {
+    summary
+        .lines()
+        .find(|l| l.contains("waiting for events, not locks:"))
+        .unwrap_or_else(|| panic!("no line of waiting for events:\n{summary}"))
+}
+
+/// Asserts that the run summary's line of findings, if any, names none of `titles`.
+fn no_finding_of(summary: &str, titles: &[&str]) {
+    if let Some(line) = summary.lines().find(|l| l.contains("findings: ")) {
+        for wrong in titles {
+            assert!(!line.contains(wrong), "{wrong} among the findings: {line}");
+        }
+    }
+}
+
 fn count(group: &Value, field: &str) -> u64 {
     group["counts"][field].as_u64().unwrap_or(0)
 }
@@ -301,10 +318,7 @@ fn db_bench_idle_pool_is_waiting_for_events_not_a_culprit() {
     let summary = &run.stderr;
     // Its compaction and flush pool (ThreadPoolImpl::Impl::BGThread) waits for work on a
     // condition variable all run long: waiting for events, said so, and listed there.
-    let events = summary
-        .lines()
-        .find(|l| l.contains("waiting for events, not locks:"))
-        .unwrap_or_else(|| panic!("no line of waiting for events:\n{summary}"));
+    let events = events_line(summary);
     assert!(events.contains("condvar"), "{events}");
     let event_waits = summary_list(summary, "waits for events");
     assert!(
@@ -333,14 +347,7 @@ fn db_bench_idle_pool_is_waiting_for_events_not_a_culprit() {
     // followers woken from their condition variable while the leader still holds them:
     // never a coarse lock to stripe, nor lock overhead to replace by atomics (about 0.1% of
     // its running time).
-    if let Some(line) = summary.lines().find(|l| l.contains("findings: ")) {
-        for wrong in ["coarse lock", "lock overhead"] {
-            assert!(
-                !line.contains(wrong),
-                "{wrong} in db_bench's findings: {line}"
-            );
-        }
-    }
+    no_finding_of(summary, &["coarse lock", "lock overhead"]);
 }
 
 /// stress-ng's futex stressor: one process of each pair wakes a futex word in a loop, the
@@ -361,20 +368,16 @@ fn stress_ng_futex_waits_are_events_not_a_coarse_lock() {
         run.describe()
     );
     let summary = &run.stderr;
-    let events = summary
-        .lines()
-        .find(|l| l.contains("waiting for events, not locks:"))
-        .unwrap_or_else(|| panic!("no line of waiting for events:\n{summary}"));
+    let events = events_line(summary);
     assert!(events.contains("futex"), "{events}");
     assert!(
         !summary.contains("waiting for locks:"),
         "its futex waiting told as lock waiting:\n{summary}"
     );
-    if let Some(line) = summary.lines().find(|l| l.contains("findings: ")) {
-        for wrong in ["coarse lock", "long critical sections", "lock overhead"] {
-            assert!(!line.contains(wrong), "{wrong}: {line}");
-        }
-    }
+    no_finding_of(
+        summary,
+        &["coarse lock", "long critical sections", "lock overhead"],
+    );
     let futexes: Vec<Value> = lock_rows(&dir, "locks")
         .into_iter()
         .filter(|l| l["kind"] == "futex")
