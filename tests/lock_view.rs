@@ -525,7 +525,31 @@ fn work_inside_contended_holds_is_held_contended_in_its_function_and_lock() {
 /// arrival when they began without waiting, as the program times them too).
 #[test]
 fn waiters_are_paired_with_the_holders_whose_holds_they_overlapped() {
-    let (dir, t) = profiled("phased_pairs", "lock-view-phases", &["2"]);
+    // Each phase's pair needs 200 ms of the program's own overlap to judge the matching by;
+    // a machine busy with other work can take it below that (the waiters preempted rather
+    // than waiting): such a run is repeated, and a test of three such runs is a skip that
+    // says so, never a failure of the profiler.
+    const PAIR_NS: u64 = 200_000_000;
+    let pairs = ["pair_append_compact_ns", "pair_query_rotate_ns"];
+    let ((dir, t), shortfall) = least_disturbed("phased pairs", 1.0, |attempt| {
+        let (dir, t) = profiled(
+            "phased_pairs",
+            &format!("lock-view-phases-{attempt}"),
+            &["2"],
+        );
+        let least = pairs.iter().map(|p| t[*p]).min().unwrap_or(0);
+        let shortfall = PAIR_NS as f64 / least.max(1) as f64;
+        ((dir, t), shortfall)
+    });
+    if shortfall > 1.0 {
+        let overlaps: Vec<String> = pairs.iter().map(|p| format!("{p} {}", t[*p])).collect();
+        skip(&format!(
+            "the machine kept the phases' waiters from overlapping the holds 200 ms in 3 runs \
+             of 3 (the program measured {}), so the pairs could not be judged",
+            overlaps.join(", ")
+        ));
+        return;
+    }
     let v = locks_json(&dir, &[]);
     let journal = lock(&v, "journal_lock");
     // The holds others waited for: their average length, as the program measured it. A
@@ -551,7 +575,6 @@ fn waiters_are_paired_with_the_holders_whose_holds_they_overlapped() {
         ("query", "rotate", "compact"),
     ] {
         let want = t[&format!("pair_{waiter}_{holder}_ns")];
-        assert!(want > 200_000_000, "{waiter} behind {holder}: {want} ns");
         let got = behind(journal, waiter, holder);
         assert!(
             within(got, want, 0.15),
