@@ -14,7 +14,8 @@
 //! waiting and blame up as much as the program's waits, calm_lock's waiting changed as
 //! little as the program's; (3) JSON carries the rows,
 //! labels and deltas the text shows, in its order; (4) `-o` writes a differential flame
-//! graph: heavy's frame red and marked as grown; (5) a run twice as long with the same shape
+//! graph: heavy's frame red and marked as grown, and so does `--widths before` (BEFORE's
+//! widths, growth still red; a bad `--widths` is a clean error); (5) a run twice as long with the same shape
 //! shows about no change as shares of each run's total (as the program's own shares: within
 //! 3 pp), where raw values see it double, and
 //! per second of each run changes as the program's own measures per second of its run;
@@ -119,7 +120,7 @@ fn diff_json(before: &Path, after: &Path, extra: &[&str]) -> Value {
     let out = diff_ok(&args);
     let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"));
     assert_eq!(v["schema"], "blameprof-diff");
-    assert_eq!(v["version"], 1);
+    assert_eq!(v["version"], 2);
     v
 }
 
@@ -384,6 +385,48 @@ fn the_flame_graph_is_differential() {
         &fill[..20]
     );
     assert!(svg.contains("<title>steady ("), "steady's frame");
+}
+
+/// `--widths before` draws BEFORE's widths (what was removed has a width there) and still
+/// colours growth red: heavy doubled.
+#[test]
+fn the_flame_graph_of_before_widths_still_colours_growth_red() {
+    let (before, after) = (workload(1, 1), workload(2, 1));
+    let svg = scratch_dir("diff-svg-before").join("diff.svg");
+    let text = diff_ok(&[
+        before.dir.to_str().unwrap(),
+        after.dir.to_str().unwrap(),
+        "--widths",
+        "before",
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        text.contains("(differential: widths are BEFORE's, red grew, blue shrank)"),
+        "{text}"
+    );
+    let svg = std::fs::read_to_string(&svg).expect("the SVG is written");
+    assert!(
+        svg.contains("widths: BEFORE"),
+        "the subtitle says whose widths"
+    );
+    let at = svg.find("<title>heavy (").expect("heavy's frame");
+    let title = &svg[at..at + svg[at..].find("</title>").unwrap()];
+    assert!(title.contains("; +"), "heavy grew: {title}");
+    let fill = &svg[at..][svg[at..].find("fill=\"").unwrap() + 6..];
+    assert!(
+        fill.starts_with("rgb(255,"),
+        "heavy's frame is red: {}",
+        &fill[..20]
+    );
+    let bad = blameprof_cmd(&[
+        "diff",
+        before.dir.to_str().unwrap(),
+        after.dir.to_str().unwrap(),
+        "--widths",
+        "sideways",
+    ]);
+    assert_clean_error(&bad, "a bad --widths");
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! Not async-signal-safe (allocates, does I/O).
 
 use super::profile::finish_output;
-use crate::viewer::diff::{self, DiffOptions, Normalize, Rank};
+use crate::viewer::diff::{self, DiffOptions, Normalize, Rank, Widths};
 use anyhow::anyhow;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -31,6 +31,20 @@ const NORMALIZE: &[(&str, &str, Normalize)] = &[
         "none",
         "Raw values, each with its share of its own run's total beside it",
         Normalize::None,
+    ),
+];
+
+/// `--widths`' values, as the command line spells them.
+const WIDTHS: &[(&str, &str, Widths)] = &[
+    (
+        "after",
+        "AFTER's values: what the program spends now",
+        Widths::After,
+    ),
+    (
+        "before",
+        "BEFORE's values: what it spent, stacks AFTER no longer has included",
+        Widths::Before,
     ),
 ];
 
@@ -74,10 +88,14 @@ pub struct DiffArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,
-    /// Also draw a differential flame graph of the metric into this SVG file (widths: AFTER;
-    /// red: grew, blue: shrank)
+    /// Also draw a differential flame graph of the metric into this SVG file (red: grew,
+    /// blue: shrank)
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Whose values the flame graph's frame widths are: after (what the program spends now)
+    /// or before (what it spent: stacks AFTER no longer has are drawn)
+    #[arg(long, default_value = "after", value_parser = super::one_of(WIDTHS))]
+    pub widths: Widths,
     /// Read the intact part of damaged profiles instead of failing
     #[arg(long)]
     pub salvage: bool,
@@ -105,8 +123,21 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             DiffFormat::Json => None,
         }),
         flamegraph: args.output.clone(),
+        widths: args.widths,
         salvage: args.salvage,
     })?;
+    let mut diff = diff;
+    if diff.flamegraph.is_some() && diff.widths == Widths::After {
+        let gone = diff::removed(&diff);
+        if gone > 0 {
+            diff.notes.push(format!(
+                "{} of BEFORE's {} is in call paths AFTER no longer has, which the flame \
+                 graph of AFTER's widths cannot draw: --widths before draws them",
+                crate::viewer::units::format_value(gone, &diff.unit),
+                diff.metric
+            ));
+        }
+    }
     if let Some(file) = &diff.flamegraph {
         let mut bytes = Vec::new();
         diff::write_flamegraph(&diff, &mut bytes)?;

@@ -19,6 +19,7 @@ mod svg;
 
 pub use compare::Normalize;
 pub use render::{write_json, write_text};
+pub use svg::{removed, Widths};
 
 use crate::attribution::loaded::Loaded;
 use crate::attribution::locks::LockTable;
@@ -46,6 +47,8 @@ pub struct DiffOptions {
     pub top: Option<usize>,
     /// Where the differential flame graph is to be written, if anywhere.
     pub flamegraph: Option<PathBuf>,
+    /// Whose values its frames' widths are.
+    pub widths: Widths,
     /// Read the intact part of damaged profiles.
     pub salvage: bool,
 }
@@ -137,6 +140,8 @@ pub struct Diff {
     pub top: Option<usize>,
     /// The differential flame graph written, if any.
     pub flamegraph: Option<PathBuf>,
+    /// Whose values its frames' widths are.
+    pub widths: Widths,
     /// Things the reader must know (a metric one run lacks, damage, missing lock tables).
     pub notes: Vec<String>,
 }
@@ -185,6 +190,7 @@ pub fn build(args: &DiffOptions) -> anyhow::Result<Diff> {
         locks_available,
         top: args.top,
         flamegraph: args.flamegraph.clone(),
+        widths: args.widths,
         notes,
     })
 }

@@ -1,4 +1,4 @@
-//! The comparison of two runs as text or as JSON (schema "blameprof-diff" version 1,
+//! The comparison of two runs as text or as JSON (schema "blameprof-diff" version 2,
 //! docs/diff.md).
 //!
 //! Job: a header names both runs (path, command, duration, total of the metric), the metric
@@ -13,7 +13,7 @@
 //! Not async-signal-safe (allocates).
 
 use super::compare::{Change, Normalize, Row, Status, ACQUISITIONS, BLAME, WAITING};
-use super::{Diff, Rank, Run};
+use super::{Diff, Rank, Run, Widths};
 use crate::viewer::units::format_value;
 use serde::Serialize;
 use std::io::{self, Write};
@@ -21,7 +21,7 @@ use std::io::{self, Write};
 /// Schema name written in every document.
 pub const SCHEMA: &str = "blameprof-diff";
 /// Schema version written in every document.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Width of a value column in text.
 const VALUE: usize = 12;
@@ -67,8 +67,12 @@ fn header(diff: &Diff, out: &mut dyn Write) -> io::Result<()> {
     if let Some(file) = &diff.flamegraph {
         writeln!(
             out,
-            "flame graph: {} (differential: widths are AFTER's, red grew, blue shrank)",
-            file.display()
+            "flame graph: {} (differential: widths are {}'s, red grew, blue shrank)",
+            file.display(),
+            match diff.widths {
+                Widths::After => "AFTER",
+                Widths::Before => "BEFORE",
+            }
         )?;
     }
     Ok(())
@@ -322,6 +326,10 @@ pub fn write_json(diff: &Diff, out: &mut dyn Write) -> io::Result<()> {
             .flamegraph
             .as_ref()
             .map(|f| f.to_string_lossy().into_owned()),
+        flamegraph_widths: diff.flamegraph.as_ref().map(|_| match diff.widths {
+            Widths::After => "after",
+            Widths::Before => "before",
+        }),
         functions: FunctionsJson {
             count: diff.functions.len(),
             rows: functions,
@@ -349,6 +357,7 @@ struct Document<'a> {
     after: RunJson,
     notes: &'a [String],
     flamegraph: Option<String>,
+    flamegraph_widths: Option<&'static str>,
     functions: FunctionsJson<'a>,
     locks: LocksJson<'a>,
 }

@@ -6,11 +6,14 @@
 //! the tables are normalised (to AFTER's total with inferno's own `normalize`, or to AFTER's
 //! duration by scaling them here; raw values as they are), merge them with
 //! `inferno::differential` and draw the result with `inferno::flamegraph`: frame widths are
-//! AFTER's, red frames grew and blue ones shrank, each title says by how much.
+//! AFTER's ([`Widths::After`]) or BEFORE's ([`Widths::Before`]: what was removed is drawn,
+//! Brendan Gregg's negated graph), red frames grew and blue ones shrank either way, each
+//! title says by how much.
 //!
-//! Invariants: a stack only BEFORE has is in the merged input with AFTER's value 0 (no
-//! width); the SVG is written only when AFTER has some cost to draw. Not async-signal-safe
-//! (allocates).
+//! Invariants: a stack only one run has is in the merged input with the other's value 0 (no
+//! width when that run gives the widths; [`removed`] is what AFTER's widths leave out); the
+//! SVG is written only when the run giving the widths has some cost to draw. Not
+//! async-signal-safe (allocates).
 
 use super::compare::Normalize;
 use super::{Diff, Run};
@@ -19,31 +22,49 @@ use crate::viewer::flamegraph::folded_lines;
 use anyhow::{anyhow, bail};
 use std::io::Write;
 
-/// Draws the differential flame graph of `diff` as SVG into `out`.
+/// Whose values give the frames' widths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Widths {
+    /// AFTER's: what the program spends now, coloured by how it changed.
+    After,
+    /// BEFORE's: what it spent, so that stacks AFTER no longer has are drawn.
+    Before,
+}
+
+/// Draws the differential flame graph of `diff` as SVG into `out`, frames as wide as its
+/// `widths` says.
 pub fn write(diff: &Diff, out: &mut dyn Write) -> anyhow::Result<()> {
-    let after = folded(&diff.after);
-    if after.is_empty() {
+    let widths = diff.widths;
+    let (before, after) = sides(diff);
+    let (side, drawn) = match widths {
+        Widths::After => ("AFTER", &after),
+        Widths::Before => ("BEFORE", &before),
+    };
+    if drawn.is_empty() {
         bail!(
-            "the AFTER profile has no {} to draw, and a differential flame graph draws \
-             AFTER's widths: choose another --metric, or leave out -o",
-            diff.metric
+            "the {side} profile has no {} to draw, and the differential flame graph draws \
+             {side}'s widths: choose another --metric{}, or leave out -o",
+            diff.metric,
+            match widths {
+                Widths::After => ", --widths before",
+                Widths::Before => ", --widths after",
+            }
         );
-    }
-    let mut before = folded(&diff.before);
-    if diff.normalize == Normalize::Time {
-        if let (Some(b), Some(a)) = (diff.before.run_ns, diff.after.run_ns) {
-            before = scale_folded(&before, a as f64 / b.max(1) as f64);
-        }
     }
     let options = inferno::differential::Options {
         normalize: diff.normalize == Normalize::Total,
         strip_hex: false,
     };
+    // inferno draws the second run's widths and colours by second minus first.
+    let (first, second) = match widths {
+        Widths::After => (&before, &after),
+        Widths::Before => (&after, &before),
+    };
     let mut merged = Vec::new();
     inferno::differential::from_readers(
         options,
-        lines_text(&before).as_bytes(),
-        lines_text(&after).as_bytes(),
+        lines_text(first).as_bytes(),
+        lines_text(second).as_bytes(),
         &mut merged,
     )
     .map_err(|e| anyhow!("cannot merge the runs' stacks for the flame graph: {e}"))?;
@@ -52,8 +73,16 @@ pub fn write(diff: &Diff, out: &mut dyn Write) -> anyhow::Result<()> {
     lines.sort_unstable();
     let mut options = inferno::flamegraph::Options::default();
     options.title = format!("blameprof diff: {}", diff.metric);
+    options.negate_differentials = widths == Widths::Before;
+    let left_out = match (widths, removed(diff)) {
+        (Widths::After, gone) if gone > 0 => format!(
+            "; {gone} {} of BEFORE in stacks AFTER lacks, not drawn (--widths before draws them)",
+            diff.unit
+        ),
+        _ => String::new(),
+    };
     options.subtitle = Some(format!(
-        "{} -> {}; widths: AFTER; red: grew, blue: shrank; {}",
+        "{} -> {}; widths: {side}; red: grew, blue: shrank; {}{left_out}",
         crate::viewer::command_line(&diff.before.analysis),
         crate::viewer::command_line(&diff.after.analysis),
         match diff.normalize {
@@ -65,6 +94,34 @@ pub fn write(diff: &Diff, out: &mut dyn Write) -> anyhow::Result<()> {
     options.count_name = diff.unit.clone();
     inferno::flamegraph::from_lines(&mut options, lines, out)
         .map_err(|e| anyhow!("cannot draw the flame graph: {e}"))
+}
+
+/// BEFORE's cost (raw) in stacks AFTER does not have: what a graph of AFTER's widths does
+/// not draw.
+pub fn removed(diff: &Diff) -> u64 {
+    let (before, after) = (folded(&diff.before), folded(&diff.after));
+    let stacks: std::collections::HashSet<&str> = after
+        .iter()
+        .filter_map(|l| l.rsplit_once(' ').map(|(stack, _)| stack))
+        .collect();
+    before
+        .iter()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| !stacks.contains(stack))
+        .filter_map(|(_, value)| value.parse::<u64>().ok())
+        .sum()
+}
+
+/// Both runs' folded stacks, BEFORE's scaled to AFTER's duration under `time`.
+fn sides(diff: &Diff) -> (Vec<String>, Vec<String>) {
+    let after = folded(&diff.after);
+    let mut before = folded(&diff.before);
+    if diff.normalize == Normalize::Time {
+        if let (Some(b), Some(a)) = (diff.before.run_ns, diff.after.run_ns) {
+            before = scale_folded(&before, a as f64 / b.max(1) as f64);
+        }
+    }
+    (before, after)
 }
 
 /// The folded stacks of a run in the compared metric (none when it has no samples of it).
@@ -126,6 +183,7 @@ mod tests {
             locks_available: true,
             top: None,
             flamegraph: None,
+            widths: Widths::After,
             notes: Vec::new(),
         }
     }
@@ -180,6 +238,36 @@ mod tests {
                 assert_eq!(fill, "rgb(250,250,250)", "{normalize:?}");
             }
         }
+    }
+
+    #[test]
+    fn before_widths_draw_what_was_removed_coloured_as_after_widths_colour_it() {
+        // h is gone (BEFORE: g 4, h 4; AFTER: g 8): drawn only with BEFORE's widths, blue.
+        let before = run(Side::Before, &[(&[0x30, 0x10], 4), (&[0x30, 0x40], 4)], 1);
+        let after = run(Side::After, &[(&[0x30, 0x10], 8)], 1);
+        let mut d = diff(before, after, Normalize::None);
+        assert_eq!(removed(&d), 4);
+        let mut svg = Vec::new();
+        write(&d, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(
+            !svg.contains("<title>h ("),
+            "a removed stack has no width in AFTER"
+        );
+        assert!(
+            svg.contains("4 ns of BEFORE in stacks AFTER lacks"),
+            "{svg}"
+        );
+        d.widths = Widths::Before;
+        let mut svg = Vec::new();
+        write(&d, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        let (title, fill) = frame(&svg, "h");
+        assert!(title.contains("; -"), "{title}");
+        assert!(fill.ends_with(",255)"), "shrank to nothing: blue, {fill}");
+        let (title, fill) = frame(&svg, "g");
+        assert!(title.contains("; +"), "{title}");
+        assert!(fill.starts_with("rgb(255,"), "grew: red, {fill}");
     }
 
     #[test]
