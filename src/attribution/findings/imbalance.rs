@@ -6,6 +6,7 @@
 //! thread's waiting leaves out its joins (a parent waiting for its children is not
 //! imbalance). Not async-signal-safe (allocates); single-threaded.
 
+use super::roles::{group_roles, role_path};
 use super::{
     ratio, Finding, Kind, Value, MIN_IMBALANCE_NS, MIN_IMBALANCE_OF_MEAN, MIN_STAGE_NS,
     STAGE_COMPUTING, STAGE_WAITING, THREAD_IMBALANCE,
@@ -14,7 +15,7 @@ use crate::attribution::calibration::Calibration;
 use crate::attribution::clock::end_of_image;
 use crate::attribution::symbolize::{CodeAddress, Symbolizer};
 use crate::format::read::ProcessProfile;
-use crate::format::{protocol, WaitKind};
+use crate::format::{protocol, Frame, WaitKind};
 use std::collections::{BTreeMap, HashMap};
 
 /// One thread's work and waiting (calibrated ns; waiting without its joins), and its
@@ -23,14 +24,18 @@ use std::collections::{BTreeMap, HashMap};
 pub(super) struct ThreadLoad {
     pub pid: u32,
     pub tid: u32,
-    /// Its start routine's function.
+    /// Its stage: its start routine's function, or, where threads of one routine do
+    /// different work, the function where its role parts from theirs ([`roles`]).
     pub routine: String,
     pub work_ns: u64,
     pub wait_ns: u64,
+    /// When it started (monotonic ns) and how long it lived (none without thread times).
+    pub start_ns: Option<u64>,
     pub life_ns: Option<u64>,
 }
+
 /// Each non-main thread with a known start routine: its work and its waiting, but for its
-/// joins (a parent waiting for its children is not imbalance).
+/// joins (a parent waiting for its children is not imbalance), in its stage.
 pub(super) fn thread_loads(
     procs: &[&ProcessProfile],
     symbolizer: &mut Symbolizer,
@@ -42,16 +47,25 @@ pub(super) fn thread_loads(
         let calibration = Calibration::of(p);
         let end_of_process = end_of_image(p);
         let mut sums: HashMap<u32, (u64, u64)> = HashMap::new();
+        // Each thread's work samples whose path reaches its outermost frame: its role.
+        let mut worked: HashMap<u32, Vec<(&[Frame], u64)>> = HashMap::new();
         for s in &p.samples {
             let m = Some(usize::from(s.metric));
             let value = calibration.apply(s.value, s.flags);
             let sum = sums.entry(s.tid).or_default();
             if m == work {
                 sum.0 = sum.0.saturating_add(value);
+                if !s.truncated() {
+                    worked
+                        .entry(s.tid)
+                        .or_default()
+                        .push((p.stacks.get(s.stack), value));
+                }
             } else if m == idleness && WaitKind::from_flags(s.flags) != Some(WaitKind::Join) {
                 sum.1 = sum.1.saturating_add(value);
             }
         }
+        let mut by_routine: BTreeMap<String, Vec<ThreadLoad>> = BTreeMap::new();
         for t in p.threads.iter().filter(|t| !t.is_main) {
             let Some(frame) = t.start_routine else {
                 continue;
@@ -69,14 +83,42 @@ pub(super) fn thread_loads(
                 .start_ns
                 .zip(t.end_ns.or(end_of_process))
                 .map(|(start, end)| end.saturating_sub(start));
-            out.push(ThreadLoad {
-                pid: p.header.pid,
-                tid: t.tid,
-                routine,
-                work_ns,
-                wait_ns,
-                life_ns,
-            });
+            by_routine
+                .entry(routine.clone())
+                .or_default()
+                .push(ThreadLoad {
+                    pid: p.header.pid,
+                    tid: t.tid,
+                    routine,
+                    work_ns,
+                    wait_ns,
+                    start_ns: t.start_ns,
+                    life_ns,
+                });
+        }
+        for (_, mut threads) in by_routine {
+            let paths: Vec<Option<Vec<Frame>>> = threads
+                .iter()
+                .map(|t| worked.get(&t.tid).and_then(|w| role_path(w)))
+                .collect();
+            let (of_thread, labels) = group_roles(&paths);
+            let names: Vec<Option<String>> = labels
+                .iter()
+                .map(|label| {
+                    let frame = (*label)?;
+                    let chain = symbolizer.symbolize(
+                        p.module(frame.module),
+                        CodeAddress::ReturnAddress(frame.offset),
+                    );
+                    chain.last().map(|f| f.function.clone())
+                })
+                .collect();
+            for (t, g) in threads.iter_mut().zip(of_thread) {
+                if let Some(name) = &names[g] {
+                    t.routine = name.clone();
+                }
+            }
+            out.extend(threads);
         }
     }
     out
@@ -97,6 +139,30 @@ impl Stage<'_> {
             self.wait_ns as f64,
             self.work_ns.saturating_add(self.wait_ns) as f64,
         )
+    }
+
+    /// From its first thread's start to its last one's end (none without thread times).
+    fn span(&self) -> Option<(u64, u64)> {
+        self.threads.iter().try_fold(None, |span, t| {
+            let start = t.start_ns?;
+            let end = start.saturating_add(t.life_ns?);
+            Some(Some(match span {
+                None => (start, end),
+                Some((s, e)) => (start.min(s), end.max(e)),
+            }))
+        })?
+    }
+
+    /// Whether it ran beside `other` for at least half of the shorter one's span (stages
+    /// that ran one after the other, db_bench's fill and read threads, wait for no one
+    /// another); without thread times, yes.
+    fn ran_beside(&self, other: &Stage) -> bool {
+        let (Some(a), Some(b)) = (self.span(), other.span()) else {
+            return true;
+        };
+        let overlap = a.1.min(b.1).saturating_sub(a.0.max(b.0));
+        let shorter = (a.1 - a.0).min(b.1 - b.0);
+        overlap.saturating_mul(2) >= shorter
     }
 }
 
@@ -130,14 +196,25 @@ pub(super) fn imbalance_findings(loads: &[ThreadLoad]) -> Vec<Finding> {
     out
 }
 
-/// One stage waits at least [`STAGE_WAITING`] of its time while another waits at most
-/// [`STAGE_COMPUTING`] (the one waiting most against the one waiting least), and threads in
-/// proportion to the stages' work would be another split than theirs (else there is nothing
-/// to move: a stage of one thread waiting for events is no imbalance).
+/// One stage waits at least [`STAGE_WAITING`] of its time while another, running beside
+/// it, waits at most [`STAGE_COMPUTING`] (the one waiting most against the one beside it
+/// waiting least), and threads in proportion to the stages' work would be another split
+/// than theirs (else there is nothing to move: a stage of one thread waiting for events is
+/// no imbalance). Only stages that did at least [`MIN_IMBALANCE_NS`] of work take part: a
+/// pool that never computed (RocksDB's compaction threads in a short run) waits for
+/// something other than the stages' work, and is no stage to give threads to or take
+/// them from.
 fn stage_imbalance(pid: u32, stages: &[Stage]) -> Option<Finding> {
-    let by_share = |a: &&Stage, b: &&Stage| a.waiting_share().total_cmp(&b.waiting_share());
-    let waiting = stages.iter().max_by(by_share)?;
-    let computing = stages.iter().min_by(by_share)?;
+    let working: Vec<&Stage> = stages
+        .iter()
+        .filter(|s| s.work_ns >= MIN_IMBALANCE_NS)
+        .collect();
+    let by_share = |a: &&&Stage, b: &&&Stage| a.waiting_share().total_cmp(&b.waiting_share());
+    let waiting = *working.iter().max_by(by_share)?;
+    let computing = *working
+        .iter()
+        .filter(|s| !std::ptr::eq(**s, waiting) && s.ran_beside(waiting))
+        .min_by(by_share)?;
     let imbalanced = waiting.waiting_share() >= STAGE_WAITING
         && computing.waiting_share() <= STAGE_COMPUTING
         && waiting.wait_ns >= MIN_STAGE_NS
@@ -146,11 +223,11 @@ fn stage_imbalance(pid: u32, stages: &[Stage]) -> Option<Finding> {
         return None;
     }
     let threads = |s: &Stage| s.threads.len() as u64;
-    let current: Vec<(String, u64)> = stages
+    let current: Vec<(String, u64)> = working
         .iter()
         .map(|s| (s.routine.to_owned(), threads(s)))
         .collect();
-    let suggested = split_threads(stages);
+    let suggested = split_threads(&working);
     if suggested == current {
         return None;
     }
@@ -192,7 +269,7 @@ fn stage_imbalance(pid: u32, stages: &[Stage]) -> Option<Finding> {
 
 /// SyncPerf's split: the stages' threads (the same total) in proportion to each stage's
 /// work, at least one each (largest remainders).
-pub(super) fn split_threads(stages: &[Stage]) -> Vec<(String, u64)> {
+pub(super) fn split_threads(stages: &[&Stage]) -> Vec<(String, u64)> {
     let total: u64 = stages.iter().map(|s| s.threads.len() as u64).sum();
     let work: f64 = stages.iter().map(|s| s.work_ns as f64).sum();
     let ideal: Vec<f64> = stages

@@ -69,6 +69,7 @@ mod asymmetry;
 mod imbalance;
 mod lock_rules;
 mod phases;
+mod roles;
 mod subject;
 #[cfg(test)]
 mod tests;

@@ -711,6 +711,7 @@ fn load(tid: u32, routine: &str, work_ms: u64, wait_ms: u64) -> ThreadLoad {
         routine: routine.to_owned(),
         work_ns: work_ms * 1_000_000,
         wait_ns: wait_ms * 1_000_000,
+        start_ns: Some(0),
         life_ns: Some(2 * SECOND),
     }
 }
@@ -762,8 +763,10 @@ fn stage<'a>(routine: &'a str, threads: &'a [ThreadLoad], work_ns: u64) -> Stage
 #[test]
 fn a_split_keeps_the_thread_count_and_a_thread_per_stage() {
     let loads: Vec<ThreadLoad> = (0..3).map(|i| load(i, "x", 1, 0)).collect();
-    let seats =
-        |stages: &[Stage]| -> Vec<u64> { split_threads(stages).iter().map(|s| s.1).collect() };
+    let seats = |stages: &[Stage]| -> Vec<u64> {
+        let stages: Vec<&Stage> = stages.iter().collect();
+        split_threads(&stages).iter().map(|s| s.1).collect()
+    };
     let stages = [
         stage("a", &loads[..1], 1),
         stage("b", &loads[1..2], 1),
@@ -799,6 +802,35 @@ fn balanced_stages_and_threads_are_no_imbalance() {
         load(3, "work", 1900, 50),
     ]);
     assert!(f.is_empty(), "{f:?}");
+}
+
+#[test]
+fn an_idle_pool_and_stages_one_after_another_are_no_imbalance() {
+    // Four threads filling, then four reading (db_bench's fillrandom,readrandom), beside a
+    // pool that never computed: the pool waits for no stage, and neither stage for the
+    // other.
+    let at = |l: ThreadLoad, start_ms: u64, life_ms: u64| ThreadLoad {
+        start_ns: Some(start_ms * 1_000_000),
+        life_ns: Some(life_ms * 1_000_000),
+        ..l
+    };
+    let mut loads: Vec<ThreadLoad> = (0..4)
+        .map(|i| at(load(i, "fill", 150, 800), 0, 1000))
+        .chain((4..8).map(|i| at(load(i, "read", 400, 10), 1000, 420)))
+        .collect();
+    assert!(imbalance_findings(&loads).is_empty());
+    loads.extend((8..40).map(|i| at(load(i, "pool", 0, 1400), 0, 1400)));
+    let f = imbalance_findings(&loads);
+    assert!(f.is_empty(), "{f:?}");
+    // The same stages side by side: the fill stage waits while the read stage computes.
+    for l in &mut loads[4..8] {
+        l.start_ns = Some(0);
+    }
+    let f = imbalance_findings(&loads);
+    assert_eq!(kinds(&f), [(Kind::LoadImbalance, "fill vs read")]);
+    // Split between the two working stages only: the pool is none of theirs.
+    let want = vec![("fill".to_owned(), 2), ("read".to_owned(), 6)];
+    assert_eq!(f[0].value("suggested_threads"), Some(&Value::Threads(want)));
 }
 
 #[test]

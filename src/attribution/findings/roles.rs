@@ -1,0 +1,182 @@
+//! Threads' roles past a shared start routine: the load-imbalance rules' stages.
+//!
+//! Job: threads started through one wrapper (RocksDB's `StartThreadWrapper`, a pool's
+//! generic worker loop, `std::thread`'s closure shim) may do different work: a fill stage
+//! and a read stage share the wrapper and nothing else. A thread's role is the path of call
+//! sites, from its outermost frame in, through which at least [`ROLE_SHARE`] of its work
+//! passed ([`role_path`]): a wrapper passes all of it on, work that branches stops it. Two
+//! threads have one role when one's path is a prefix of the other's (the same code, one
+//! thread's work spread a little wider); threads of different roles part at a call site,
+//! whose function names their stage ([`group_roles`]).
+//!
+//! Invariants: a thread with fewer than [`ROLE_SAMPLES`] work samples does not split a
+//! routine (too few samples to tell its role: it joins the routine's largest role); one
+//! role per routine leaves the stage named by its routine, as before roles. Pure; not
+//! async-signal-safe (allocates).
+
+use crate::format::Frame;
+
+/// The share of a thread's work a call site must carry for its role to reach past it.
+pub const ROLE_SHARE: f64 = 0.8;
+
+/// The work samples a thread needs for its role path to split its routine's threads.
+pub const ROLE_SAMPLES: usize = 5;
+
+/// A thread's role: root-first, the call sites through which at least [`ROLE_SHARE`] of
+/// its work (`samples`: each a leaf-first path and its value) passed; `None` with fewer
+/// than [`ROLE_SAMPLES`] samples.
+pub fn role_path(samples: &[(&[Frame], u64)]) -> Option<Vec<Frame>> {
+    if samples.len() < ROLE_SAMPLES {
+        return None;
+    }
+    let total: u64 = samples.iter().map(|s| s.1).sum();
+    let mut path: Vec<Frame> = Vec::new();
+    let mut along: Vec<&(&[Frame], u64)> = samples.iter().collect();
+    loop {
+        let depth = path.len();
+        let at = |stack: &[Frame]| stack.len().checked_sub(depth + 1).map(|i| stack[i]);
+        let mut by_frame: Vec<(Frame, u64)> = Vec::new();
+        for (stack, value) in &along {
+            let Some(frame) = at(stack) else { continue };
+            match by_frame.iter_mut().find(|(f, _)| *f == frame) {
+                Some((_, sum)) => *sum += value,
+                None => by_frame.push((frame, *value)),
+            }
+        }
+        let Some(&(frame, carried)) = by_frame.iter().max_by_key(|(_, v)| *v) else {
+            break;
+        };
+        if (carried as f64) < ROLE_SHARE * total as f64 {
+            break;
+        }
+        path.push(frame);
+        along.retain(|(stack, _)| at(stack) == Some(frame));
+    }
+    Some(path)
+}
+
+/// The threads of one start routine grouped by role: per thread (as `paths`, each a
+/// [`role_path`]) its group, and per group the call site that tells it from the others
+/// (its first frame no other group's common path shares; `None` when there is one group).
+pub fn group_roles(paths: &[Option<Vec<Frame>>]) -> (Vec<usize>, Vec<Option<Frame>>) {
+    let n = paths.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    for a in 0..n {
+        for b in a + 1..n {
+            let (Some(pa), Some(pb)) = (&paths[a], &paths[b]) else {
+                continue;
+            };
+            let shorter = pa.len().min(pb.len());
+            if pa[..shorter] == pb[..shorter] {
+                let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+                parent[ra.max(rb)] = ra.min(rb);
+            }
+        }
+    }
+    // Groups in order of their first thread; each group's common path is its shortest
+    // member (in a group joined by prefixes, the shortest path is a prefix of all).
+    let mut roots: Vec<usize> = Vec::new();
+    let mut common: Vec<&[Frame]> = Vec::new();
+    let mut sizes: Vec<usize> = Vec::new();
+    let mut group: Vec<Option<usize>> = vec![None; n];
+    for i in 0..n {
+        let Some(path) = &paths[i] else { continue };
+        let r = root(&mut parent, i);
+        let g = match roots.iter().position(|&x| x == r) {
+            Some(g) => g,
+            None => {
+                roots.push(r);
+                common.push(path);
+                sizes.push(0);
+                roots.len() - 1
+            }
+        };
+        if path.len() < common[g].len() {
+            common[g] = path;
+        }
+        sizes[g] += 1;
+        group[i] = Some(g);
+    }
+    if roots.len() <= 1 {
+        return (vec![0; n], vec![None]);
+    }
+    // Threads too light to tell join the largest role (the first of equals).
+    let largest = (0..sizes.len())
+        .max_by_key(|&g| (sizes[g], std::cmp::Reverse(g)))
+        .unwrap_or(0);
+    let of_thread = group.into_iter().map(|g| g.unwrap_or(largest)).collect();
+    let shared = |a: &[Frame], b: &[Frame]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let labels = (0..common.len())
+        .map(|g| {
+            let depth = (0..common.len())
+                .filter(|&o| o != g)
+                .map(|o| shared(common[g], common[o]))
+                .max()
+                .unwrap_or(0);
+            common[g].get(depth).copied()
+        })
+        .collect();
+    (of_thread, labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(offset: u64) -> Frame {
+        Frame { module: 1, offset }
+    }
+
+    /// `count` samples of value 1 of the leaf-first path of `root_first` offsets.
+    fn samples(root_first: &[u64], count: usize) -> Vec<Vec<Frame>> {
+        let stack: Vec<Frame> = root_first.iter().rev().map(|&o| f(o)).collect();
+        vec![stack; count]
+    }
+
+    fn path_of(stacks: &[Vec<Frame>]) -> Option<Vec<Frame>> {
+        let s: Vec<(&[Frame], u64)> = stacks.iter().map(|s| (s.as_slice(), 1)).collect();
+        role_path(&s)
+    }
+
+    #[test]
+    fn a_role_reaches_past_wrappers_and_stops_where_the_work_branches() {
+        // start -> wrapper -> body -> fill, whose work is 60% in one leaf, 40% in another.
+        let mut stacks = samples(&[1, 2, 3, 10, 100], 30);
+        stacks.extend(samples(&[1, 2, 3, 10, 200], 20));
+        assert_eq!(path_of(&stacks), Some(vec![f(1), f(2), f(3), f(10)]));
+        // 85% under one leaf: the role reaches it.
+        let mut stacks = samples(&[1, 2, 3, 10, 100], 85);
+        stacks.extend(samples(&[1, 2, 3, 10, 200], 15));
+        assert_eq!(
+            path_of(&stacks),
+            Some(vec![f(1), f(2), f(3), f(10), f(100)])
+        );
+        // Too few samples to tell.
+        assert_eq!(path_of(&samples(&[1, 2, 3], ROLE_SAMPLES - 1)), None);
+    }
+
+    #[test]
+    fn threads_of_one_wrapper_doing_different_work_are_different_roles() {
+        let fill = path_of(&samples(&[1, 2, 3, 10, 11], 40));
+        let read = path_of(&samples(&[1, 2, 3, 20, 21], 40));
+        // One more fill thread, its work spread wider: the same role.
+        let mut wide = samples(&[1, 2, 3, 10, 11], 25);
+        wide.extend(samples(&[1, 2, 3, 10, 12], 25));
+        let wide = path_of(&wide);
+        let (of, labels) = group_roles(&[fill.clone(), read, wide, None]);
+        assert_eq!(of, [0, 1, 0, 0], "the light thread joins the largest role");
+        assert_eq!(labels, [Some(f(10)), Some(f(20))]);
+        // Threads doing the same work: one role, named by the routine.
+        let (of, labels) = group_roles(&[fill.clone(), fill, None]);
+        assert_eq!((of, labels), (vec![0, 0, 0], vec![None]));
+        // Only threads too light to tell: one role.
+        assert_eq!(group_roles(&[None, None]), (vec![0, 0], vec![None]));
+    }
+}
