@@ -89,7 +89,7 @@ fn locks_json(dir: &Path, extra: &[&str]) -> Value {
     let v: Value = serde_json::from_str(&run.stdout).expect("JSON");
     assert_eq!(
         (&v["schema"], &v["version"]),
-        (&"blameprof-locks".into(), &2.into())
+        (&"blameprof-locks".into(), &3.into())
     );
     assert_eq!(v["available"], true, "{v}");
     assert!(v["findings"].is_array(), "{}", v["findings"]);

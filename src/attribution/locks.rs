@@ -57,6 +57,7 @@ use super::calibration::Calibration;
 use super::clock::end_of_image;
 use super::paths::{expand_each, RawKey};
 use super::symbolize::Symbolizer;
+use super::wait_class::path_of_a_lock;
 use super::{select_processes, AttributionError, Filter, Names};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::{
@@ -129,6 +130,10 @@ pub struct Counts {
     /// CPU time of its holders while others waited for it (ns; timer samples,
     /// `held.contended`).
     pub held_ns: u64,
+    /// Of its waiting, the part whose callers name a lock or have no name
+    /// ([`path_of_a_lock`]; its waiting's share by the samples): what tells a lock built on
+    /// a condition variable, a semaphore or a futex word (CPython's GIL) from an event's.
+    pub lock_use_ns: u64,
 }
 
 impl Counts {
@@ -136,6 +141,7 @@ impl Counts {
         self.runtime.add_counts(&o.runtime);
         self.blame_ns = self.blame_ns.saturating_add(o.blame_ns);
         self.held_ns = self.held_ns.saturating_add(o.held_ns);
+        self.lock_use_ns = self.lock_use_ns.saturating_add(o.lock_use_ns);
     }
 
     /// Contended acquisitions over acquisitions (a sampled estimate of the latter can make
@@ -341,13 +347,21 @@ pub fn lock_table(
     let paths = expand_each(profile, &keys, symbolizer, &mut names);
     let sites: Vec<Site> = paths.iter().map(|locs| site_of(locs, &names)).collect();
     let code: Vec<Site> = paths.iter().map(|locs| code_of(locs, &names)).collect();
+    let of_a_lock: Vec<bool> = paths
+        .iter()
+        .map(|locs| path_of_a_lock(&names, locs))
+        .collect();
     let Rows { index, order, rows } = rows;
     drop(index);
     table.locks = Vec::with_capacity(order.len());
     for (key, b) in order.into_iter().zip(rows) {
-        table
-            .locks
-            .push(finish_row(profile, key, b, (&sites, &code), symbolizer));
+        table.locks.push(finish_row(
+            profile,
+            key,
+            b,
+            (&sites, &code, &of_a_lock),
+            symbolizer,
+        ));
     }
     table.locks.sort_by(|a, b| {
         let rank = |r: &LockRow| {
@@ -432,7 +446,7 @@ fn finish_row(
     profile: &Profile,
     (p, address): (usize, u64),
     b: Building,
-    (sites, code): (&[Site], &[Site]),
+    (sites, code, of_a_lock): (&[Site], &[Site], &[bool]),
     symbolizer: &mut Symbolizer,
 ) -> LockRow {
     let proc = &profile.processes[p];
@@ -455,15 +469,22 @@ fn finish_row(
     counts.blame_ns = holders.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     counts.held_ns = inside.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     let sampled = waiters.iter().fold(0u64, |sum, w| sum.saturating_add(w.1));
+    let by_a_lock = s
+        .waits
+        .iter()
+        .filter(|w| of_a_lock[w.2])
+        .fold(0u64, |sum, w| sum.saturating_add(w.3));
     if counts.runtime.wait_ns == 0 {
         // No counts (a process killed before it wrote them): the samples still tell the
         // waiting.
         counts.runtime.wait_ns = sampled;
+        counts.lock_use_ns = by_a_lock;
     } else if sampled > 0 {
         // The samples split the exact total between the sites.
         for w in &mut waiters {
             w.1 = share(counts.runtime.wait_ns, w.1, sampled);
         }
+        counts.lock_use_ns = share(counts.runtime.wait_ns, by_a_lock, sampled);
     }
     let init = init_site_name(proc, b.init_site, b.kind, symbolizer);
     let try_site = match b.try_fail_site {
@@ -492,7 +513,7 @@ fn finish_row(
     };
     let pressure = b
         .kind
-        .filter(|&k| waits_for_a_lock(k, &counts))
+        .filter(|&k| a_held_lock(k, &counts))
         .filter(|_| b.running_ns > 0)
         .map(|_| counts.runtime.wait_ns as f64 / b.running_ns as f64);
     LockRow {
@@ -547,12 +568,27 @@ pub fn polled(blamed: u64, waited: u64) -> bool {
     blamed as f64 <= EVENT_FUTEX_BLAME * waited as f64
 }
 
-/// Whether the waiting counted in `counts`, of `kind`, is for a lock: a lock kind, and for a
-/// futex word a lock's use (not [`polled`]: its wakes took its waiting as blame). What
-/// critical section pressure and the lock findings are about.
+/// Whether the waiting counted in `counts`, of `kind`, is for a lock: a mutex's, rwlock's
+/// or spin lock's; a condition variable's, semaphore's or futex word's when its use says so
+/// (most of its waiting [`path_of_a_lock`], as the summary's classes tell each path), and
+/// for a futex word not [`polled`] (its wakes took its waiting as blame). What critical
+/// section pressure is about, and what the lock view lists apart from waits for events.
 pub fn waits_for_a_lock(kind: WaitKind, counts: &Counts) -> bool {
-    is_lock_kind(kind)
-        && (kind != WaitKind::Futex || !polled(counts.blame_ns, counts.runtime.wait_ns))
+    let used_as_a_lock = || counts.lock_use_ns > counts.runtime.wait_ns / 2;
+    match kind {
+        WaitKind::Mutex | WaitKind::Spin | WaitKind::RwLock => true,
+        WaitKind::Barrier | WaitKind::Join => false,
+        WaitKind::CondVar | WaitKind::Semaphore => used_as_a_lock(),
+        WaitKind::Futex => used_as_a_lock() && !polled(counts.blame_ns, counts.runtime.wait_ns),
+    }
+}
+
+/// Whether the waiting counted in `counts`, of `kind`, is for a lock whose holders the
+/// runtime knows (a mutex, rwlock or spin lock, a futex word used as a lock): what the lock
+/// findings are about. A lock built on a condition variable or a semaphore (the GIL) waits
+/// for a lock ([`waits_for_a_lock`]) whose holds nobody timed: no advice on them.
+pub fn a_held_lock(kind: WaitKind, counts: &Counts) -> bool {
+    is_lock_kind(kind) && waits_for_a_lock(kind, counts)
 }
 
 /// Kinds whose waiting is for a holder's release: the ones critical section pressure is

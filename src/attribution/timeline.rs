@@ -29,7 +29,7 @@
 
 use super::calibration::Calibration;
 use super::clock::span;
-use super::locks::{is_lock_kind, waits_for_a_lock, LockTable};
+use super::locks::{a_held_lock, is_lock_kind, LockTable};
 use super::{select_processes, AttributionError, Filter};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::{protocol, WaitKind, LOCK_INTERVAL_NS, LOCK_INTERVAL_VERSION};
@@ -397,7 +397,7 @@ fn lay_out(
     let mut series: Vec<LockSeries> = table
         .locks
         .iter()
-        .filter(|r| r.kind.is_some_and(|k| waits_for_a_lock(k, &r.counts)))
+        .filter(|r| r.kind.is_some_and(|k| a_held_lock(k, &r.counts)))
         .filter_map(|r| {
             let b = locks.get(&(r.pid, r.address))?;
             Some(lock_series(
@@ -494,13 +494,20 @@ fn lock_series(
     threshold: f64,
     acquisitions_known: bool,
 ) -> LockSeries {
-    let pressure: Vec<f64> = b
-        .wait
+    // The samples split the runtime's exact total over time, as the lock table's sites
+    // split it: the timeline's waiting of a lock adds up to the table's.
+    let sampled: f64 = b.wait.iter().sum();
+    let exact = r.counts.runtime.wait_ns as f64;
+    let wait: Vec<f64> = match sampled > 0.0 && exact > 0.0 {
+        true => b.wait.iter().map(|w| w * exact / sampled).collect(),
+        false => b.wait.clone(),
+    };
+    let pressure: Vec<f64> = wait
         .iter()
         .zip(running)
         .map(|(&w, &run)| if run > 0.0 { (w / run).min(1.0) } else { 0.0 })
         .collect();
-    let total_wait: f64 = b.wait.iter().sum();
+    let total_wait: f64 = wait.iter().sum();
     let total_running: f64 = running.iter().map(|r| r.max(0.0)).sum();
     let overall_pressure = match total_running > 0.0 {
         true => (total_wait / total_running).min(1.0),
@@ -511,12 +518,12 @@ fn lock_series(
         address: r.address,
         name: r.name.clone(),
         kind: r.kind,
-        wait_ns: round(&b.wait),
+        wait_ns: round(&wait),
         blame_ns: round(&b.blame),
         acquisitions: acquisitions_known.then(|| round(&b.acquisitions)),
         try_failed: acquisitions_known.then(|| round(&b.try_failed)),
         peak_pressure: pressure.iter().copied().fold(0.0, f64::max),
-        phases: phases(&b.wait, running, threshold),
+        phases: phases(&wait, running, threshold),
         pressure,
         overall_pressure,
     }

@@ -25,7 +25,7 @@ use super::lock_sites::is_runtime_module;
 use super::lock_wrappers::named_caller;
 use super::locks::polled;
 use super::metrics::Part;
-use super::{Analysis, Loc, WeightedPath};
+use super::{Analysis, Loc, Names};
 use crate::format::WaitKind;
 use std::cell::OnceCell;
 
@@ -99,10 +99,10 @@ fn names_a_lock(name: &str) -> bool {
 /// A frame the symbolizer could not name (`[unknown] 0x...`, `module+0x...`: a stripped
 /// binary, such as the distribution's CPython, whose GIL is a condition variable) counts
 /// as a lock's: waiting is not called harmless without evidence.
-pub fn called_by_a_lock(analysis: &Analysis, locs: &[Loc], runtime: usize) -> bool {
-    let from = named_caller(&analysis.names, locs, runtime).unwrap_or(runtime);
+pub fn called_by_a_lock(names: &Names, locs: &[Loc], runtime: usize) -> bool {
+    let from = named_caller(names, locs, runtime).unwrap_or(runtime);
     locs[from..runtime].iter().any(|l| {
-        let name = &analysis.names.function(l.function).name;
+        let name = &names.function(l.function).name;
         unnamed(name) || names_a_lock(name)
     })
 }
@@ -171,7 +171,8 @@ impl<'a> PathClasses<'a> {
                 Some((b, Part::Kind(kind))) if b == base => {
                     let class = class_of(kind).unwrap_or_else(|| {
                         let by_use = &self.by_use[path];
-                        let named = *by_use.get_or_init(|| path_of_a_lock(a, &a.paths[path]));
+                        let named =
+                            *by_use.get_or_init(|| path_of_a_lock(&a.names, &a.paths[path].locs));
                         let polled = kind == WaitKind::Futex && self.mostly_unblamed(path);
                         match named && !polled {
                             true => WaitClass::Lock,
@@ -210,14 +211,14 @@ impl<'a> PathClasses<'a> {
     }
 }
 
-/// [`called_by_a_lock`] for a whole path (its innermost runtime frame found here); a path
-/// without one is no lock's.
-fn path_of_a_lock(analysis: &Analysis, path: &WeightedPath) -> bool {
-    let is_runtime = |l: &Loc| is_runtime_module(&analysis.names.function(l.function).module);
-    path.locs
-        .iter()
+/// [`called_by_a_lock`] for a whole root-first path (its innermost runtime frame found
+/// here); a path without one is no lock's. The one rule of the summary's classes and the
+/// lock table's.
+pub fn path_of_a_lock(names: &Names, locs: &[Loc]) -> bool {
+    let is_runtime = |l: &Loc| is_runtime_module(&names.function(l.function).module);
+    locs.iter()
         .rposition(is_runtime)
-        .is_some_and(|i| called_by_a_lock(analysis, &path.locs, i))
+        .is_some_and(|i| called_by_a_lock(names, locs, i))
 }
 
 #[cfg(test)]

@@ -126,6 +126,16 @@ impl ContentionSampler {
         Draw::Measure { weight: 1 << shift }
     }
 
+    /// A contended acquisition measured outside the draw: a woken condition variable
+    /// waiter that waited to retake its mutex (always measured, as its wait is timed by
+    /// the condition wait's own clock reads). Counted so that the acquisitions seen are
+    /// the lock table's.
+    #[inline]
+    pub fn note_measured(&self) {
+        add(&self.seen, 1);
+        add(&self.measured, 1);
+    }
+
     /// A contended acquisition drawn while sampling (`Skip`, or `Measure` with a weight over
     /// 1) waited `ns`; `weight`: what it was measured for (0: not measured).
     pub fn note_sampled_wait(&self, ns: u64, weight: u32) {

@@ -28,7 +28,7 @@ use std::io::{self, Write};
 
 /// Schema name and version of the JSON document (version 2 added the findings).
 pub const SCHEMA: &str = "blameprof-locks";
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// What the rows are sorted and filtered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,9 +159,9 @@ pub fn write_text(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
         writeln!(out)?;
         writeln!(
             out,
-            "Waits for events by {sort} ({} of {} shown{}): condition variables, semaphores, \
-             barriers, joins and polled futex words; threads idle until signalled, posted or \
-             joined, not contention:",
+            "Waits for events by {sort} ({} of {} shown{}): condition variables, semaphores \
+             and futex words no lock is built on, barriers, joins; threads idle until \
+             signalled, posted or joined, not contention:",
             keep_events.len(),
             events.len(),
             hides(events.len() - keep_events.len())
@@ -188,8 +188,9 @@ pub fn write_text(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
     write_notes(table, out)
 }
 
-/// Whether a row's waits are for events: a kind that is no lock's, or a futex word nobody
-/// holds ([`waits_for_a_lock`]).
+/// Whether a row's waits are for events: a barrier, a join, or a condition variable,
+/// semaphore or futex word no lock is built on, as the summary tells them
+/// ([`waits_for_a_lock`]).
 fn is_event(r: &LockRow) -> bool {
     r.kind.is_some_and(|k| !waits_for_a_lock(k, &r.counts))
 }
@@ -410,8 +411,8 @@ fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "press.: critical section pressure, the lock's waiting over the threads' running time \
-         ({}); '-' for condition variables, semaphores, barriers, joins and futex words whose \
-         waits no wake ends, whose waits are for events.",
+         ({}); '-' for waits for events, and for locks built on a condition variable or a \
+         semaphore (CPython's GIL), whose holds nobody timed.",
         format_value(table.running_ns, "ns")
     )?;
     if table.untabled_events > 0 {
@@ -472,7 +473,14 @@ pub fn write_json_with(
             "timed_holds": c.runtime.timed_holds,
             "contended_hold_ns": c.runtime.contended_hold_ns,
             "contended_hold_avg_ns": c.contended_hold_avg(),
+            "lock_use_ns": c.lock_use_ns,
             "pressure": pressure,
+        })
+    };
+    let waits_for = |kind: Option<WaitKind>, c: &Counts| {
+        kind.map(|k| match waits_for_a_lock(k, c) {
+            true => "lock",
+            false => "event",
         })
     };
     let sites = |v: &[(crate::attribution::locks::Site, u64)]| -> Vec<Value> {
@@ -487,6 +495,7 @@ pub fn write_json_with(
                 "name": r.name,
                 "naming": r.naming.name(),
                 "kind": r.kind.map(|k| k.name()),
+                "waits_for": waits_for(r.kind, &r.counts),
                 "pid": r.pid,
                 "address": format!("{:#x}", r.address),
                 "group": r.group,
@@ -514,6 +523,7 @@ pub fn write_json_with(
             json!({
                 "name": g.name,
                 "kind": g.kind.map(|k| k.name()),
+                "waits_for": waits_for(g.kind, &g.counts),
                 "pid": g.pid,
                 "members": g.members.iter().map(|&m| table.locks[m].name.clone()).collect::<Vec<_>>(),
                 "counts": counts(&g.counts, g.pressure),
@@ -596,6 +606,8 @@ mod tests {
         pool.name = "pool_wait -> pthread_cond_wait".into();
         pool.kind = Some(WaitKind::CondVar);
         pool.pressure = None;
+        // Waited on by code that names no lock: an event's.
+        pool.counts.lock_use_ns = 0;
         pool.counts.blame_ns *= 1000;
         table.locks.insert(0, pool);
         let t = text(&table, &opts());
@@ -649,7 +661,7 @@ mod tests {
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             (v["schema"].as_str(), v["version"].as_u64()),
-            (Some(SCHEMA), Some(2))
+            (Some(SCHEMA), Some(3))
         );
         assert_eq!(v["running_ns"], 30_000_000);
         let l = &v["locks"][0];

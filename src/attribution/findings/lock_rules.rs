@@ -16,7 +16,7 @@ use super::{
     SERIAL_SHARE, TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
-use crate::attribution::locks::{waits_for_a_lock, Counts, LockRow, LockTable, Site};
+use crate::attribution::locks::{a_held_lock, Counts, LockRow, LockTable, Site};
 use crate::format::read::ProcessProfile;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -56,7 +56,7 @@ pub(super) fn lock_findings(
     for g in table
         .groups
         .iter()
-        .filter(|g| g.kind.is_some_and(|k| waits_for_a_lock(k, &g.counts)))
+        .filter(|g| g.kind.is_some_and(|k| a_held_lock(k, &g.counts)))
     {
         let subject = Subject {
             name: &g.name,
@@ -93,7 +93,7 @@ pub(super) fn lock_findings(
         }
     }
     for (i, r) in table.locks.iter().enumerate() {
-        if !r.kind.is_some_and(|k| waits_for_a_lock(k, &r.counts)) {
+        if !r.kind.is_some_and(|k| a_held_lock(k, &r.counts)) {
             continue;
         }
         let subject = Subject {

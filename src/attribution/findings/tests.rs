@@ -624,15 +624,36 @@ fn a_futex_word_whose_waits_nobody_ends_is_no_lock() {
     let mut r = row("stress-ng+0x73320 -> syscall", counts(0, 0, 40_000, 25_000));
     r.kind = Some(WaitKind::Futex);
     r.counts.blame_ns = 100_000_000;
+    // Called by a stripped binary: its use does not say it is no lock's.
+    r.counts.lock_use_ns = r.counts.runtime.wait_ns;
     assert!(!waits_for_a_lock(WaitKind::Futex, &r.counts));
     assert!(found(&table(vec![r.clone()]), 2).is_empty());
     // Woken by its holders' releases, it is a lock.
     r.counts.blame_ns = 900_000_000;
     assert!(waits_for_a_lock(WaitKind::Futex, &r.counts));
     assert_eq!(found(&table(vec![r.clone()]), 2).len(), 1);
-    // Whatever the blame, a mutex is a lock.
+    // Its callers' names say it is an event's (a channel's, a thread parker's): no lock.
+    r.counts.lock_use_ns = r.counts.runtime.wait_ns / 2;
+    assert!(!waits_for_a_lock(WaitKind::Futex, &r.counts));
+    // Whatever the blame and the names, a mutex is a lock.
     r.counts.blame_ns = 0;
     assert!(waits_for_a_lock(WaitKind::Mutex, &r.counts));
+}
+
+#[test]
+fn a_condition_variable_a_lock_is_built_on_waits_for_a_lock_but_gets_no_lock_finding() {
+    // CPython's GIL: a condition variable waited on by `take_gil`.
+    let mut r = row(
+        "take_gil -> pthread_cond_timedwait",
+        counts(0, 0, 5000, 1_000_000),
+    );
+    r.kind = Some(WaitKind::CondVar);
+    assert!(!waits_for_a_lock(WaitKind::CondVar, &r.counts));
+    r.counts.lock_use_ns = r.counts.runtime.wait_ns;
+    assert!(waits_for_a_lock(WaitKind::CondVar, &r.counts));
+    // Its holders are not known (whoever signals it took no lock the runtime saw): the
+    // advice of the lock findings (split it, shorten its holds) is not for it.
+    assert!(found(&table(vec![r]), 2).is_empty());
 }
 
 /// A phase from `start_ms` to `end_ms`, in a timeline of 1 ms intervals.

@@ -5,7 +5,7 @@
 //! Invariants: names are the lock view's (what `--lock` selects); a group has at least two
 //! members, of one process and kind. Not async-signal-safe (allocates); single-threaded.
 
-use super::{waits_for_a_lock, Counts, LockGroup, LockRow, Naming, Site};
+use super::{a_held_lock, Counts, LockGroup, LockRow, Naming, Site};
 use crate::attribution::lock_sites::is_runtime_module;
 use crate::attribution::lock_wrappers::{is_wrapper, named_caller};
 use crate::attribution::symbolize::{CodeAddress, Symbolizer};
@@ -153,7 +153,7 @@ pub(super) fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
         }
         let running = locks[members[0]].running_ns;
         let pressure = kind
-            .filter(|&k| waits_for_a_lock(k, &counts) && running > 0)
+            .filter(|&k| a_held_lock(k, &counts) && running > 0)
             .map(|_| counts.runtime.wait_ns as f64 / running as f64);
         groups.push(LockGroup {
             pid,

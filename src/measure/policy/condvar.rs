@@ -91,6 +91,7 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
     // Its wait to retake the mutex, which its idleness sample names, counts for the mutex.
     if mutex_ns > 0 {
         lock_counts::waited(mutex, WaitKind::Mutex, mutex_ns);
+        state.contention.note_measured();
     }
     let [held_exact, held_scaled] = held_blames;
     let samples = [
