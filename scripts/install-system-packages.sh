@@ -8,7 +8,8 @@
 #   golang-go  Go's own `go tool pprof`, which must read `report --format pprof` (tests/exports.rs)
 #   chromium   a real headless browser for the HTML report (tests/html_report.rs)
 #   bsdutils   `script`, a pseudo-terminal for the terminal tests (tests/terminal.rs)
-#   sysbench, stress-ng, python3, rocksdb-tools (db_bench)
+#   sysbench, stress-ng, python3, rocksdb-tools (db_bench), memcached, libmemcached-tools
+#              (memcslap, its load generator)
 #              programs nobody here wrote, profiled as users bring them (tests/distribution.rs:
 #              /usr/bin's own, not another python3 earlier on PATH)
 # Benchmarks additionally use linux-perf (perf record) when present; tests do not need it.
@@ -25,8 +26,10 @@ command -v script >/dev/null 2>&1 || missing+=(bsdutils)
 [ -x /usr/bin/stress-ng ] || missing+=(stress-ng)
 [ -x /usr/bin/python3 ] || missing+=(python3)
 [ -x /usr/bin/db_bench ] || missing+=(rocksdb-tools)
+[ -x /usr/bin/memcached ] || missing+=(memcached)
+[ -x /usr/bin/memcslap ] || missing+=(libmemcached-tools)
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system packages: all present (gcc, g++, libc6-dev, valgrind, golang-go, chromium, bsdutils, sysbench, stress-ng, python3, rocksdb-tools)"
+  echo "system packages: all present (gcc, g++, libc6-dev, valgrind, golang-go, chromium, bsdutils, sysbench, stress-ng, python3, rocksdb-tools, memcached, libmemcached-tools)"
   exit 0
 fi
 echo "system packages: installing ${missing[*]}"
