@@ -15,7 +15,9 @@
 //! work inside one mutex get, first, its long critical sections, naming the code inside
 //! and the program's hold time, ranked by their cost (the program's waiting), with the fix
 //! of moving work out of the lock; (9) waiters woken by a broadcast made under the lock,
-//! retaking it, are `woken_retake`, advising to wake after the unlock; and that the
+//! retaking it, are `woken_retake`, advising to wake after the unlock; (10) the bundled
+//! example's ledger lock is the long critical sections of its auditor, and its workers
+//! wait for a dispatcher that is the serial bottleneck; and that the
 //! thresholds given on the
 //! command line are the ones used, and echoed. Contended acquisitions and waiting are the
 //! program's exactly (within 3%), acquisition rates within the error of their sampled
@@ -217,6 +219,21 @@ fn few_long_holds_are_long_critical_sections() {
         name(f, "holders_compute_in").contains("reload_config"),
         "{f:#}"
     );
+    // The culprit's hold: the longest recorded one others waited for, ended in
+    // reload_config. Each hold computes 5 ms of CPU time (a hold that others waited for from
+    // its start lasts that at least); none lasted longer than the program's longest (the
+    // runtime's hold ends at the unlock call, as the program's does; 1 ms for its clock
+    // reads under load).
+    let longest = number(f, "longest_hold_ns");
+    assert!(
+        longest >= 4.5e6 && longest <= t["max_hold_ns"] as f64 + 1e6,
+        "longest hold {longest} ns, program's longest {} ns, each at least 5 ms of CPU",
+        t["max_hold_ns"]
+    );
+    assert!(
+        name(f, "longest_hold_in").contains("reload_config"),
+        "{f:#}"
+    );
     assert!(
         f["fix"].as_str().unwrap().contains("reload_config"),
         "{f:#}"
@@ -306,12 +323,13 @@ fn many_contended_acquisitions_are_a_coarse_lock() {
     }
 }
 
-/// table_lock is held (computing) two thirds of the run, and most of the workers'
-/// acquisitions of it wait: the program's own holds and waits.
+/// table_lock is held (computing) two thirds of the run, and the workers contend for it
+/// (hundreds of contended acquisitions: a few percent of them, as the holders take it back
+/// before a woken waiter runs): the program's own holds and waits.
 fn shows_inside(t: &Truth) -> Result<(), String> {
     let held = t["hold_ns"] as f64 / 1e9 / seconds(t);
     let rate = fraction(t["contended"], t["acquisitions"]);
-    match held >= 0.5 && rate >= 0.1 && t["acquisitions"] >= 1000 {
+    match held >= 0.5 && t["contended"] >= 100 && t["acquisitions"] >= 1000 {
         true => Ok(()),
         false => Err(format!(
             "table_lock held {:.1}% of the run, contention {rate:.3}, {} acquisitions",
@@ -700,4 +718,68 @@ fn a_program_without_lock_problems_has_no_findings() {
         text.contains("\nFindings: none (contention >= 10%, >= 1000 acquisitions/s)\n"),
         "{text}"
     );
+}
+
+/// The bundled example (`examples/orders.c`, what `scripts/demo.sh` profiles): three
+/// workers wait for orders one dispatcher parses, and for the ledger an auditor holds for
+/// 2 ms at a time among thousands of short sales. The findings say so: `ledger_lock`'s
+/// waiting is the long critical sections that end in `audit_ledger` (never a coarse lock to
+/// stripe: a rate diluted by the short sales), and a load imbalance, if any, is the workers
+/// waiting for the dispatcher, one thread, the serial bottleneck (never "worker vs
+/// auditor", a stage that computes on its own and makes them wait less); no lock overhead.
+/// The workers' waiting for the ledger is the program's own (within 25%).
+#[test]
+fn the_bundled_example_is_told_its_long_critical_section_and_its_bottleneck() {
+    let prog = compile_c(
+        "../../examples/orders.c",
+        "findings-orders",
+        &["-O2", "-g", "-pthread"],
+    );
+    let dir = scratch_dir("findings-orders").join("prof");
+    let run = {
+        let _one_at_a_time = machine();
+        profile_ok(&dir, 200, &prog, &[])
+    };
+    let waited_ms: f64 = run
+        .stdout
+        .split("the workers waited ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("no waiting in the output: {}", run.stdout));
+    let flat = report_json(&dir, &["--view", "flat"]);
+    let record_sale = flat_incl(&flat, "record_sale", "idleness") as f64 / 1e6;
+    assert!(
+        (record_sale - waited_ms).abs() <= 0.25 * waited_ms,
+        "record_sale waited {record_sale:.1} ms in the profile, {waited_ms:.1} ms by the program"
+    );
+
+    let v = locks_json(&dir, &[]);
+    let ledger = findings(&v)
+        .iter()
+        .find(|f| f["subject"] == "ledger_lock")
+        .unwrap_or_else(|| panic!("no finding about ledger_lock: {:#}", v["findings"]));
+    assert_eq!(ledger["kind"], "long_critical_sections", "{ledger:#}");
+    assert!(
+        name(ledger, "culprit").contains("audit_ledger"),
+        "{ledger:#}"
+    );
+    assert!(
+        name(ledger, "longest_hold_in").contains("audit_ledger"),
+        "{ledger:#}"
+    );
+    for f in findings(&v) {
+        assert_ne!(f["kind"], "lock_overhead", "{f:#}");
+        assert_ne!(f["kind"], "coarse_lock", "{f:#}");
+        if f["kind"] == "load_imbalance" && f["evidence"]["computing_stage"].is_string() {
+            assert_eq!(f["subject"], "worker vs dispatcher", "{f:#}");
+            assert!(
+                f["fix"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("the serial bottleneck"),
+                "{f:#}"
+            );
+        }
+    }
 }

@@ -57,7 +57,7 @@ use super::calibration::Calibration;
 use super::clock::end_of_image;
 use super::paths::{expand_each, RawKey};
 use super::symbolize::Symbolizer;
-use super::wait_class::path_of_a_lock;
+use super::wait_class::{path_of_a_lock, polled};
 use super::{select_processes, AttributionError, Filter, Names};
 use crate::format::read::{ProcessProfile, Profile};
 use crate::format::{
@@ -197,6 +197,13 @@ pub struct Detail {
     /// Where its holders computed while others waited, largest first: the function and its
     /// caller (`caller -> function`, as a [`Site`]).
     pub inside: Vec<(Site, u64)>,
+    /// The longest hold each holder site's recorded releases lasted (ns; longest first): a
+    /// lower bound of its longest hold, as releases' samples are thinned, and known only
+    /// for holds timed (a mutex's, from its start or its first waiter's arrival).
+    pub longest_holds: Vec<(Site, u64)>,
+    /// The mean of those recorded holds per holder site (ns; longest first): what the
+    /// site's holds typically last, which one preempted hold does not make long.
+    pub mean_holds: Vec<(Site, u64)>,
     /// Where its failed trylocks were called from: the one site (`poll -> pthread_mutex_trylock`)
     /// when the runtime saw them all come from one, else `None` (several sites, none
     /// failed, or a profile older than format version 4).
@@ -215,6 +222,14 @@ impl LockRow {
     }
 
     /// Who waited behind whom, largest first.
+    pub fn longest_holds(&self) -> &[(Site, u64)] {
+        self.detail.as_ref().map_or(&[], |d| &d.longest_holds)
+    }
+
+    pub fn mean_holds(&self) -> &[(Site, u64)] {
+        self.detail.as_ref().map_or(&[], |d| &d.mean_holds)
+    }
+
     pub fn pairs(&self) -> &[Pair] {
         self.detail.as_ref().map_or(&[], |d| &d.pairs)
     }
@@ -463,9 +478,20 @@ fn finish_row(
     let s = b.samples.map_or_else(Samples::default, |s| *s);
     let mut waiters = by_site(&mut s.waits.iter().map(|w| (w.2, w.3)), sites);
     let holders = by_site(&mut s.releases.iter().map(|r| (r.2, r.3)), sites);
+    let (longest_holds, mean_holds) = holds_by_site(&s.releases, sites);
     let inside = by_site(&mut s.held.iter().copied(), code);
     let pairs = pairs_of(&s.waits, &s.releases, sites, &holders);
     let mut counts = b.counts;
+    if matches!(
+        b.kind,
+        Some(WaitKind::Mutex | WaitKind::RwLock | WaitKind::Spin)
+    ) {
+        // Acquisitions are a sampled estimate, contended ones exact: a lock taken rarely can
+        // be estimated under its contended acquisitions, which are acquisitions too (a row
+        // read "8 acquisitions, 18 contended").
+        let runtime = &mut counts.runtime;
+        runtime.acquisitions = runtime.acquisitions.max(runtime.contended);
+    }
     counts.blame_ns = holders.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     counts.held_ns = inside.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     let sampled = waiters.iter().fold(0u64, |sum, w| sum.saturating_add(w.1));
@@ -532,11 +558,33 @@ fn finish_row(
             holders,
             pairs,
             inside,
+            longest_holds,
+            mean_holds,
             try_site,
         })
         .filter(|d| *d != Detail::default())
         .map(Box::new),
     }
+}
+
+/// Per holder site, the longest of its releases' holds and their mean (their samples'
+/// spans; 0: not timed, left out), each longest first.
+type ByHolder = Vec<(Site, u64)>;
+fn holds_by_site(releases: &[(u64, u64, usize, u64)], sites: &[Site]) -> (ByHolder, ByHolder) {
+    let mut by: HashMap<&Site, (u64, u64, u64)> = HashMap::new();
+    for &(_, span, k, _) in releases.iter().filter(|r| r.1 > 0) {
+        let (longest, sum, count) = by.entry(&sites[k]).or_default();
+        *longest = (*longest).max(span);
+        *sum = sum.saturating_add(span);
+        *count += 1;
+    }
+    let sorted = |mut v: ByHolder| {
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v
+    };
+    let longest = by.iter().map(|(s, v)| ((*s).clone(), v.0)).collect();
+    let mean = by.iter().map(|(s, v)| ((*s).clone(), v.1 / v.2)).collect();
+    (sorted(longest), sorted(mean))
 }
 
 /// The threads a join (one handle, perhaps reused) waited for, by where they ended (its
@@ -553,19 +601,6 @@ fn joined_threads(holders: &[(Site, u64)]) -> String {
         name.push_str(&format!(" and {} more", ends.len() - 2));
     }
     name
-}
-
-/// The most of a futex word's waiting its wakers may take as blame for the word to be used
-/// as an event rather than a lock: a lock's waiters are woken by its holders' releases,
-/// which take their waiting; a word whose waits time out, or return at once because its
-/// value changed (stress-ng's futex stressor: all of them), is no lock anyone held.
-pub const EVENT_FUTEX_BLAME: f64 = 0.1;
-
-/// Whether waiting of which at most `blamed` ns of `waited` was blamed on the wakes that
-/// ended it is polled: at most [`EVENT_FUTEX_BLAME`] of it (a futex word so waited on is an
-/// event's, not a lock's). The one rule of the lock table and of the summary's classes.
-pub fn polled(blamed: u64, waited: u64) -> bool {
-    blamed as f64 <= EVENT_FUTEX_BLAME * waited as f64
 }
 
 /// Whether the waiting counted in `counts`, of `kind`, is for a lock: a mutex's, rwlock's
@@ -636,6 +671,18 @@ mod tests {
         lock_table_of as table_of, lock_table_process, write_part, TempDir, TABLE_LOCK,
     };
     use crate::format::read::{read_profile, ReadOptions};
+
+    #[test]
+    fn a_lock_is_never_estimated_under_its_contended_acquisitions() {
+        // 8 acquisitions estimated from a sample, 18 contended (exact).
+        let mut p = lock_table_process();
+        p.locks[0].acquisitions = 8;
+        p.locks[0].contended = 18;
+        let t = table_of(p);
+        let c = &t.locks[0].counts;
+        assert_eq!((c.runtime.acquisitions, c.runtime.contended), (18, 18));
+        assert_eq!(c.contention_rate(), Some(1.0));
+    }
 
     #[test]
     fn a_lock_row_joins_its_counts_its_samples_and_its_threads_running_time() {

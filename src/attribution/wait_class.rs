@@ -23,7 +23,6 @@
 
 use super::lock_sites::is_runtime_module;
 use super::lock_wrappers::named_caller;
-use super::locks::polled;
 use super::metrics::Part;
 use super::{Analysis, Loc, Names};
 use crate::format::WaitKind;
@@ -113,6 +112,19 @@ fn unnamed(name: &str) -> bool {
         || name
             .rsplit_once("+0x")
             .is_some_and(|(_, hex)| !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// The most of a futex word's waiting its wakers may take as blame for the word to be used
+/// as an event rather than a lock: a lock's waiters are woken by its holders' releases,
+/// which take their waiting; a word whose waits time out, or return at once because its
+/// value changed (stress-ng's futex stressor: all of them), is no lock anyone held.
+pub const EVENT_FUTEX_BLAME: f64 = 0.1;
+
+/// Whether waiting of which at most `blamed` ns of `waited` was blamed on the wakes that
+/// ended it is polled: at most [`EVENT_FUTEX_BLAME`] of it (a futex word so waited on is an
+/// event's, not a lock's). The one rule of the lock table and of the summary's classes.
+pub fn polled(blamed: u64, waited: u64) -> bool {
+    blamed as f64 <= EVENT_FUTEX_BLAME * waited as f64
 }
 
 /// The classes of the waiting on each path of an analysis. Where a path's wait kind does

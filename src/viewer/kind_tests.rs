@@ -124,7 +124,7 @@ fn summary_breaks_waiting_down_by_primitive() {
 fn summary_of_event_waiting_alone_names_no_culprit() {
     let events = waits_of(WaitKind::Join);
     let text = summary_of(&analysis_of(events));
-    for absent in ["waiting for locks", "victims", "culprits"] {
+    for absent in ["waiting for locks", "victims", "culprits", "lock blame"] {
         assert!(!text.contains(absent), "{absent}: {text}");
     }
     assert!(
@@ -136,6 +136,10 @@ fn summary_of_event_waiting_alone_names_no_culprit() {
     );
     assert!(
         text.contains("top 2 waits for events by idleness"),
+        "{text}"
+    );
+    assert!(
+        text.contains("blameprof: waiting by call path: 'blameprof report --metrics idleness,"),
         "{text}"
     );
 }

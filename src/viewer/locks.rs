@@ -169,19 +169,33 @@ pub fn write_text(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
         write_header(out)?;
         write_rows(out, &keep_events, opts)?;
     }
-    let groups: Vec<&&LockGroup> = groups
+    // Groups of locks, then groups of waits for events, as the rows.
+    let (lock_groups, event_groups): (Vec<&LockGroup>, Vec<&LockGroup>) = groups
         .iter()
+        .copied()
         .filter(|g| opts.sort.of(&g.counts) > 0)
-        .collect();
-    if !groups.is_empty() {
+        .partition(|g| !waits_for_events(g.kind, &g.counts));
+    for (groups, heading, members) in [
+        (
+            lock_groups,
+            "Groups (locks in one array, or made or first waited on at one site):",
+            "locks",
+        ),
+        (
+            event_groups,
+            "Groups of waits for events (in one array, or made or first waited on at one \
+             site):",
+            "objects",
+        ),
+    ] {
+        if groups.is_empty() {
+            continue;
+        }
         writeln!(out)?;
-        writeln!(
-            out,
-            "Groups (locks in one array, or made or first waited on at one site):"
-        )?;
+        writeln!(out, "{heading}")?;
         write_header(out)?;
         for g in groups {
-            let label = format!("{} ({} locks)", g.name, g.members.len());
+            let label = format!("{} ({} {members})", g.name, g.members.len());
             write_counts_line(out, &label, g.kind, &g.counts, g.pressure)?;
         }
     }
@@ -192,7 +206,12 @@ pub fn write_text(table: &LockTable, opts: &LockOptions, out: &mut dyn Write) ->
 /// semaphore or futex word no lock is built on, as the summary tells them
 /// ([`waits_for_a_lock`]).
 fn is_event(r: &LockRow) -> bool {
-    r.kind.is_some_and(|k| !waits_for_a_lock(k, &r.counts))
+    waits_for_events(r.kind, &r.counts)
+}
+
+/// Whether waits of `kind` counted in `counts` are for events ([`waits_for_a_lock`]).
+fn waits_for_events(kind: Option<WaitKind>, counts: &Counts) -> bool {
+    kind.is_some_and(|k| !waits_for_a_lock(k, counts))
 }
 
 /// The rows' counts lines, each with its first pairs.
@@ -349,6 +368,27 @@ fn write_one(
     for (s, ns) in r.holders() {
         writeln!(out, "    {:>10}  {}", format_value(*ns, "ns"), s.label())?;
     }
+    if !r.longest_holds().is_empty() {
+        writeln!(
+            out,
+            "  Holds others waited for, per holder site (of the releases recorded): longest, \
+             mean"
+        )?;
+        for (s, ns) in r.longest_holds() {
+            let mean = r
+                .mean_holds()
+                .iter()
+                .find(|(m, _)| m == s)
+                .map_or(0, |m| m.1);
+            writeln!(
+                out,
+                "    {:>10}  {:>10}  {}",
+                format_value(*ns, "ns"),
+                format_value(mean, "ns"),
+                s.label()
+            )?;
+        }
+    }
     writeln!(out, "  Who waited behind whom:")?;
     for p in r.pairs() {
         write_pair(out, p, waiter_total(r, p))?;
@@ -503,6 +543,8 @@ pub fn write_json_with(
                 "counts": counts(&r.counts, r.pressure),
                 "waiters": sites(r.waiters()),
                 "holders": sites(r.holders()),
+                "longest_holds": sites(r.longest_holds()),
+                "mean_holds": sites(r.mean_holds()),
                 "pairs": r.pairs().iter().map(|p| json!({
                     "waiter": p.waiter.caller,
                     "holder": p.holder.caller,

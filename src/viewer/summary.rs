@@ -336,7 +336,12 @@ pub fn write(
         "{PREFIX}call paths: 'blameprof report {path}'; flamegraph: 'blameprof flamegraph {path}'"
     )?;
     if waited {
-        let metrics: Vec<&str> = [BLAME, IDLENESS, WORK]
+        // Only waits for events (joins, an idle pool): no lock blame to look for.
+        let (order, what) = match waiting::waited_for_locks(a) {
+            true => ([BLAME, IDLENESS, WORK], "lock blame"),
+            false => ([IDLENESS, BLAME, WORK], "waiting"),
+        };
+        let metrics: Vec<&str> = order
             .into_iter()
             .filter(|m| a.metrics.id(m).is_ok())
             .collect();
@@ -346,7 +351,7 @@ pub fn write(
         };
         writeln!(
             out,
-            "{PREFIX}lock blame by call path: 'blameprof report --metrics {}{effort} {path}'",
+            "{PREFIX}{what} by call path: 'blameprof report --metrics {}{effort} {path}'",
             metrics.join(",")
         )?;
         if locks.is_some_and(|(t, _)| t.available) {

@@ -29,6 +29,9 @@ pub(super) struct ThreadLoad {
     pub routine: String,
     pub work_ns: u64,
     pub wait_ns: u64,
+    /// The waiting it made others do (its blame: as a lock's holder or an event's waker),
+    /// but for its end's (a join's).
+    pub blame_ns: u64,
     /// When it started (monotonic ns) and how long it lived (none without thread times).
     pub start_ns: Option<u64>,
     pub life_ns: Option<u64>,
@@ -43,10 +46,14 @@ pub(super) fn thread_loads(
     let mut out = Vec::new();
     for p in procs {
         let metric = |name: &str| p.header.metrics.iter().position(|m| m.name == name);
-        let (work, idleness) = (metric(protocol::WORK.name), metric(protocol::IDLENESS.name));
+        let (work, idleness, blame) = (
+            metric(protocol::WORK.name),
+            metric(protocol::IDLENESS.name),
+            metric(protocol::BLAME.name),
+        );
         let calibration = Calibration::of(p);
         let end_of_process = end_of_image(p);
-        let mut sums: HashMap<u32, (u64, u64)> = HashMap::new();
+        let mut sums: HashMap<u32, (u64, u64, u64)> = HashMap::new();
         // Each thread's work samples whose path reaches its outermost frame: its role.
         let mut worked: HashMap<u32, Vec<(&[Frame], u64)>> = HashMap::new();
         for s in &p.samples {
@@ -63,6 +70,8 @@ pub(super) fn thread_loads(
                 }
             } else if m == idleness && WaitKind::from_flags(s.flags) != Some(WaitKind::Join) {
                 sum.1 = sum.1.saturating_add(value);
+            } else if m == blame && WaitKind::from_flags(s.flags) != Some(WaitKind::Join) {
+                sum.2 = sum.2.saturating_add(value);
             }
         }
         let mut by_routine: BTreeMap<String, Vec<ThreadLoad>> = BTreeMap::new();
@@ -78,7 +87,7 @@ pub(super) fn thread_loads(
             let Some(routine) = chain.last().map(|f| f.function.clone()) else {
                 continue;
             };
-            let (work_ns, wait_ns) = sums.get(&t.tid).copied().unwrap_or_default();
+            let (work_ns, wait_ns, blame_ns) = sums.get(&t.tid).copied().unwrap_or_default();
             let life_ns = t
                 .start_ns
                 .zip(t.end_ns.or(end_of_process))
@@ -92,6 +101,7 @@ pub(super) fn thread_loads(
                     routine,
                     work_ns,
                     wait_ns,
+                    blame_ns,
                     start_ns: t.start_ns,
                     life_ns,
                 });
@@ -130,6 +140,8 @@ pub(super) struct Stage<'a> {
     pub(super) threads: Vec<&'a ThreadLoad>,
     pub(super) work_ns: u64,
     pub(super) wait_ns: u64,
+    /// The waiting its threads made others do.
+    pub(super) blame_ns: u64,
 }
 
 impl Stage<'_> {
@@ -181,11 +193,15 @@ pub(super) fn imbalance_findings(loads: &[ThreadLoad]) -> Vec<Finding> {
         let wait_ns = threads
             .iter()
             .fold(0u64, |t, l| t.saturating_add(l.wait_ns));
+        let blame_ns = threads
+            .iter()
+            .fold(0u64, |t, l| t.saturating_add(l.blame_ns));
         processes.entry(pid).or_default().push(Stage {
             routine,
             threads,
             work_ns,
             wait_ns,
+            blame_ns,
         });
     }
     let mut out = Vec::new();
@@ -197,8 +213,9 @@ pub(super) fn imbalance_findings(loads: &[ThreadLoad]) -> Vec<Finding> {
 }
 
 /// One stage waits at least [`STAGE_WAITING`] of its time while another, running beside
-/// it, waits at most [`STAGE_COMPUTING`] (the one waiting most against the one beside it
-/// waiting least), and threads in proportion to the stages' work would be another split
+/// it, waits at most [`STAGE_COMPUTING`] and made threads wait at least
+/// [`MIN_IMBALANCE_NS`] (the one waiting most against the computing one beside it that
+/// made others wait most: what it waits for), and threads in proportion to the stages' work would be another split
 /// than theirs (else there is nothing to move: a stage of one thread waiting for events is
 /// no imbalance). Only stages that did at least [`MIN_IMBALANCE_NS`] of work take part: a
 /// pool that never computed (RocksDB's compaction threads in a short run) waits for
@@ -211,14 +228,18 @@ fn stage_imbalance(pid: u32, stages: &[Stage]) -> Option<Finding> {
         .collect();
     let by_share = |a: &&&Stage, b: &&&Stage| a.waiting_share().total_cmp(&b.waiting_share());
     let waiting = *working.iter().max_by(by_share)?;
+    // What it waits for: of the stages computing beside it, the one whose threads made
+    // others wait most (held the locks, sent the events). A stage that computes and makes
+    // nobody wait (an auditor on its own data) is not what the others wait for.
     let computing = *working
         .iter()
         .filter(|s| !std::ptr::eq(**s, waiting) && s.ran_beside(waiting))
-        .min_by(by_share)?;
+        .filter(|s| s.waiting_share() <= STAGE_COMPUTING)
+        .max_by_key(|s| s.blame_ns)?;
     let imbalanced = waiting.waiting_share() >= STAGE_WAITING
-        && computing.waiting_share() <= STAGE_COMPUTING
         && waiting.wait_ns >= MIN_STAGE_NS
-        && computing.work_ns >= MIN_STAGE_NS;
+        && computing.work_ns >= MIN_STAGE_NS
+        && computing.blame_ns >= MIN_IMBALANCE_NS;
     if !imbalanced {
         return None;
     }
@@ -250,6 +271,7 @@ fn stage_imbalance(pid: u32, stages: &[Stage]) -> Option<Finding> {
                 Value::Share(computing.waiting_share()),
             ),
             ("computing_stage_work_ns", Value::Ns(computing.work_ns)),
+            ("computing_stage_blame_ns", Value::Ns(computing.blame_ns)),
             ("computing_stage_wait_ns", Value::Ns(computing.wait_ns)),
             ("threads", Value::Threads(current)),
             ("suggested_threads", Value::Threads(suggested)),
@@ -258,12 +280,25 @@ fn stage_imbalance(pid: u32, stages: &[Stage]) -> Option<Finding> {
                {waiting_stage_share} of its time ({waiting_stage_wait_ns}; work \
                {waiting_stage_work_ns}) while stage {computing_stage} \
                ({computing_stage_threads} threads) computes (work {computing_stage_work_ns}, \
-               waiting {computing_stage_share})"
+               waiting {computing_stage_share}) and makes threads wait \
+               {computing_stage_blame_ns} (its locks' holds and its wakes)"
             .to_owned(),
-        fix: "give each stage threads in proportion to its work: {suggested_threads} (now \
-              {threads}; same total), or move work from {computing_stage} to {waiting_stage}"
-            .to_owned(),
-        cost_ns: waiting.wait_ns,
+        fix: match threads(computing) {
+            // One thread: more threads help only if its work can be split, which the
+            // profile cannot tell (a serial stage is the program's bottleneck, not short of
+            // threads).
+            1 => "{computing_stage} is one thread computing while {waiting_stage} waits for \
+                  it: the serial bottleneck; make it faster or move work from it to \
+                  {waiting_stage}; if its work can be split, give it threads in proportion \
+                  to its work: {suggested_threads} (now {threads}; same total)"
+                .to_owned(),
+            _ => "give each stage threads in proportion to its work: {suggested_threads} (now \
+                  {threads}; same total), or move work from {computing_stage} to \
+                  {waiting_stage}"
+                .to_owned(),
+        },
+        // The waiting the computing stage made, at most the waiting stage's.
+        cost_ns: waiting.wait_ns.min(computing.blame_ns),
     })
 }
 

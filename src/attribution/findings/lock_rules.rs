@@ -11,9 +11,9 @@
 use super::asymmetry::asymmetric;
 use super::subject::{acquisitions, acquisitions_low, acquisitions_low_by, chance_errors, Subject};
 use super::{
-    ratio, Finding, Kind, Thresholds, Value, CONTENTION_PRESSURE, LOCK_PAIR_NS,
-    MIN_ACQUISITION_SAMPLES, MIN_CONTENDED, MIN_OVERHEAD_SHARE, MIN_PRESSURE, RETAKE_SHARE,
-    SERIAL_SHARE, TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
+    ratio, Finding, Kind, Thresholds, Value, CONTENTION_PRESSURE, CULPRIT_SHARE, LOCK_PAIR_NS,
+    LONG_HOLD_FACTOR, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED, MIN_OVERHEAD_SHARE, MIN_PRESSURE,
+    RETAKE_SHARE, SERIAL_SHARE, TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
 use crate::attribution::locks::{a_held_lock, Counts, LockRow, LockTable, Site};
@@ -127,16 +127,21 @@ pub(super) fn lock_findings(
 /// time whatever its contention rate; its acquisition rate tells which (a lock contended
 /// under the threshold's share has long critical sections: its waiters wait through many
 /// holds), unless its holders computed inside it, others waiting, for [`SERIAL_SHARE`] of
-/// the run: its critical sections are then long whatever the rate. Its cost is its waiting.
+/// the run, or one holder site's long holds made most of its waiting
+/// ([`long_holding_culprit`], at any contention rate): its critical sections are then long
+/// whatever the rate. Its cost is its waiting.
 fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Finding> {
     let c = s.counts;
     let acquisitions = acquisitions(c, counted).filter(|&a| a > 0)?;
     let rate = c.runtime.contended as f64 / acquisitions as f64;
     let pressure = s.pressure.unwrap_or(0.0);
     let by_pressure = pressure >= CONTENTION_PRESSURE;
+    // One holder site's long holds make the waiting, whatever the rate its many short
+    // holds dilute (see `long_holding_culprit`).
+    let culprit = long_holding_culprit(s);
     if c.runtime.contended < MIN_CONTENDED
         || pressure < MIN_PRESSURE
-        || (rate < thresholds.contention && !by_pressure)
+        || (rate < thresholds.contention && !by_pressure && culprit.is_none())
     {
         return None;
     }
@@ -149,7 +154,10 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
     let per_second = s.per_second(acquisitions as f64)?;
     let serial_share = s.per_second(c.held_ns as f64 / 1e9).unwrap_or(0.0);
     let serial = serial_share >= SERIAL_SHARE;
-    let coarse = per_second >= thresholds.rate && rate >= thresholds.contention && !serial;
+    let coarse = per_second >= thresholds.rate
+        && rate >= thresholds.contention
+        && !serial
+        && culprit.is_none();
     let wait_avg = c
         .runtime
         .wait_ns
@@ -160,7 +168,12 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
     // lock is its own proof: woken waiters that wait for a CPU too (more threads than CPUs)
     // wait longer than the holds, and the holds are still what they wait for.
     let through_holds = by_pressure && rate < thresholds.contention;
-    if !coarse && !through_holds && !serial && !holds_explain_waits(c, wait_avg) {
+    if !coarse
+        && !through_holds
+        && !serial
+        && culprit.is_none()
+        && !holds_explain_waits(c, wait_avg)
+    {
         return None;
     }
     let mut evidence = vec![
@@ -186,6 +199,16 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
     if let Some(hold) = c.contended_hold_avg() {
         evidence.push(("hold_avg_ns", Value::Ns(hold)));
         text.push_str(", holds avg {hold_avg_ns}");
+    }
+    let longest = s
+        .rows
+        .iter()
+        .flat_map(|r| r.longest_holds())
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)));
+    if let Some((site, ns)) = longest {
+        evidence.push(("longest_hold_ns", Value::Ns(*ns)));
+        evidence.push(("longest_hold_in", Value::Name(site.label())));
+        text.push_str(", longest {longest_hold_ns} (ending in {longest_hold_in})");
     }
     if serial {
         text.push_str(
@@ -214,6 +237,15 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
             let mut fix = "shorten or split its critical sections: move work that needs no \
                            lock out of them"
                 .to_owned();
+            if let Some((site, share, longest)) = &culprit {
+                evidence.push(("culprit", Value::Name(site.label())));
+                evidence.push(("culprit_blame_share", Value::Share(*share)));
+                evidence.push(("culprit_longest_hold_ns", Value::Ns(*longest)));
+                fix = "shorten the critical sections that end in {culprit} (it made \
+                       {culprit_blame_share} of the waiting, with holds up to \
+                       {culprit_longest_hold_ns}): move work that needs no lock out of them"
+                    .to_owned();
+            }
             if let Some(code) = holders_code(&s.rows) {
                 evidence.push(("holders_compute_in", Value::Name(code)));
                 fix.push_str("; the holders compute in {holders_compute_in}");
@@ -235,6 +267,38 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
         false => Kind::LongCriticalSections,
     };
     Some(s.finding(kind, evidence, (text, fix), c.runtime.wait_ns))
+}
+
+/// The holder site that took at least [`CULPRIT_SHARE`] of a lock's blame and whose
+/// recorded holds lasted, on average, [`LONG_HOLD_FACTOR`] times those of every other
+/// holder site: one site's long holds, not the lock's many short ones, made the waiting (a
+/// mean, not the longest: one preempted hold of a lock everyone holds briefly is no
+/// culprit; and a lock held at one site only is that site's, its holds the lock's). With
+/// the share of the blame it took and its longest hold.
+fn long_holding_culprit(s: &Subject) -> Option<(Site, f64, u64)> {
+    let mut blame: BTreeMap<&Site, u64> = BTreeMap::new();
+    for (site, ns) in s.rows.iter().flat_map(|r| r.holders()) {
+        *blame.entry(site).or_default() += ns;
+    }
+    let total: u64 = blame.values().sum();
+    let (site, most) = blame
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))?;
+    let share = ratio(most as f64, total as f64);
+    // The longest of the sites' values in `holds`: the culprit's (`its`) or the others'.
+    let longest_of = |holds: fn(&LockRow) -> &[(Site, u64)], its: bool| {
+        s.rows
+            .iter()
+            .flat_map(|r| holds(r))
+            .filter(|(held_by, _)| (held_by == site) == its)
+            .map(|(_, ns)| *ns)
+            .max()
+    };
+    let mean = longest_of(LockRow::mean_holds, true)?;
+    let others = longest_of(LockRow::mean_holds, false)?;
+    let longest = longest_of(LockRow::longest_holds, true)?;
+    (share >= CULPRIT_SHARE && mean as f64 >= LONG_HOLD_FACTOR * others as f64)
+        .then(|| (site.clone(), share, longest))
 }
 
 /// Woken waiters retaking the mutex: at least [`RETAKE_SHARE`] of the lock's waiting (by its
@@ -272,10 +336,19 @@ fn woken_retake(s: &Subject, pressure: f64) -> Option<Finding> {
         ("wait_ns", Value::Ns(c.runtime.wait_ns)),
         ("peak_waiters", Value::Count(c.runtime.peak_waiters)),
     ];
-    let mut text = "{retake_share} of its waiting ({retake_wait_ns}) is threads woken from a \
-                    condition variable in {woken_in} waiting again for this mutex; \
-                    {contended} contended acquisitions, pressure {pressure}"
-        .to_owned();
+    // A group's waiting is for its members: said where the mutex is named.
+    let mutex = match s.group {
+        true => {
+            evidence.push(("members", Value::Count(s.rows.len() as u64)));
+            "one of its {members} mutexes"
+        }
+        false => "this mutex",
+    };
+    let mut text = format!(
+        "{{retake_share}} of its waiting ({{retake_wait_ns}}) is threads woken from a \
+         condition variable in {{woken_in}} waiting again for {mutex}; {{contended}} \
+         contended acquisitions, pressure {{pressure}}"
+    );
     if let Some(hold) = c.contended_hold_avg() {
         evidence.push(("hold_avg_ns", Value::Ns(hold)));
         text.push_str(", holds avg {hold_avg_ns}");
@@ -295,10 +368,6 @@ fn woken_retake(s: &Subject, pressure: f64) -> Option<Finding> {
             "; wake only the threads that can go on (signal rather than broadcast): the \
              woken all need the mutex, {peak_waiters} at once",
         );
-    }
-    if s.group {
-        evidence.push(("members", Value::Count(s.rows.len() as u64)));
-        text.push_str(" (over its {members} locks)");
     }
     Some(s.finding(Kind::WokenRetake, evidence, (text, fix), c.runtime.wait_ns))
 }

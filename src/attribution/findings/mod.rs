@@ -118,6 +118,15 @@ pub const CONTENTION_PRESSURE: f64 = 0.10;
 /// to be long critical sections at any acquisition rate: work the program runs one thread
 /// at a time for a quarter of its run caps its speedup under 4x (Amdahl).
 pub const SERIAL_SHARE: f64 = 0.25;
+/// How many times as long as every other holder site's, on average, the holds of a lock's
+/// culprit (the holder site that took most of its blame, at least [`CULPRIT_SHARE`] of it)
+/// must last for its contention to be that site's long critical sections, whatever the
+/// rate (an auditor holding a ledger for milliseconds among thousands of short sales: a
+/// rate diluted by short acquirers called it a coarse lock to stripe).
+pub const LONG_HOLD_FACTOR: f64 = 4.0;
+/// The least share of a lock's blame its culprit holder site takes (see
+/// [`LONG_HOLD_FACTOR`]).
+pub const CULPRIT_SHARE: f64 = 0.5;
 /// The least share of a contended mutex's waiting that threads woken from a condition
 /// variable spend retaking it (waiter sites in `pthread_cond_*wait`) for the contention to
 /// be theirs: woken waiters retaking the mutex.

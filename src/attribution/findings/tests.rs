@@ -183,6 +183,49 @@ fn many_contended_acquisitions_are_a_coarse_lock() {
 }
 
 #[test]
+fn one_site_holding_long_among_many_short_holds_is_its_long_critical_sections() {
+    // 3,000 acquisitions a second, 13% contended: a coarse lock by its rate, until one
+    // holder site takes most of its blame with holds far longer than the other site's (an
+    // auditor's scan of a ledger among short sales).
+    let mut r = row("ledger_lock", counts(6000, 100, 800, 1_000_000));
+    let (audit, sale) = (
+        site("audit_ledger", "pthread_mutex_unlock"),
+        site("record_sale", "pthread_mutex_unlock"),
+    );
+    let d = r.detail_mut();
+    d.holders = vec![(audit.clone(), 700_000_000), (sale.clone(), 100_000_000)];
+    d.longest_holds = vec![(audit.clone(), 4_000_000), (sale.clone(), 300_000)];
+    d.mean_holds = vec![(audit.clone(), 2_500_000), (sale.clone(), 40_000)];
+    let f = found(&table(vec![r.clone()]), 2);
+    assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "ledger_lock")]);
+    assert_eq!(
+        name(&f[0], "culprit"),
+        "audit_ledger -> pthread_mutex_unlock"
+    );
+    assert_eq!(share(&f[0], "culprit_blame_share"), 0.875);
+    assert_eq!(
+        f[0].value("culprit_longest_hold_ns"),
+        Some(&Value::Ns(4_000_000))
+    );
+    assert!(f[0].fix.contains("{culprit}"), "{}", f[0].fix);
+    let coarse = |r: &LockRow| {
+        kinds(&found(&table(vec![r.clone()]), 2)) == [(Kind::CoarseLock, "ledger_lock")]
+    };
+    // Its holds three times the others' on average (one of them a hundred times): the
+    // lock's many holds, and a preempted one, make a coarse lock.
+    r.detail_mut().mean_holds = vec![(audit.clone(), 120_000), (sale.clone(), 40_000)];
+    assert!(coarse(&r));
+    // Held at one site only: its holds are the lock's, however long.
+    r.detail_mut().mean_holds = vec![(audit.clone(), 2_500_000)];
+    assert!(coarse(&r));
+    // Long holds, but under half the blame: no one culprit.
+    let d = r.detail_mut();
+    d.mean_holds = vec![(audit.clone(), 2_500_000), (sale.clone(), 40_000)];
+    d.holders = vec![(audit, 300_000_000), (sale, 500_000_000)];
+    assert!(coarse(&r));
+}
+
+#[test]
 fn serial_work_inside_a_frequent_lock_is_long_critical_sections() {
     // 50,000 acquisitions a second, 20% contended, waits of 100 us (pressure 20%): a coarse
     // lock by its rate, until its holders compute inside it, others waiting, for a quarter
@@ -732,8 +775,17 @@ fn load(tid: u32, routine: &str, work_ms: u64, wait_ms: u64) -> ThreadLoad {
         routine: routine.to_owned(),
         work_ns: work_ms * 1_000_000,
         wait_ns: wait_ms * 1_000_000,
+        blame_ns: 0,
         start_ns: Some(0),
         life_ns: Some(2 * SECOND),
+    }
+}
+
+/// `l` having made others wait `blame_ms` (as a holder or a waker).
+fn blaming(l: ThreadLoad, blame_ms: u64) -> ThreadLoad {
+    ThreadLoad {
+        blame_ns: blame_ms * 1_000_000,
+        ..l
     }
 }
 
@@ -751,9 +803,9 @@ fn a_stage_waiting_while_another_computes_is_imbalance_with_a_split_by_work() {
         load(1, "parse", 130, 1800),
         load(2, "parse", 130, 1800),
         load(3, "parse", 130, 1800),
-        load(4, "render", 520, 40),
-        load(5, "render", 520, 40),
-        load(6, "render", 520, 40),
+        blaming(load(4, "render", 520, 40), 1800),
+        blaming(load(5, "render", 520, 40), 1800),
+        blaming(load(6, "render", 520, 40), 1800),
     ];
     let f = imbalance_findings(&loads);
     assert_eq!(kinds(&f), [(Kind::LoadImbalance, "parse vs render")]);
@@ -770,6 +822,31 @@ fn a_stage_waiting_while_another_computes_is_imbalance_with_a_split_by_work() {
         l.wait_ns += 1_000_000;
     }
     assert!(imbalance_findings(&loads).is_empty());
+    // A stage computing beside it that made nobody wait (an auditor of its own data) is
+    // not what the parsers wait for.
+    for l in &mut loads[3..] {
+        l.wait_ns = 40_000_000;
+        l.blame_ns = 0;
+    }
+    assert!(imbalance_findings(&loads).is_empty());
+}
+
+#[test]
+fn the_waiting_stage_is_paired_with_the_stage_it_waits_for() {
+    // Workers wait for orders a dispatcher sends (its wakes: their waiting), beside an
+    // auditor computing more than the dispatcher but making them wait less.
+    let mut loads = vec![
+        blaming(load(1, "dispatcher", 400, 20), 2600),
+        blaming(load(2, "auditor", 490, 0), 1000),
+    ];
+    loads.extend((3..6).map(|i| load(i, "worker", 150, 1400)));
+    let f = imbalance_findings(&loads);
+    assert_eq!(kinds(&f), [(Kind::LoadImbalance, "worker vs dispatcher")]);
+    assert_eq!(
+        f[0].cost_ns, 2_600_000_000,
+        "the waiting the dispatcher made"
+    );
+    assert!(f[0].fix.contains("the serial bottleneck"), "{}", f[0].fix);
 }
 
 fn stage<'a>(routine: &'a str, threads: &'a [ThreadLoad], work_ns: u64) -> Stage<'a> {
@@ -778,6 +855,7 @@ fn stage<'a>(routine: &'a str, threads: &'a [ThreadLoad], work_ns: u64) -> Stage
         threads: threads.iter().collect(),
         work_ns,
         wait_ns: 0,
+        blame_ns: 0,
     }
 }
 
@@ -826,6 +904,27 @@ fn balanced_stages_and_threads_are_no_imbalance() {
 }
 
 #[test]
+fn a_serial_stage_is_not_just_given_threads() {
+    // One reader thread computing while four workers wait for its items: the bottleneck is
+    // the one thread; more threads for it are advice only if its work can be split.
+    let mut loads = vec![blaming(load(1, "read_input", 1900, 50), 6000)];
+    loads.extend((2..6).map(|i| load(i, "work", 300, 1600)));
+    let f = imbalance_findings(&loads);
+    assert_eq!(kinds(&f), [(Kind::LoadImbalance, "work vs read_input")]);
+    assert!(
+        f[0].fix
+            .starts_with("{computing_stage} is one thread computing while"),
+        "{}",
+        f[0].fix
+    );
+    assert!(
+        f[0].fix.contains("if its work can be split"),
+        "{}",
+        f[0].fix
+    );
+}
+
+#[test]
 fn an_idle_pool_and_stages_one_after_another_are_no_imbalance() {
     // Four threads filling, then four reading (db_bench's fillrandom,readrandom), beside a
     // pool that never computed: the pool waits for no stage, and neither stage for the
@@ -837,7 +936,7 @@ fn an_idle_pool_and_stages_one_after_another_are_no_imbalance() {
     };
     let mut loads: Vec<ThreadLoad> = (0..4)
         .map(|i| at(load(i, "fill", 150, 800), 0, 1000))
-        .chain((4..8).map(|i| at(load(i, "read", 400, 10), 1000, 420)))
+        .chain((4..8).map(|i| at(blaming(load(i, "read", 400, 10), 800), 1000, 420)))
         .collect();
     assert!(imbalance_findings(&loads).is_empty());
     loads.extend((8..40).map(|i| at(load(i, "pool", 0, 1400), 0, 1400)));
@@ -879,14 +978,14 @@ fn threads_of_one_routine_with_uneven_work_are_imbalance() {
 }
 
 /// A process of stages `parse` (three threads waiting on a condition variable most of
-/// their time) and `render` (two computing), its main thread waiting to join them: read
-/// from its samples, through [`findings`].
+/// their time) and `render` (two computing, whose signals end that waiting: its blame), its
+/// main thread waiting to join them: read from its samples, through [`findings`].
 #[test]
 fn stages_are_read_from_the_samples_without_joins_or_the_main_thread() {
     use crate::attribution::testutil::{add_flagged, app, process};
     use crate::format::read::ThreadInfo;
     let ms = 1_000_000;
-    let mut p = process(PID, &["work", "idleness"]);
+    let mut p = process(PID, &["work", "idleness", "blame"]);
     p.version = crate::format::FORMAT_VERSION;
     let stage = |tid, routine| ThreadInfo {
         tid,
@@ -908,6 +1007,9 @@ fn stages_are_read_from_the_samples_without_joins_or_the_main_thread() {
         add_flagged(&mut p, tid, 0, &[app(0x70)], 1500 * ms, 0);
         // A join does not count: it would make the renderers wait as long.
         add_flagged(&mut p, tid, 1, &[app(0x70)], 1500 * ms, join);
+        add_flagged(&mut p, tid, 2, &[app(0x70)], 1350 * ms, condvar);
+        // Nor a thread's end, blamed for its joiner's waiting.
+        add_flagged(&mut p, tid, 2, &[app(0x70)], SECOND, join);
     }
     // Main waits 2 s in joins: not a stage, and no waiting.
     add_flagged(&mut p, PID, 1, &[app(0x30)], 2 * SECOND, join);
@@ -933,6 +1035,11 @@ fn stages_are_read_from_the_samples_without_joins_or_the_main_thread() {
     assert_eq!(
         f.value("computing_stage_work_ns"),
         Some(&Value::Ns(3 * SECOND))
+    );
+    assert_eq!(
+        f.value("computing_stage_blame_ns"),
+        Some(&Value::Ns(2700 * ms)),
+        "the renderers' signals, not their ends"
     );
     // 300 ms of parsing against 3 s of rendering: one parser, four renderers.
     let Some(Value::Threads(split)) = f.value("suggested_threads") else {
@@ -968,8 +1075,8 @@ fn templates_name_only_their_evidence() {
     ]));
     all.extend(imbalance_findings(&[
         load(1, "p", 130, 1800),
-        load(2, "r", 520, 40),
-        load(3, "r", 300, 40),
+        blaming(load(2, "r", 520, 40), 900),
+        blaming(load(3, "r", 300, 40), 900),
     ]));
     all.extend(imbalance_findings(&[
         lived(4, 400, 0, 1800),

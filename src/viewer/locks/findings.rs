@@ -224,6 +224,8 @@ pub(super) fn findings_json(
         "contention_pressure": findings::CONTENTION_PRESSURE,
         "serial_share": findings::SERIAL_SHARE,
         "retake_share": findings::RETAKE_SHARE,
+        "long_hold_factor": findings::LONG_HOLD_FACTOR,
+        "culprit_share": findings::CULPRIT_SHARE,
         "lock_pair_ns": findings::LOCK_PAIR_NS,
         "min_overhead_share": findings::MIN_OVERHEAD_SHARE,
         "min_contended": findings::MIN_CONTENDED,

@@ -98,6 +98,17 @@ pub(super) fn lock_lines(
     Ok(())
 }
 
+/// Whether any thread waited for a lock (not only for events), or a holder took blame for
+/// one.
+pub(super) fn waited_for_locks(a: &Analysis) -> bool {
+    let classes = PathClasses::new(a);
+    [IDLENESS, BLAME].into_iter().any(|metric| {
+        a.metrics
+            .id(metric)
+            .is_ok_and(|id| classes.totals(id)[WaitClass::Lock as usize] > 0)
+    })
+}
+
 /// The waiting for events (barriers, joins, and the condition variables, semaphores and
 /// futexes no lock is built on), `event` of it, said apart from lock waiting: threads idle until
 /// signalled, posted or joined are no lock's contention, and often no problem at all (a
