@@ -48,18 +48,19 @@
 //!
 //! Files: this one holds the table's types, [`lock_table`] and the rows' counts;
 //! `locks/naming.rs` names and groups the locks, `locks/pairs.rs` matches waiters with
-//! holders.
+//! holders, `locks/waiting_for.rs` tells a row's waiting for a lock from an event's and
+//! makes the running time pressure is over.
 
 mod naming;
 mod pairs;
+mod waiting_for;
 
 use super::calibration::Calibration;
-use super::clock::end_of_image;
 use super::paths::{expand_each, RawKey};
 use super::symbolize::Symbolizer;
-use super::wait_class::{path_of_a_lock, polled};
+use super::wait_class::path_of_a_lock;
 use super::{select_processes, AttributionError, Filter, Names};
-use crate::format::read::{ProcessProfile, Profile};
+use crate::format::read::Profile;
 use crate::format::{
     protocol, LockStats, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION, SAMPLE_UNBLAMED,
     TRY_SITES_MANY,
@@ -67,6 +68,9 @@ use crate::format::{
 use naming::{caller_of, code_of, groups, init_site_name, site_of, symbol_name, try_function};
 use pairs::{pairs_of, share};
 use std::collections::HashMap;
+pub(super) use waiting_for::is_lock_kind;
+use waiting_for::running_ns;
+pub use waiting_for::{a_held_lock, waits_for_a_lock};
 
 /// How a lock got its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -601,67 +605,6 @@ fn joined_threads(holders: &[(Site, u64)]) -> String {
         name.push_str(&format!(" and {} more", ends.len() - 2));
     }
     name
-}
-
-/// Whether the waiting counted in `counts`, of `kind`, is for a lock: a mutex's, rwlock's
-/// or spin lock's; a condition variable's, semaphore's or futex word's when its use says so
-/// (most of its waiting [`path_of_a_lock`], as the summary's classes tell each path), and
-/// for a futex word not [`polled`] (its wakes took its waiting as blame). What critical
-/// section pressure is about, and what the lock view lists apart from waits for events.
-pub fn waits_for_a_lock(kind: WaitKind, counts: &Counts) -> bool {
-    let used_as_a_lock = || counts.lock_use_ns > counts.runtime.wait_ns / 2;
-    match kind {
-        WaitKind::Mutex | WaitKind::Spin | WaitKind::RwLock => true,
-        WaitKind::Barrier | WaitKind::Join => false,
-        WaitKind::CondVar | WaitKind::Semaphore => used_as_a_lock(),
-        WaitKind::Futex => used_as_a_lock() && !polled(counts.blame_ns, counts.runtime.wait_ns),
-    }
-}
-
-/// Whether the waiting counted in `counts`, of `kind`, is for a lock whose holders the
-/// runtime knows (a mutex, rwlock or spin lock, a futex word used as a lock): what the lock
-/// findings are about. A lock built on a condition variable or a semaphore (the GIL) waits
-/// for a lock ([`waits_for_a_lock`]) whose holds nobody timed: no advice on them.
-pub fn a_held_lock(kind: WaitKind, counts: &Counts) -> bool {
-    is_lock_kind(kind) && waits_for_a_lock(kind, counts)
-}
-
-/// Kinds whose waiting is for a holder's release: the ones critical section pressure is
-/// about.
-pub(super) fn is_lock_kind(kind: WaitKind) -> bool {
-    matches!(
-        kind,
-        WaitKind::Mutex | WaitKind::Spin | WaitKind::RwLock | WaitKind::Futex
-    )
-}
-
-/// The running time of a process's threads: each thread's lifetime (start to end, or to
-/// the process's end), less the waits for events (condition variables, semaphores,
-/// barriers, joins) its samples record.
-fn running_ns(proc: &ProcessProfile, calibration: Calibration) -> u64 {
-    let end_of_process = end_of_image(proc);
-    let lifetimes: u64 = proc
-        .threads
-        .iter()
-        .filter_map(|t| {
-            let start = t.start_ns?;
-            let end = t.end_ns.or(end_of_process)?;
-            Some(end.saturating_sub(start))
-        })
-        .fold(0u64, u64::saturating_add);
-    let idleness = proc
-        .header
-        .metrics
-        .iter()
-        .position(|m| m.name == protocol::IDLENESS.name);
-    let event_waits: u64 = proc
-        .samples
-        .iter()
-        .filter(|s| Some(usize::from(s.metric)) == idleness)
-        .filter(|s| WaitKind::from_flags(s.flags).is_some_and(|k| !is_lock_kind(k)))
-        .map(|s| calibration.apply(s.value, s.flags))
-        .fold(0u64, u64::saturating_add);
-    lifetimes.saturating_sub(event_waits)
 }
 
 #[cfg(test)]
