@@ -374,17 +374,24 @@ fn the_flame_graph_is_differential() {
     let svg = std::fs::read_to_string(&svg).expect("the SVG is written");
     assert!(svg.starts_with("<?xml"), "{}", &svg[..100.min(svg.len())]);
     assert!(svg.contains("blameprof diff: work"), "title");
-    // inferno's differential frames: "name (value ns, share%; +change%)", red when grown.
-    let at = svg.find("<title>heavy (").expect("heavy's frame");
+    assert_grew_red(&svg, "heavy");
+    assert!(svg.contains("<title>steady ("), "steady's frame");
+}
+
+/// Asserts that `function`'s frame in a differential flame graph is marked as grown and
+/// red (inferno's differential frames: "name (value ns, share%; +change%)").
+fn assert_grew_red(svg: &str, function: &str) {
+    let at = svg
+        .find(&format!("<title>{function} ("))
+        .unwrap_or_else(|| panic!("no frame of {function}"));
     let title = &svg[at..at + svg[at..].find("</title>").unwrap()];
-    assert!(title.contains("; +"), "heavy grew: {title}");
+    assert!(title.contains("; +"), "{function} grew: {title}");
     let fill = &svg[at..][svg[at..].find("fill=\"").unwrap() + 6..];
     assert!(
         fill.starts_with("rgb(255,"),
-        "heavy's frame is red: {}",
+        "{function}'s frame is red: {}",
         &fill[..20]
     );
-    assert!(svg.contains("<title>steady ("), "steady's frame");
 }
 
 /// `--widths before` draws BEFORE's widths (what was removed has a width there) and still
@@ -410,15 +417,7 @@ fn the_flame_graph_of_before_widths_still_colours_growth_red() {
         svg.contains("widths: BEFORE"),
         "the subtitle says whose widths"
     );
-    let at = svg.find("<title>heavy (").expect("heavy's frame");
-    let title = &svg[at..at + svg[at..].find("</title>").unwrap()];
-    assert!(title.contains("; +"), "heavy grew: {title}");
-    let fill = &svg[at..][svg[at..].find("fill=\"").unwrap() + 6..];
-    assert!(
-        fill.starts_with("rgb(255,"),
-        "heavy's frame is red: {}",
-        &fill[..20]
-    );
+    assert_grew_red(&svg, "heavy");
     let bad = blameprof_cmd(&[
         "diff",
         before.dir.to_str().unwrap(),

@@ -911,16 +911,11 @@ fn a_serial_stage_is_not_just_given_threads() {
     loads.extend((2..6).map(|i| load(i, "work", 300, 1600)));
     let f = imbalance_findings(&loads);
     assert_eq!(kinds(&f), [(Kind::LoadImbalance, "work vs read_input")]);
+    let fix = &f[0].fix;
     assert!(
-        f[0].fix
-            .starts_with("{computing_stage} is one thread computing while"),
-        "{}",
-        f[0].fix
-    );
-    assert!(
-        f[0].fix.contains("if its work can be split"),
-        "{}",
-        f[0].fix
+        fix.starts_with("{computing_stage} is one thread computing while")
+            && fix.contains("if its work can be split"),
+        "{fix}"
     );
 }
 
