@@ -29,8 +29,8 @@ pub(super) struct ThreadLoad {
     pub routine: String,
     pub work_ns: u64,
     pub wait_ns: u64,
-    /// The waiting it made others do (its blame: as a lock's holder or an event's waker),
-    /// but for its end's (a join's).
+    /// The waiting it made others do by its wakes ([`wakes_a_stage`]: its blame as a
+    /// signaller, poster or barrier's last arrival).
     pub blame_ns: u64,
     /// When it started (monotonic ns) and how long it lived (none without thread times).
     pub start_ns: Option<u64>,
@@ -70,7 +70,7 @@ pub(super) fn thread_loads(
                 }
             } else if m == idleness && WaitKind::from_flags(s.flags) != Some(WaitKind::Join) {
                 sum.1 = sum.1.saturating_add(value);
-            } else if m == blame && WaitKind::from_flags(s.flags) != Some(WaitKind::Join) {
+            } else if m == blame && wakes_a_stage(WaitKind::from_flags(s.flags)) {
                 sum.2 = sum.2.saturating_add(value);
             }
         }
@@ -132,6 +132,18 @@ pub(super) fn thread_loads(
         }
     }
     out
+}
+
+/// Whether blame of `kind` is a stage handing work or a turn to another: a condition
+/// variable's signal, a semaphore's post, a barrier's last arrival. A lock's holder makes
+/// others wait too, but that is the lock findings' (a long critical section is no stage
+/// short of threads: the bundled example's auditor read "worker vs auditor"), and a
+/// thread's end is its joiner's.
+fn wakes_a_stage(kind: Option<WaitKind>) -> bool {
+    matches!(
+        kind,
+        Some(WaitKind::CondVar | WaitKind::Semaphore | WaitKind::Barrier)
+    )
 }
 
 /// A stage: the threads of one start routine in one process.
@@ -228,9 +240,9 @@ fn stage_imbalance(pid: u32, stages: &[Stage]) -> Option<Finding> {
         .collect();
     let by_share = |a: &&&Stage, b: &&&Stage| a.waiting_share().total_cmp(&b.waiting_share());
     let waiting = *working.iter().max_by(by_share)?;
-    // What it waits for: of the stages computing beside it, the one whose threads made
-    // others wait most (held the locks, sent the events). A stage that computes and makes
-    // nobody wait (an auditor on its own data) is not what the others wait for.
+    // What it waits for: of the stages computing beside it, the one whose wakes ended most
+    // waiting (signals, posts). A stage that computes and wakes nobody (an auditor on its
+    // own data, however long it holds a lock the others want) is not what they wait for.
     let computing = *working
         .iter()
         .filter(|s| !std::ptr::eq(**s, waiting) && s.ran_beside(waiting))
@@ -280,8 +292,8 @@ fn stage_imbalance(pid: u32, stages: &[Stage]) -> Option<Finding> {
                {waiting_stage_share} of its time ({waiting_stage_wait_ns}; work \
                {waiting_stage_work_ns}) while stage {computing_stage} \
                ({computing_stage_threads} threads) computes (work {computing_stage_work_ns}, \
-               waiting {computing_stage_share}) and makes threads wait \
-               {computing_stage_blame_ns} (its locks' holds and its wakes)"
+               waiting {computing_stage_share}) and its wakes (signals, posts) ended \
+               {computing_stage_blame_ns} of waiting"
             .to_owned(),
         fix: match threads(computing) {
             // One thread: more threads help only if its work can be split, which the

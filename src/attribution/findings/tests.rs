@@ -834,7 +834,7 @@ fn a_stage_waiting_while_another_computes_is_imbalance_with_a_split_by_work() {
 #[test]
 fn the_waiting_stage_is_paired_with_the_stage_it_waits_for() {
     // Workers wait for orders a dispatcher sends (its wakes: their waiting), beside an
-    // auditor computing more than the dispatcher but making them wait less.
+    // auditor computing more than the dispatcher but waking them less.
     let mut loads = vec![
         blaming(load(1, "dispatcher", 400, 20), 2600),
         blaming(load(2, "auditor", 490, 0), 1000),
