@@ -56,7 +56,9 @@ pub const DIFF: &str = "\
 Examples:
   blameprof diff before.prof after.prof               biggest changes in work
   blameprof diff before.prof after.prof --metric blame
-  blameprof diff before.prof after.prof -o diff.svg   differential flame graph";
+  blameprof diff before.prof after.prof -o diff.svg   differential flame graph
+  blameprof diff before.prof after.prof -o gone.svg --widths before
+                                                      the same, with what was removed drawn";
 
 pub const COMPLETIONS: &str = "\
 Examples:
