@@ -225,26 +225,34 @@ fn stress_ng_mutex_blame_lands_in_stress_ng() {
         }
     };
 
-    let waiting = total_or_zero(&f, "idleness.mutex");
-    let blame = total_or_zero(&f, "blame.mutex");
+    // The holders' blame is charged after their unlock, at their own calling context: the
+    // stressor's function that unlocks.
+    let why = format!("{contended} contended acquisitions of stress-ng's mutex");
+    mutex_blame_in(&f, "stress-ng", &why, &run.stderr);
+}
+
+/// Asserts that the call paths `f` have mutex waiting and blame (`why` there must be: the
+/// contention the program showed), no more blame than waiting (1% for the rounding of the
+/// calibrated estimates), and nine tenths of the blame in the code of `module`: its
+/// holders' calling contexts at their unlocks. Returns (waiting, blame) in ns.
+fn mutex_blame_in(f: &Value, module: &str, why: &str, summary: &str) -> (u64, u64) {
+    let waiting = total_or_zero(f, "idleness.mutex");
+    let blame = total_or_zero(f, "blame.mutex");
     assert!(
         waiting > 0 && blame > 0,
-        "{contended} contended acquisitions of stress-ng's mutex, but no mutex waiting \
-         ({waiting} ns) or blame ({blame} ns):\n{}",
-        run.stderr
+        "{why}, but no mutex waiting ({waiting} ns) or blame ({blame} ns):\n{summary}"
     );
     assert!(
         blame <= waiting + waiting / 100,
         "mutex blame {blame} ns over the mutex waiting {waiting} ns"
     );
-    // The holders' blame is charged after their unlock, at their own calling context: the
-    // stressor's function that unlocks.
-    let culprits = in_module(&f, "stress-ng", "blame.mutex");
+    let culprits = in_module(f, module, "blame.mutex");
     let top = culprits.first().map_or(0, |c| c.1);
     assert!(
         top * 10 >= blame * 9,
-        "the mutex blame ({blame} ns) is not in stress-ng's own code: {culprits:?}"
+        "the mutex blame ({blame} ns) is not in {module}'s own code: {culprits:?}"
     );
+    (waiting, blame)
 }
 
 #[test]
@@ -582,22 +590,11 @@ fn memcached_under_memcslap_is_told_its_lock_waiting_without_advice_under_its_co
     );
     // The blame of its mutexes lands in memcached's own code (the callers of its unlocks),
     // never more than the mutex waiting.
-    let f = flat(&dir);
-    let waiting = total_or_zero(&f, "idleness.mutex");
-    let blame = total_or_zero(&f, "blame.mutex");
-    assert!(
-        waiting > 0 && blame > 0,
-        "no mutex waiting ({waiting} ns) or blame ({blame} ns) of 8 clients on 4 workers:\n{summary}"
-    );
-    assert!(
-        blame <= waiting + waiting / 100,
-        "mutex blame {blame} ns over the mutex waiting {waiting} ns"
-    );
-    let culprits = in_module(&f, "memcached", "blame.mutex");
-    let top = culprits.first().map_or(0, |c| c.1);
-    assert!(
-        top * 10 >= blame * 9,
-        "the mutex blame ({blame} ns) is not in memcached's own code: {culprits:?}"
+    let (waiting, blame) = mutex_blame_in(
+        &flat(&dir),
+        "memcached",
+        "8 clients setting keys on 4 workers",
+        summary,
     );
     no_finding_of(
         summary,

@@ -571,9 +571,11 @@ fn finish_row(
     }
 }
 
+/// A value per holder site.
+type ByHolder = Vec<(Site, u64)>;
+
 /// Per holder site, the longest of its releases' holds and their mean (their samples'
 /// spans; 0: not timed, left out), each longest first.
-type ByHolder = Vec<(Site, u64)>;
 fn holds_by_site(releases: &[(u64, u64, usize, u64)], sites: &[Site]) -> (ByHolder, ByHolder) {
     let mut by: HashMap<&Site, (u64, u64, u64)> = HashMap::new();
     for &(_, span, k, _) in releases.iter().filter(|r| r.1 > 0) {

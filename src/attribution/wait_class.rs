@@ -98,7 +98,7 @@ fn names_a_lock(name: &str) -> bool {
 /// A frame the symbolizer could not name (`[unknown] 0x...`, `module+0x...`: a stripped
 /// binary, such as the distribution's CPython, whose GIL is a condition variable) counts
 /// as a lock's: waiting is not called harmless without evidence.
-pub fn called_by_a_lock(names: &Names, locs: &[Loc], runtime: usize) -> bool {
+fn called_by_a_lock(names: &Names, locs: &[Loc], runtime: usize) -> bool {
     let from = named_caller(names, locs, runtime).unwrap_or(runtime);
     locs[from..runtime].iter().any(|l| {
         let name = &names.function(l.function).name;

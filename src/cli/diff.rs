@@ -112,7 +112,7 @@ pub enum DiffFormat {
 
 /// `blameprof diff`: writes the comparison to `out` (and the flame graph to `-o`'s file).
 pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let diff = diff::build(&DiffOptions {
+    let mut diff = diff::build(&DiffOptions {
         before: args.before.clone(),
         after: args.after.clone(),
         metric: args.metric.clone(),
@@ -126,9 +126,9 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         widths: args.widths,
         salvage: args.salvage,
     })?;
-    let mut diff = diff;
-    if diff.flamegraph.is_some() && diff.widths == Widths::After {
-        let gone = diff::removed(&diff);
+    if let Some(file) = diff.flamegraph.clone() {
+        let mut bytes = Vec::new();
+        let gone = diff::write_flamegraph(&diff, &mut bytes)?;
         if gone > 0 {
             diff.notes.push(format!(
                 "{} of BEFORE's {} is in call paths AFTER no longer has, which the flame \
@@ -137,11 +137,7 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
                 diff.metric
             ));
         }
-    }
-    if let Some(file) = &diff.flamegraph {
-        let mut bytes = Vec::new();
-        diff::write_flamegraph(&diff, &mut bytes)?;
-        std::fs::write(file, bytes).map_err(|e| {
+        std::fs::write(&file, bytes).map_err(|e| {
             anyhow!(
                 "cannot write the flame graph to '{}': {e}; pass a writable path with -o",
                 file.display()

@@ -79,12 +79,8 @@ pub(super) fn thread_loads(
             let Some(frame) = t.start_routine else {
                 continue;
             };
-            let chain = symbolizer.symbolize(
-                p.module(frame.module),
-                CodeAddress::InstructionPointer(frame.offset),
-            );
-            // The outermost function of the chain: the routine itself, not what it inlined.
-            let Some(routine) = chain.last().map(|f| f.function.clone()) else {
+            let start = CodeAddress::InstructionPointer(frame.offset);
+            let Some(routine) = outermost_function(symbolizer, p, frame.module, start) else {
                 continue;
             };
             let (work_ns, wait_ns, blame_ns) = sums.get(&t.tid).copied().unwrap_or_default();
@@ -116,11 +112,8 @@ pub(super) fn thread_loads(
                 .iter()
                 .map(|label| {
                     let frame = (*label)?;
-                    let chain = symbolizer.symbolize(
-                        p.module(frame.module),
-                        CodeAddress::ReturnAddress(frame.offset),
-                    );
-                    chain.last().map(|f| f.function.clone())
+                    let call = CodeAddress::ReturnAddress(frame.offset);
+                    outermost_function(symbolizer, p, frame.module, call)
                 })
                 .collect();
             for (t, g) in threads.iter_mut().zip(of_thread) {
@@ -132,6 +125,19 @@ pub(super) fn thread_loads(
         }
     }
     out
+}
+
+/// The outermost function of the inline chain at `address` in `module`: the function whose
+/// code it is, not what that function inlined (a thread's routine, the call site a role
+/// parts at).
+fn outermost_function(
+    symbolizer: &mut Symbolizer,
+    p: &ProcessProfile,
+    module: u32,
+    address: CodeAddress,
+) -> Option<String> {
+    let chain = symbolizer.symbolize(p.module(module), address);
+    chain.last().map(|f| f.function.clone())
 }
 
 /// Whether blame of `kind` is a stage handing work or a turn to another: a condition
@@ -225,11 +231,11 @@ pub(super) fn imbalance_findings(loads: &[ThreadLoad]) -> Vec<Finding> {
 }
 
 /// One stage waits at least [`STAGE_WAITING`] of its time while another, running beside
-/// it, waits at most [`STAGE_COMPUTING`] and made threads wait at least
-/// [`MIN_IMBALANCE_NS`] (the one waiting most against the computing one beside it that
-/// made others wait most: what it waits for), and threads in proportion to the stages' work would be another split
-/// than theirs (else there is nothing to move: a stage of one thread waiting for events is
-/// no imbalance). Only stages that did at least [`MIN_IMBALANCE_NS`] of work take part: a
+/// it, waits at most [`STAGE_COMPUTING`] and its wakes ([`wakes_a_stage`]) ended at least
+/// [`MIN_IMBALANCE_NS`] of waiting (the one waiting most against the computing one beside
+/// it whose wakes ended most: what it waits for), and threads in proportion to the stages'
+/// work would be another split than theirs (else there is nothing to move: a stage of one
+/// thread waiting for events is no imbalance). Only stages that did at least [`MIN_IMBALANCE_NS`] of work take part: a
 /// pool that never computed (RocksDB's compaction threads in a short run) waits for
 /// something other than the stages' work, and is no stage to give threads to or take
 /// them from.

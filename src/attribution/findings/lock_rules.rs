@@ -276,14 +276,7 @@ fn contention(s: &Subject, thresholds: Thresholds, counted: bool) -> Option<Find
 /// culprit; and a lock held at one site only is that site's, its holds the lock's). With
 /// the share of the blame it took and its longest hold.
 fn long_holding_culprit(s: &Subject) -> Option<(Site, f64, u64)> {
-    let mut blame: BTreeMap<&Site, u64> = BTreeMap::new();
-    for (site, ns) in s.rows.iter().flat_map(|r| r.holders()) {
-        *blame.entry(site).or_default() += ns;
-    }
-    let total: u64 = blame.values().sum();
-    let (site, most) = blame
-        .into_iter()
-        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))?;
+    let (site, most, total) = largest_site(s.rows.iter().flat_map(|r| r.holders()))?;
     let share = ratio(most as f64, total as f64);
     // The longest of the sites' values in `holds`: the culprit's (`its`) or the others'.
     let longest_of = |holds: fn(&LockRow) -> &[(Site, u64)], its: bool| {
@@ -418,16 +411,23 @@ fn holders_code(rows: &[&LockRow]) -> Option<String> {
 
 /// The largest of `sites` summed by site, as `caller -> function`.
 fn top_site<'a>(sites: impl Iterator<Item = &'a (Site, u64)>) -> Option<String> {
+    largest_site(sites).map(|(site, _, _)| site.label())
+}
+
+/// The largest of `sites` summed by site (of equal sums, the first site), with its sum and
+/// the sum of all; `None` when none is over 0.
+fn largest_site<'a>(sites: impl Iterator<Item = &'a (Site, u64)>) -> Option<(&'a Site, u64, u64)> {
     let mut by: BTreeMap<&Site, u64> = BTreeMap::new();
     for (site, ns) in sites {
         let sum = by.entry(site).or_default();
         *sum = sum.saturating_add(*ns);
     }
-    let top = by
+    let total = by.values().fold(0u64, |t, &ns| t.saturating_add(ns));
+    let (site, most) = by
         .into_iter()
         .filter(|&(_, ns)| ns > 0)
         .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))?;
-    Some(top.0.label())
+    Some((site, most, total))
 }
 
 /// Lock overhead: a lock contended under the threshold but taken at least the rate

@@ -781,7 +781,7 @@ fn load(tid: u32, routine: &str, work_ms: u64, wait_ms: u64) -> ThreadLoad {
     }
 }
 
-/// `l` having made others wait `blame_ms` (as a holder or a waker).
+/// `l` having ended `blame_ms` of others' waiting by its wakes.
 fn blaming(l: ThreadLoad, blame_ms: u64) -> ThreadLoad {
     ThreadLoad {
         blame_ns: blame_ms * 1_000_000,

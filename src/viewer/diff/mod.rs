@@ -19,7 +19,7 @@ mod svg;
 
 pub use compare::Normalize;
 pub use render::{write_json, write_text};
-pub use svg::{removed, Widths};
+pub use svg::Widths;
 
 use crate::attribution::loaded::Loaded;
 use crate::attribution::locks::LockTable;
@@ -146,8 +146,9 @@ pub struct Diff {
     pub notes: Vec<String>,
 }
 
-/// Writes the differential flame graph of `diff` (an SVG) to `out`.
-pub fn write_flamegraph(diff: &Diff, out: &mut dyn Write) -> anyhow::Result<()> {
+/// Writes the differential flame graph of `diff` (an SVG) to `out`; returns BEFORE's cost
+/// in call paths AFTER does not have that it could not draw (its widths AFTER's).
+pub fn write_flamegraph(diff: &Diff, out: &mut dyn Write) -> anyhow::Result<u64> {
     svg::write(diff, out)
 }
 

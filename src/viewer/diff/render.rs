@@ -13,7 +13,7 @@
 //! Not async-signal-safe (allocates).
 
 use super::compare::{Change, Normalize, Row, Status, ACQUISITIONS, BLAME, WAITING};
-use super::{Diff, Rank, Run, Widths};
+use super::{Diff, Rank, Run};
 use crate::viewer::units::format_value;
 use serde::Serialize;
 use std::io::{self, Write};
@@ -69,10 +69,7 @@ fn header(diff: &Diff, out: &mut dyn Write) -> io::Result<()> {
             out,
             "flame graph: {} (differential: widths are {}'s, red grew, blue shrank)",
             file.display(),
-            match diff.widths {
-                Widths::After => "AFTER",
-                Widths::Before => "BEFORE",
-            }
+            diff.widths.side()
         )?;
     }
     Ok(())
@@ -326,10 +323,10 @@ pub fn write_json(diff: &Diff, out: &mut dyn Write) -> io::Result<()> {
             .flamegraph
             .as_ref()
             .map(|f| f.to_string_lossy().into_owned()),
-        flamegraph_widths: diff.flamegraph.as_ref().map(|_| match diff.widths {
-            Widths::After => "after",
-            Widths::Before => "before",
-        }),
+        flamegraph_widths: diff
+            .flamegraph
+            .as_ref()
+            .map(|_| diff.widths.side().to_lowercase()),
         functions: FunctionsJson {
             count: diff.functions.len(),
             rows: functions,
@@ -357,7 +354,7 @@ struct Document<'a> {
     after: RunJson,
     notes: &'a [String],
     flamegraph: Option<String>,
-    flamegraph_widths: Option<&'static str>,
+    flamegraph_widths: Option<String>,
     functions: FunctionsJson<'a>,
     locks: LocksJson<'a>,
 }

@@ -11,7 +11,7 @@
 //! title says by how much.
 //!
 //! Invariants: a stack only one run has is in the merged input with the other's value 0 (no
-//! width when that run gives the widths; [`removed`] is what AFTER's widths leave out); the
+//! width when that run gives the widths; [`write`] says how much AFTER's widths leave out); the
 //! SVG is written only when the run giving the widths has some cost to draw. Not
 //! async-signal-safe (allocates).
 
@@ -31,14 +31,36 @@ pub enum Widths {
     Before,
 }
 
+impl Widths {
+    /// The run whose widths they are, as the text names it (`AFTER`, `BEFORE`); JSON and
+    /// `--widths` spell it in lowercase.
+    pub fn side(self) -> &'static str {
+        match self {
+            Widths::After => "AFTER",
+            Widths::Before => "BEFORE",
+        }
+    }
+}
+
 /// Draws the differential flame graph of `diff` as SVG into `out`, frames as wide as its
-/// `widths` says.
-pub fn write(diff: &Diff, out: &mut dyn Write) -> anyhow::Result<()> {
+/// `widths` says. Returns BEFORE's cost (raw) in call paths AFTER does not have when the
+/// widths are AFTER's, which such a graph cannot draw (0 with BEFORE's widths).
+pub fn write(diff: &Diff, out: &mut dyn Write) -> anyhow::Result<u64> {
     let widths = diff.widths;
-    let (before, after) = sides(diff);
-    let (side, drawn) = match widths {
-        Widths::After => ("AFTER", &after),
-        Widths::Before => ("BEFORE", &before),
+    let side = widths.side();
+    let after = folded(&diff.after);
+    let raw_before = folded(&diff.before);
+    // Under `time`, BEFORE scaled to AFTER's duration; raw otherwise.
+    let scaled = match (diff.normalize, diff.before.run_ns, diff.after.run_ns) {
+        (Normalize::Time, Some(b), Some(a)) => {
+            Some(scale_folded(&raw_before, a as f64 / b.max(1) as f64))
+        }
+        _ => None,
+    };
+    let before: &[String] = scaled.as_deref().unwrap_or(&raw_before);
+    let drawn = match widths {
+        Widths::After => &after,
+        Widths::Before => before,
     };
     if drawn.is_empty() {
         bail!(
@@ -56,9 +78,9 @@ pub fn write(diff: &Diff, out: &mut dyn Write) -> anyhow::Result<()> {
         strip_hex: false,
     };
     // inferno draws the second run's widths and colours by second minus first.
-    let (first, second) = match widths {
-        Widths::After => (&before, &after),
-        Widths::Before => (&after, &before),
+    let (first, second): (&[String], &[String]) = match widths {
+        Widths::After => (before, &after),
+        Widths::Before => (&after, before),
     };
     let mut merged = Vec::new();
     inferno::differential::from_readers(
@@ -74,12 +96,16 @@ pub fn write(diff: &Diff, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut options = inferno::flamegraph::Options::default();
     options.title = format!("blameprof diff: {}", diff.metric);
     options.negate_differentials = widths == Widths::Before;
-    let left_out = match (widths, removed(diff)) {
-        (Widths::After, gone) if gone > 0 => format!(
+    let gone = match widths {
+        Widths::After => removed(&raw_before, &after),
+        Widths::Before => 0,
+    };
+    let left_out = match gone {
+        0 => String::new(),
+        gone => format!(
             "; {gone} {} of BEFORE in stacks AFTER lacks, not drawn (--widths before draws them)",
             diff.unit
         ),
-        _ => String::new(),
     };
     options.subtitle = Some(format!(
         "{} -> {}; widths: {side}; red: grew, blue: shrank; {}{left_out}",
@@ -93,13 +119,12 @@ pub fn write(diff: &Diff, out: &mut dyn Write) -> anyhow::Result<()> {
     ));
     options.count_name = diff.unit.clone();
     inferno::flamegraph::from_lines(&mut options, lines, out)
-        .map_err(|e| anyhow!("cannot draw the flame graph: {e}"))
+        .map_err(|e| anyhow!("cannot draw the flame graph: {e}"))?;
+    Ok(gone)
 }
 
-/// BEFORE's cost (raw) in stacks AFTER does not have: what a graph of AFTER's widths does
-/// not draw.
-pub fn removed(diff: &Diff) -> u64 {
-    let (before, after) = (folded(&diff.before), folded(&diff.after));
+/// The cost of the folded lines of `before` whose stacks `after` does not have.
+fn removed(before: &[String], after: &[String]) -> u64 {
     let stacks: std::collections::HashSet<&str> = after
         .iter()
         .filter_map(|l| l.rsplit_once(' ').map(|(stack, _)| stack))
@@ -110,18 +135,6 @@ pub fn removed(diff: &Diff) -> u64 {
         .filter(|(stack, _)| !stacks.contains(stack))
         .filter_map(|(_, value)| value.parse::<u64>().ok())
         .sum()
-}
-
-/// Both runs' folded stacks, BEFORE's scaled to AFTER's duration under `time`.
-fn sides(diff: &Diff) -> (Vec<String>, Vec<String>) {
-    let after = folded(&diff.after);
-    let mut before = folded(&diff.before);
-    if diff.normalize == Normalize::Time {
-        if let (Some(b), Some(a)) = (diff.before.run_ns, diff.after.run_ns) {
-            before = scale_folded(&before, a as f64 / b.max(1) as f64);
-        }
-    }
-    (before, after)
 }
 
 /// The folded stacks of a run in the compared metric (none when it has no samples of it).
@@ -246,9 +259,8 @@ mod tests {
         let before = run(Side::Before, &[(&[0x30, 0x10], 4), (&[0x30, 0x40], 4)], 1);
         let after = run(Side::After, &[(&[0x30, 0x10], 8)], 1);
         let mut d = diff(before, after, Normalize::None);
-        assert_eq!(removed(&d), 4);
         let mut svg = Vec::new();
-        write(&d, &mut svg).unwrap();
+        assert_eq!(write(&d, &mut svg).unwrap(), 4, "h's cost, not drawn");
         let svg = String::from_utf8(svg).unwrap();
         assert!(
             !svg.contains("<title>h ("),
@@ -260,7 +272,7 @@ mod tests {
         );
         d.widths = Widths::Before;
         let mut svg = Vec::new();
-        write(&d, &mut svg).unwrap();
+        assert_eq!(write(&d, &mut svg).unwrap(), 0, "all drawn");
         let svg = String::from_utf8(svg).unwrap();
         let (title, fill) = frame(&svg, "h");
         assert!(title.contains("; -"), "{title}");
