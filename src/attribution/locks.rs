@@ -65,7 +65,9 @@ use crate::format::{
     protocol, LockStats, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION, SAMPLE_UNBLAMED,
     TRY_SITES_MANY,
 };
-use naming::{caller_of, code_of, groups, init_site_name, site_of, symbol_name, try_function};
+use naming::{
+    caller_of, code_of, groups, init_site_name, joined_threads, site_of, symbol_name, try_function,
+};
 use pairs::{pairs_of, share};
 use std::collections::HashMap;
 pub(super) use waiting_for::is_lock_kind;
@@ -591,22 +593,6 @@ fn holds_by_site(releases: &[(u64, u64, usize, u64)], sites: &[Site]) -> (ByHold
     let longest = by.iter().map(|(s, v)| ((*s).clone(), v.0)).collect();
     let mean = by.iter().map(|(s, v)| ((*s).clone(), v.1 / v.2)).collect();
     (sorted(longest), sorted(mean))
-}
-
-/// The threads a join (one handle, perhaps reused) waited for, by where they ended (its
-/// holder sites, most blame first): the two first, and how many more.
-fn joined_threads(holders: &[(Site, u64)]) -> String {
-    let mut ends: Vec<&str> = Vec::new();
-    for (site, _) in holders {
-        if !ends.contains(&site.caller.as_str()) {
-            ends.push(&site.caller);
-        }
-    }
-    let mut name = ends.iter().take(2).copied().collect::<Vec<_>>().join(", ");
-    if ends.len() > 2 {
-        name.push_str(&format!(" and {} more", ends.len() - 2));
-    }
-    name
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Naming and grouping locks: a lock by the variable it lies in, the function that
 //! initialised it or the call path of its first wait; call sites of lock functions and
-//! the code holders computed in; groups of locks of one array symbol or site.
+//! the code holders computed in; a join by the threads it waited for; groups of locks of
+//! one array symbol or site.
 //!
 //! Invariants: names are the lock view's (what `--lock` selects); a group has at least two
 //! members, of one process and kind. Not async-signal-safe (allocates); single-threaded.
@@ -175,4 +176,20 @@ pub(super) fn groups(locks: &mut [LockRow]) -> Vec<LockGroup> {
         rank(b).cmp(&rank(a)).then_with(|| a.name.cmp(&b.name))
     });
     groups
+}
+
+/// The threads a join (one handle, perhaps reused) waited for, by where they ended (its
+/// holder sites, most blame first): the two first, and how many more.
+pub(super) fn joined_threads(holders: &[(Site, u64)]) -> String {
+    let mut ends: Vec<&str> = Vec::new();
+    for (site, _) in holders {
+        if !ends.contains(&site.caller.as_str()) {
+            ends.push(&site.caller);
+        }
+    }
+    let mut name = ends.iter().take(2).copied().collect::<Vec<_>>().join(", ");
+    if ends.len() > 2 {
+        name.push_str(&format!(" and {} more", ends.len() - 2));
+    }
+    name
 }
