@@ -9,8 +9,8 @@
 //! thread's work spread a little wider); threads of different roles part at a call site,
 //! whose function names their stage ([`group_roles`]).
 //!
-//! Invariants: a thread with fewer than [`ROLE_SAMPLES`] work samples does not split a
-//! routine (too few samples to tell its role: it joins the routine's largest role); one
+//! Invariants: a thread without [`ROLE_SAMPLES`] work samples does not split a routine
+//! (nothing to tell its role by: it joins the routine's largest role); one
 //! role per routine leaves the stage named by its routine, as before roles. Pure; not
 //! async-signal-safe (allocates).
 
@@ -19,8 +19,11 @@ use crate::format::Frame;
 /// The share of a thread's work a call site must carry for its role to reach past it.
 pub const ROLE_SHARE: f64 = 0.8;
 
-/// The work samples a thread needs for its role path to split its routine's threads.
-pub const ROLE_SAMPLES: usize = 5;
+/// The work samples a thread needs for its role path to split its routine's threads: one.
+/// A thread too light to tell joins the routine's largest role, and a whole stage of light
+/// threads (db_bench's readers, 3 to 9 samples each on a busy machine) joined the heavy one
+/// beside it, read as one stage of 8 with "imbalance" between its halves.
+pub const ROLE_SAMPLES: usize = 1;
 
 /// A thread's role: root-first, the call sites through which at least [`ROLE_SHARE`] of
 /// its work (`samples`: each a leaf-first path and its value) passed; `None` with fewer
