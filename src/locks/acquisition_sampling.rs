@@ -34,13 +34,16 @@
 //! call glibc's lock functions either.
 //!
 //! Beside the countdown, in the same thread-local block, the thread keeps where its failed
-//! trylocks are counted ([`thread_tries`], `pending_counts::PendingTries` in its state), so
-//! that a failed trylock reaches them by the thread pointer too, without a call.
+//! trylocks are counted ([`thread_tries`], `pending_counts::PendingTries` in its state) and
+//! where the lock inits whose site it could not keep are ([`thread_displaced`],
+//! `init_sites::ThreadDisplaced`), so that a failed trylock and a lock's init reach them by
+//! the thread pointer too, without a call.
 //!
 //! Invariants: the countdown is touched only by its own thread (and, for [`restart`], by a
 //! signal handler interrupting it, which at worst loses a period); async-signal-safe;
 //! allocation-free.
 
+use super::init_sites::ThreadDisplaced;
 use super::pending_counts::PendingTries;
 use crate::format::ACQUISITION_SAMPLING_PERIOD;
 use std::cell::Cell;
@@ -60,16 +63,21 @@ struct Local {
     countdown: Cell<u32>,
     /// The thread's pending failed trylocks (a `&'static PendingTries`), 0 for none.
     tries: Cell<usize>,
+    /// The thread's count of displaced init sites (a `&'static ThreadDisplaced`), 0 for
+    /// none.
+    displaced: Cell<usize>,
 }
 
-/// Where [`Local::tries`] lies from [`Local::countdown`].
+/// Where [`Local::tries`] and [`Local::displaced`] lie from [`Local::countdown`].
 const TRIES_AT: isize = std::mem::offset_of!(Local, tries) as isize;
+const DISPLACED_AT: isize = std::mem::offset_of!(Local, displaced) as isize;
 
 std::thread_local! {
     static LOCAL: Local = const {
         Local {
             countdown: Cell::new(1),
             tries: Cell::new(0),
+            displaced: Cell::new(0),
         }
     };
     /// What the latest sampled acquisition was credited to (the caller's token, 0: none).
@@ -273,27 +281,52 @@ pub fn set_thread_tries(tries: Option<&'static PendingTries>) {
 /// the thread pointer (`None` too while acquisitions are not counted).
 #[inline(always)]
 pub fn thread_tries() -> Option<&'static PendingTries> {
+    // SAFETY: non-zero only as `set_thread_tries` set it: the address of a 'static
+    // `PendingTries` (thread states are never freed).
+    local_word(TRIES_AT).map(|t| unsafe { &*(t as *const PendingTries) })
+}
+
+/// Where the calling thread counts the lock inits whose site it displaces from now on
+/// (`None`: nowhere, at its end, before its state can go to another thread). Owner only.
+pub fn set_thread_displaced(displaced: Option<&'static ThreadDisplaced>) {
+    LOCAL.with(|l| {
+        l.displaced
+            .set(displaced.map_or(0, |d| d as *const ThreadDisplaced as usize))
+    });
+}
+
+/// Where the calling thread counts the lock inits whose site it displaces, if anywhere:
+/// two loads, through the thread pointer (`None` too while acquisitions are not counted).
+#[inline(always)]
+pub fn thread_displaced() -> Option<&'static ThreadDisplaced> {
+    // SAFETY: non-zero only as `set_thread_displaced` set it: the address of a 'static
+    // `ThreadDisplaced` (thread states are never freed).
+    local_word(DISPLACED_AT).map(|d| unsafe { &*(d as *const ThreadDisplaced) })
+}
+
+/// The word `at` bytes into the calling thread's [`Local`], if acquisitions are counted
+/// (its place is known) and the word is not zero.
+#[inline(always)]
+fn local_word(at: isize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
         let offset = OFFSET.load(Ordering::Relaxed);
         if offset == 0 {
             return None;
         }
-        let tries: usize;
+        let word: usize;
         // SAFETY: `offset` is where this thread's `Local` lives relative to its thread
-        // pointer (`init`, `check_thread`), and `TRIES_AT` its `tries` field within it: a
+        // pointer (`init`, `check_thread`), and `at` a pointer-sized field within it: a
         // plain load of the thread's own memory.
         unsafe {
             std::arch::asm!(
-                "mov {t}, qword ptr fs:[{off}]",
-                off = in(reg) offset + TRIES_AT,
-                t = out(reg) tries,
+                "mov {w}, qword ptr fs:[{off}]",
+                off = in(reg) offset + at,
+                w = out(reg) word,
                 options(nostack, readonly, preserves_flags),
             )
         };
-        // SAFETY: non-zero only as `set_thread_tries` set it: the address of a 'static
-        // `PendingTries` (thread states are never freed).
-        (tries != 0).then(|| unsafe { &*(tries as *const PendingTries) })
+        (word != 0).then_some(word)
     }
     #[cfg(not(target_arch = "x86_64"))]
     None

@@ -12,11 +12,14 @@
 //! map to one slot keep the later one's: the other reads no site and is named another way
 //! (the report says how each lock was named), and the displacement is counted
 //! ([`displaced`], which the lifecycle copies into the profile's counters and the lock view
-//! reports: its groups then undercount). Both tables live in `.bss`. The count is striped
-//! by thread: once more locks live than the table has slots, nearly every init displaces
-//! one, and a single shared counter cost threads that make locks side by side a cache-line
-//! transfer each (a churn of 65M locks on 2 threads: 1.61x its unprofiled time with one
-//! counter, 1.28x striped). Lock-free, allocation-free, async-signal-safe.
+//! reports: its groups then undercount). Both tables live in `.bss`. The count is kept by
+//! each thread in its own [`ThreadDisplaced`] (a plain load and store) and folded into the
+//! process's at the thread's end: once more locks live than the table has slots, nearly
+//! every init displaces one, and a shared counter cost threads that make locks side by
+//! side a cache-line transfer each (a churn of 65M locks on 2 threads: 1.61x its
+//! unprofiled time with one counter), and a locked add on a counter of the thread's own
+//! waits for the stores of the init before it (see docs/benchmarks.md, session 39).
+//! Lock-free, allocation-free, async-signal-safe.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -30,16 +33,35 @@ const LOCKS: usize = 1 << 16;
 const PROBES: usize = 16;
 
 static SITE: [AtomicUsize; SITES] = [const { AtomicUsize::new(0) }; SITES];
-/// Stripes of the displacement count, each on a cache line of its own.
-const STRIPES: usize = 16;
-
-#[repr(align(64))]
-struct Stripe(AtomicU64);
-
-/// Inits whose site could not be kept (see [`displaced`]), by the stripe of the thread
-/// that counted them ([`count_displaced`]).
-static DISPLACED: [Stripe; STRIPES] = [const { Stripe(AtomicU64::new(0)) }; STRIPES];
+/// Inits whose site could not be kept (see [`displaced`]): the ended threads' counts, and
+/// those of threads that have no [`ThreadDisplaced`].
+static DISPLACED: AtomicU64 = AtomicU64::new(0);
 static LOCK: [AtomicU64; LOCKS] = [const { AtomicU64::new(0) }; LOCKS];
+
+/// One thread's count of the inits whose site could not be kept: counted by its owner
+/// alone, without a locked instruction, and folded into the process's count
+/// ([`ThreadDisplaced::fold`]) at the thread's end, or at the process's for the threads
+/// still alive.
+#[derive(Default)]
+pub struct ThreadDisplaced(AtomicU64);
+
+impl ThreadDisplaced {
+    /// Counts one. Owner only.
+    fn add_own(&self) {
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Moves the count into the process's. By its owner, or once at the process's end by
+    /// another thread, which races with an owner still counting (a displacement counted
+    /// meanwhile may be lost).
+    pub fn fold(&self) {
+        let n = self.0.swap(0, Ordering::Relaxed);
+        if n > 0 {
+            DISPLACED.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
 
 fn hash(v: usize) -> usize {
     ((v >> 2) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize >> 20
@@ -78,14 +100,15 @@ fn slot(address: usize) -> &'static AtomicU64 {
     &LOCK[block * 256 + (address >> 4) % 256]
 }
 
-/// The lock at `address` was initialised by a call returning to `site`.
+/// The lock at `address` was initialised by a call returning to `site`, in a thread that
+/// counts what it displaces in `counts` (`None`: in the process's count).
 #[inline]
-pub fn note(address: usize, site: usize) {
+pub fn note(address: usize, site: usize, counts: Option<&ThreadDisplaced>) {
     if site == 0 {
         return;
     }
     let Some(entry) = intern(site).and_then(|index| pack(address, index)) else {
-        count_displaced();
+        count_displaced(counts);
         return;
     };
     let slot = slot(address);
@@ -94,25 +117,25 @@ pub fn note(address: usize, site: usize) {
     let old = slot.load(Ordering::Relaxed);
     slot.store(entry, Ordering::Relaxed);
     if old != 0 && old >> SITE_BITS != entry >> SITE_BITS {
-        count_displaced();
+        count_displaced(counts);
     }
 }
 
-/// Counts an init whose site could not be kept, on the calling thread's stripe: threads'
-/// stacks lie megabytes apart, so the address of a local tells them apart (the stripe
-/// matters for speed only; [`displaced`] sums them all).
-fn count_displaced() {
-    let local = 0u8;
-    let stack = std::hint::black_box(&local) as *const u8 as usize;
-    DISPLACED[hash(stack >> 20 << 2) % STRIPES]
-        .0
-        .fetch_add(1, Ordering::Relaxed);
+/// Counts an init whose site could not be kept, in the thread's own count if it has one.
+fn count_displaced(counts: Option<&ThreadDisplaced>) {
+    match counts {
+        Some(c) => c.add_own(),
+        None => {
+            DISPLACED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Lock inits whose site the tables could not keep: another lock's entry displaced (its
-/// lock then reads no site), or the site table full.
+/// lock then reads no site), or the site table full; of the threads whose counts were
+/// folded ([`ThreadDisplaced::fold`]) and those that have none.
 pub fn displaced() -> u64 {
-    DISPLACED.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
+    DISPLACED.load(Ordering::Relaxed)
 }
 
 /// The return address of the init call of the lock at `address`; 0 when unknown.
@@ -144,15 +167,15 @@ mod tests {
     #[test]
     fn a_lock_remembers_its_init_site_until_destroyed() {
         let (a, b) = (0x7200_0000_1000usize, 0x7200_0000_2040usize);
-        note(a, 0x40_1234);
-        note(b, 0x40_5678);
+        note(a, 0x40_1234, None);
+        note(b, 0x40_5678, None);
         assert_eq!(site_of(a), 0x40_1234);
         assert_eq!(site_of(b), 0x40_5678);
         assert_eq!(site_of(a + 8), 0, "another lock");
         forget(a);
         assert_eq!(site_of(a), 0);
         assert_eq!(site_of(b), 0x40_5678);
-        note(b, 0x40_1234);
+        note(b, 0x40_1234, None);
         assert_eq!(site_of(b), 0x40_1234, "initialised again elsewhere");
         forget(b);
     }
@@ -164,12 +187,20 @@ mod tests {
             .map(|pages| a + pages * 4096)
             .find(|&b| std::ptr::eq(slot(a), slot(b)))
             .unwrap();
-        note(a, 0x40_1234);
+        let own = ThreadDisplaced::default();
+        note(a, 0x40_1234, Some(&own));
         let before = displaced();
-        note(b, 0x40_1234);
+        note(b, 0x40_1234, Some(&own));
         assert_eq!(site_of(a), 0, "displaced");
         assert_eq!(site_of(b), 0x40_1234);
-        assert!(displaced() > before, "and counted");
+        assert_eq!(
+            own.0.load(Ordering::Relaxed),
+            1,
+            "and counted by the thread"
+        );
+        own.fold();
+        assert!(displaced() > before, "then in the process's count");
+        assert_eq!(own.0.load(Ordering::Relaxed), 0);
         forget(b);
     }
 }

@@ -215,6 +215,7 @@ fn start_thread_bookkeeping(
     };
     state.last_cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
     crate::locks::acquisition_sampling::set_thread_tries(Some(&state.lock_tries));
+    crate::locks::acquisition_sampling::set_thread_displaced(Some(&state.init_sites_displaced));
     if let Some(&key) = KEY.get() {
         // SAFETY: `key` was created by pthread_key_create; the value is a 'static state.
         unsafe { libc::pthread_setspecific(key, state as *const ThreadState as *const _) };
@@ -343,8 +344,11 @@ fn record_thread_exit(value: *mut libc::c_void) {
     flush_thread(state);
     fold_contention(state);
     crate::policy::fold_lock_waits(state);
-    // Its failed trylocks are counted nowhere from now on: its state may go to a new thread.
+    // Its failed trylocks and displaced init sites are counted nowhere from now on: its
+    // state may go to a new thread.
     crate::locks::acquisition_sampling::set_thread_tries(None);
+    crate::locks::acquisition_sampling::set_thread_displaced(None);
+    state.init_sites_displaced.fold();
     // Its hold sampling counts not yet handed on, and what its last sampled acquisition
     // counted ahead that did not come (its own thread-local state).
     crate::policy::fold_hold_sampling();
@@ -432,6 +436,7 @@ pub(crate) fn finish(reason: u8) -> bool {
         if reason == 0 || tid == me {
             crate::policy::fold_lock_waits(state);
         }
+        state.init_sites_displaced.fold();
         let cpu = if tid == me {
             thread_cpu_ns()
         } else {

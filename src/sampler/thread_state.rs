@@ -24,6 +24,7 @@ use crate::format::Frame;
 use crate::locks::contention_sampling::ContentionSampler;
 use crate::locks::held_marks::HeldMarks;
 use crate::locks::hold_starts::HoldStarts;
+use crate::locks::init_sites::ThreadDisplaced;
 use crate::locks::pending_counts::{PendingTries, PendingWaits};
 use crate::locks::thinning::{ThinRate, THIN_CLASSES, THIN_UNSTARTED};
 use crate::locks::wait_table::Wait;
@@ -113,6 +114,9 @@ pub struct ThreadState {
     /// Its failed trylocks not yet in their lock's row (written through its thread pointer:
     /// `locks::acquisition_sampling::thread_tries`).
     pub lock_tries: PendingTries,
+    /// Lock inits whose site it could not keep, not yet in the process's count (written
+    /// through its thread pointer: `locks::acquisition_sampling::thread_displaced`).
+    pub init_sites_displaced: ThreadDisplaced,
     /// Locks others wait for that it may hold (`locks::held_marks`), written by its waiters
     /// and read by its signal handler.
     pub held: HeldMarks,
@@ -142,6 +146,7 @@ impl ThreadState {
             contention: ContentionSampler::default(),
             lock_waits: PendingWaits::default(),
             lock_tries: PendingTries::default(),
+            init_sites_displaced: ThreadDisplaced::default(),
             held: HeldMarks::new(),
             owner: UnsafeCell::new(OwnerPart {
                 frames: frame_array(),

@@ -136,6 +136,30 @@ pub(super) fn any_dirty(kind_code: u8) -> &'static AtomicU32 {
     &ANY_DIRTY.0[usize::from(!is_hold_code(kind_code))]
 }
 
+/// One bit per bucket, set while its chain holds an entry (changed with its lock held, as
+/// the chain goes from empty to not or back): a lock's init and destroy, which must forget
+/// whatever the table keeps for its address, read this (128 bytes, which stay in cache)
+/// rather than the bucket: a program that makes and destroys millions of locks missed the
+/// cache on a bucket at each.
+static OCCUPIED_BITS: [AtomicU64; BUCKETS / 64] = [const { AtomicU64::new(0) }; BUCKETS / 64];
+
+/// Whether bucket `index`'s chain may hold an entry: false means it holds none (the program
+/// orders an object's init and destroy after its uses, and so after whatever they linked).
+#[inline(always)]
+pub(super) fn occupied(index: usize) -> bool {
+    OCCUPIED_BITS[index / 64].load(Ordering::Acquire) & 1u64 << (index % 64) != 0
+}
+
+/// Marks bucket `index` as holding entries or none; called with its lock held.
+fn mark_occupied(index: usize, occupied: bool) {
+    let (word, bit) = (&OCCUPIED_BITS[index / 64], 1u64 << (index % 64));
+    if occupied {
+        word.fetch_or(bit, Ordering::AcqRel);
+    } else {
+        word.fetch_and(!bit, Ordering::AcqRel);
+    }
+}
+
 pub(super) static TABLE: [Bucket; BUCKETS] = [const {
     Bucket {
         lock: AtomicBool::new(false),
@@ -200,8 +224,11 @@ impl Locked {
         let e = SLAB.get(index)?;
         // SAFETY: the slot was just allocated: nobody else can reach its state yet.
         unsafe { reset(e, address, kind) };
-        e.next
-            .store(self.bucket.first(Ordering::Relaxed), Ordering::Relaxed);
+        let first = self.bucket.first(Ordering::Relaxed);
+        if first == NONE {
+            mark_occupied(self.index, true);
+        }
+        e.next.store(first, Ordering::Relaxed);
         self.bucket.version.begin_write();
         self.bucket.set_first(index, Ordering::Release);
         self.bucket.version.end_write();
@@ -307,6 +334,9 @@ impl Locked {
         let mut i = self.bucket.first(Ordering::Relaxed);
         if i == index {
             self.bucket.set_first(next, Ordering::Release);
+            if next == NONE {
+                mark_occupied(self.index, false);
+            }
         } else {
             while let Some(p) = SLAB.get(i) {
                 let pn = p.next.load(Ordering::Relaxed);
@@ -427,7 +457,7 @@ pub fn reset_after_fork() {
         b.dirty.store(0, Ordering::Relaxed);
         b.lock.store(false, Ordering::Release);
     }
-    for bits in &DIRTY_BITS {
+    for bits in DIRTY_BITS.iter().chain(&OCCUPIED_BITS) {
         bits.store(0, Ordering::Relaxed);
     }
     for counter in &ANY_DIRTY.0 {

@@ -62,10 +62,9 @@ pub use history::HoldBlame;
 pub use state::{is_hold_kind, WaiterTime, WakerId};
 
 use crate::format::WaitKind;
-use buckets::{bucket_index, dirty_bucket, find_lock_free, Found, Locked, NONE, TABLE};
+use buckets::{bucket_index, dirty_bucket, find_lock_free, occupied, Found, Locked};
 use history::{History, Withdrawal};
 use state::{is_hold_code, part, State};
-use std::sync::atomic::Ordering;
 
 /// A waiter's registration, from [`arrive`] to [`depart`].
 #[derive(Debug, Clone, Copy)]
@@ -475,7 +474,7 @@ pub fn barrier_arrive(address: usize, now: u64) -> BarrierArrival {
 #[inline]
 pub fn forget(address: usize, now: impl FnOnce() -> u64) -> u64 {
     let index = bucket_index(address);
-    if TABLE[index].first(Ordering::Acquire) == NONE {
+    if !occupied(index) {
         return 0;
     }
     forget_in(index, address, now())

@@ -1,6 +1,8 @@
 //! The wait table's accounting, step by step: who takes which waiter-time.
 
+use super::buckets::TABLE;
 use super::*;
+use std::sync::atomic::Ordering;
 
 /// [`super::settle`] of waiters that all stand for themselves: the exact waiter-time.
 fn settle(address: usize, kind: WaitKind, now: impl FnOnce() -> u64, held: bool) -> Option<u64> {
@@ -578,4 +580,23 @@ fn a_withdrawal_takes_out_no_more_than_the_waiter_counted_for() {
     );
     depart(w2, 10_001, Outcome::Success);
     depart(w3, 10_002, Outcome::Success);
+}
+
+#[test]
+fn a_bucket_is_marked_occupied_exactly_while_its_chain_holds_entries() {
+    let mutex = 0x7a00_0040usize;
+    let index = bucket_index(mutex);
+    let w = arrive(mutex, WaitKind::Mutex, 10, 1).unwrap();
+    assert!(buckets::occupied(index), "an entry: the bit is set");
+    depart(w, 20, Outcome::Success);
+    // The mutex's entry lingers clean until its destroy forgets it.
+    assert!(buckets::occupied(index));
+    assert_eq!(forget(mutex, || 30), 0);
+    // Other tests may wait in this bucket meanwhile: under its lock, the bit says whether
+    // its chain holds anything.
+    let locked = buckets::Locked::new(index);
+    assert_eq!(
+        buckets::occupied(index),
+        locked.bucket.first(Ordering::Acquire) != buckets::NONE
+    );
 }

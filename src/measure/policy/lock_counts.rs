@@ -268,7 +268,7 @@ pub fn lock_initialised(address: usize, site: usize) {
 #[inline]
 pub fn init_site(address: usize, site: usize) {
     if sampling_enabled() {
-        init_sites::note(address, site);
+        init_sites::note(address, site, sampling::thread_displaced());
     }
 }
 
