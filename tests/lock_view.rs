@@ -190,6 +190,15 @@ fn locks_are_named_grouped_and_counted_as_the_program_counts_them() {
         "cache acquisitions {acq}, program {}",
         t["cache_acq"]
     );
+    // The interval the report states for its estimate holds the program's count.
+    let interval = &cache["counts"]["acquisitions_interval"];
+    let (low, high) = (interval[0].as_u64().unwrap(), interval[1].as_u64().unwrap());
+    assert!(
+        low <= t["cache_acq"] && t["cache_acq"] <= high,
+        "cache acquisitions stated in [{low}, {high}] from {} samples, program {}",
+        count(cache, "acquisition_samples"),
+        t["cache_acq"]
+    );
     let tries = count(cache, "try_attempts");
     assert!(
         within(tries, t["cache_try"], 0.10),
@@ -234,6 +243,22 @@ fn locks_are_named_grouped_and_counted_as_the_program_counts_them() {
     assert!(
         one.contains("lookup -> pthread_mutex_unlock"),
         "holders: {one}"
+    );
+    // Its acquisitions as JSON states them: exact, or the estimate and its interval (read
+    // without the thousands' commas).
+    let table_counts = &table["counts"];
+    let [low, high] = [0, 1].map(|i| table_counts["acquisitions_interval"][i].as_u64().unwrap());
+    let stated = if low == high {
+        format!("  Acquisitions: {low} (every one counted).")
+    } else {
+        format!(
+            "  Acquisitions: about {} between {low} and {high} (3 standard errors",
+            count(table, "acquisitions")
+        )
+    };
+    assert!(
+        one.replace(',', "").contains(&stated),
+        "no '{stated}' in {one}"
     );
     let unknown = blameprof_cmd(&[
         "report",

@@ -51,6 +51,7 @@
 //! holders, `locks/waiting_for.rs` tells a row's waiting for a lock from an event's and
 //! makes the running time pressure is over.
 
+mod counts;
 mod naming;
 mod pairs;
 mod waiting_for;
@@ -62,9 +63,9 @@ use super::wait_class::path_of_a_lock;
 use super::{select_processes, AttributionError, Filter, Names};
 use crate::format::read::Profile;
 use crate::format::{
-    protocol, LockStats, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION, SAMPLE_UNBLAMED,
-    TRY_SITES_MANY,
+    protocol, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION, SAMPLE_UNBLAMED, TRY_SITES_MANY,
 };
+pub use counts::Counts;
 use naming::{
     caller_of, code_of, groups, init_site_name, joined_threads, site_of, symbol_name, try_function,
 };
@@ -121,53 +122,6 @@ pub struct Pair {
     pub waiter: Site,
     pub holder: Site,
     pub ns: u64,
-}
-
-/// Counts of one lock, or summed over a group: what the runtime counted and what the
-/// lock's samples add.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Counts {
-    /// The runtime's counts: its `LockStats` records summed ([`LockStats::add_counts`];
-    /// their address, kind, flags and sites are not kept here: 0). Its `wait_ns` is the
-    /// calibrated samples' sum when the runtime wrote no counts (a process killed first).
-    pub runtime: LockStats,
-    /// Blame taken by its holders or event providers (ns).
-    pub blame_ns: u64,
-    /// CPU time of its holders while others waited for it (ns; timer samples,
-    /// `held.contended`).
-    pub held_ns: u64,
-    /// Of its waiting, the part whose callers name a lock or have no name
-    /// ([`path_of_a_lock`]; its waiting's share by the samples): what tells a lock built on
-    /// a condition variable, a semaphore or a futex word (CPython's GIL) from an event's.
-    pub lock_use_ns: u64,
-}
-
-impl Counts {
-    fn add(&mut self, o: &Counts) {
-        self.runtime.add_counts(&o.runtime);
-        self.blame_ns = self.blame_ns.saturating_add(o.blame_ns);
-        self.held_ns = self.held_ns.saturating_add(o.held_ns);
-        self.lock_use_ns = self.lock_use_ns.saturating_add(o.lock_use_ns);
-    }
-
-    /// Contended acquisitions over acquisitions (a sampled estimate of the latter can make
-    /// it exceed 1 on rarely taken locks: capped).
-    pub fn contention_rate(&self) -> Option<f64> {
-        (self.runtime.acquisitions > 0)
-            .then(|| (self.runtime.contended as f64 / self.runtime.acquisitions as f64).min(1.0))
-    }
-
-    /// The average length of the holds others waited for whose length is known (ns).
-    pub fn contended_hold_avg(&self) -> Option<u64> {
-        self.runtime
-            .contended_hold_ns
-            .checked_div(self.runtime.timed_holds)
-    }
-
-    /// Trylocks: successful ones (sampled) plus failed ones (exact).
-    pub fn try_attempts(&self) -> u64 {
-        self.runtime.try_acquired + self.runtime.try_failed
-    }
 }
 
 /// One lock (all the locks that lived at one address of one process).
@@ -602,6 +556,7 @@ mod tests {
         lock_table_of as table_of, lock_table_process, write_part, TempDir, TABLE_LOCK,
     };
     use crate::format::read::{read_profile, ReadOptions};
+    use crate::format::LockStats;
 
     #[test]
     fn a_lock_is_never_estimated_under_its_contended_acquisitions() {

@@ -225,6 +225,33 @@ fn write_rows(out: &mut dyn Write, rows: &[&LockRow], opts: &LockOptions) -> io:
     Ok(())
 }
 
+/// Standard errors of the stated interval of a lock's acquisitions
+/// ([`Counts::acquisitions_interval`]): of a normal error, 997 in 1000 such intervals hold
+/// the true count.
+const INTERVAL_ERRORS: f64 = 3.0;
+
+/// A lock's acquisitions, exact or as the estimate and its interval.
+fn write_acquisitions(out: &mut dyn Write, c: &Counts) -> io::Result<()> {
+    let n = c.runtime.acquisitions;
+    match c.acquisitions_interval(INTERVAL_ERRORS) {
+        (low, high) if low == n && high == n => {
+            writeln!(
+                out,
+                "  Acquisitions: {} (every one counted).",
+                findings::thousands(n)
+            )
+        }
+        (low, high) => writeln!(
+            out,
+            "  Acquisitions: about {}, between {} and {} (3 standard errors of {} sampled ones).",
+            findings::thousands(n),
+            findings::thousands(low),
+            findings::thousands(high),
+            findings::thousands(c.runtime.acquisition_samples)
+        ),
+    }
+}
+
 fn kind_name(r: &LockRow) -> &'static str {
     r.kind.map_or("?", |k| k.name())
 }
@@ -357,6 +384,7 @@ fn write_one(
     write_header(out)?;
     write_counts_line(out, &r.name, r.kind, &r.counts, r.pressure)?;
     writeln!(out)?;
+    write_acquisitions(out, &r.counts)?;
     writeln!(out, "  Waiters (where threads waited for it):")?;
     for (s, ns) in r.waiters() {
         writeln!(out, "    {:>10}  {}", format_value(*ns, "ns"), s.label())?;
@@ -497,6 +525,7 @@ pub fn write_json_with(
     let counts = |c: &Counts, pressure: Option<f64>| {
         json!({
             "acquisitions": c.runtime.acquisitions,
+            "acquisitions_interval": c.acquisitions_interval(INTERVAL_ERRORS),
             "acquisition_samples": c.runtime.acquisition_samples,
             "try_acquired": c.runtime.try_acquired,
             "try_failed": c.runtime.try_failed,
