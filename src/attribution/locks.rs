@@ -57,6 +57,7 @@ mod pairs;
 mod waiting_for;
 
 use super::calibration::Calibration;
+use super::lock_forwarders::{CountedPath, Forwarders};
 use super::paths::{expand_each, RawKey};
 use super::symbolize::Symbolizer;
 use super::wait_class::path_of_a_lock;
@@ -67,7 +68,8 @@ use crate::format::{
 };
 pub use counts::Counts;
 use naming::{
-    caller_of, code_of, groups, init_site_name, joined_threads, site_of, symbol_name, try_function,
+    caller_of, code_of, groups, init_site_name, joined_threads, lock_frame, site_of, symbol_name,
+    try_function, work_keys,
 };
 use pairs::{pairs_of, share};
 use std::collections::HashMap;
@@ -320,7 +322,24 @@ pub fn lock_table(
         }
     }
     let paths = expand_each(profile, &keys, symbolizer, &mut names);
-    let sites: Vec<Site> = paths.iter().map(|locs| site_of(locs, &names)).collect();
+    let lock_at: Vec<Option<usize>> = paths.iter().map(|l| lock_frame(l, &names)).collect();
+    let forwarders = Forwarders::of(&paths, &lock_at, &mut names, |names| {
+        let (keys, samples): (Vec<RawKey>, Vec<u64>) =
+            work_keys(profile, &selected).into_iter().unzip();
+        let cpu = expand_each(profile, &keys, symbolizer, names);
+        cpu.into_iter()
+            .zip(samples)
+            .map(|(locs, samples)| CountedPath {
+                lock: lock_frame(&locs, names),
+                locs,
+                samples,
+            })
+            .collect()
+    });
+    let sites: Vec<Site> = paths
+        .iter()
+        .map(|locs| site_of(locs, &names, &forwarders))
+        .collect();
     let code: Vec<Site> = paths.iter().map(|locs| code_of(locs, &names)).collect();
     let of_a_lock: Vec<bool> = paths
         .iter()

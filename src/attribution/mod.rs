@@ -21,6 +21,7 @@ pub mod clock;
 pub mod findings;
 pub mod line_costs;
 pub mod loaded;
+mod lock_forwarders;
 pub mod lock_sites;
 pub mod lock_wrappers;
 pub mod locks;

@@ -3,8 +3,10 @@
  * the lock every 20 ms). The lookups are the victims (they wait), insert is the perpetrator.
  *
  * Usage: lookup_insert [seconds=1.5] [lookups=3] [lookup_hold_us=20] [lookup_gap_us=40]
+ *                      [direct|wrapped]
  * (holds of a few µs with no gap: the lookups queue on the lock, and every unlock has
- * microseconds of waiting to blame)
+ * microseconds of waiting to blame; `wrapped`: both lock and unlock through the program's
+ * own helpers, `lock_measured` and `unlock_measured`, as real code wraps its locks)
  *
  * Ground truth, measured by the program itself with CLOCK_MONOTONIC into preallocated
  * per-thread arrays (no locks taken for logging):
@@ -34,24 +36,34 @@ static uint64_t lookup_hold_ns = 20000, lookup_gap_ns = 40000;
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t deadline;
+static int wrapped;
+
+/* The program's own lock helpers, which both callers share. */
+NOINL void lock_measured(pthread_mutex_t *m) { pthread_mutex_lock(m); }
+NOINL void unlock_measured(pthread_mutex_t *m) { pthread_mutex_unlock(m); }
+
+/* Macros, not functions: an inlined helper is a frame of its own in the debug info (and,
+ * shared by both callers, a wrapper the profile names). */
+#define TAKE(m) (wrapped ? lock_measured(m) : (void)pthread_mutex_lock(m))
+#define GIVE(m) (wrapped ? unlock_measured(m) : (void)pthread_mutex_unlock(m))
 
 NOINL void lookup(tlog_t *l, unsigned key) {
     uint64_t w0 = now_ns();
-    pthread_mutex_lock(&table_lock);
+    TAKE(&table_lock);
     uint64_t h0 = now_ns();
     busy_for(lookup_hold_ns, key); /* search the table */
     uint64_t h1 = now_ns();
-    pthread_mutex_unlock(&table_lock);
+    GIVE(&table_lock);
     log_iv(l, F_LOOKUP, w0, h0, h1);
 }
 
 NOINL void insert(tlog_t *l, unsigned key) {
     uint64_t w0 = now_ns();
-    pthread_mutex_lock(&table_lock);
+    TAKE(&table_lock);
     uint64_t h0 = now_ns();
     busy_for(INSERT_HOLD_NS, key); /* rebuild the table */
     uint64_t h1 = now_ns();
-    pthread_mutex_unlock(&table_lock);
+    GIVE(&table_lock);
     log_iv(l, F_INSERT, w0, h0, h1);
 }
 
@@ -86,8 +98,12 @@ int main(int argc, char **argv) {
         lookup_hold_ns = (uint64_t)(atof(argv[3]) * 1000);
     if (argc > 4)
         lookup_gap_ns = (uint64_t)(atof(argv[4]) * 1000);
-    if (secs <= 0 || nlookup < 1 || nlookup > 64 || lookup_hold_ns == 0) {
-        fprintf(stderr, "usage: lookup_insert [seconds] [lookup-threads] [hold-us] [gap-us]\n");
+    if (argc > 5)
+        wrapped = strcmp(argv[5], "wrapped") == 0;
+    if (secs <= 0 || nlookup < 1 || nlookup > 64 || lookup_hold_ns == 0 ||
+        (argc > 5 && !wrapped && strcmp(argv[5], "direct") != 0)) {
+        fprintf(stderr, "usage: lookup_insert [seconds] [lookup-threads] [hold-us] [gap-us] "
+                        "[direct|wrapped]\n");
         return 2;
     }
     int nthreads = nlookup + 1;

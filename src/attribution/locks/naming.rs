@@ -7,12 +7,14 @@
 //! members, of one process and kind. Not async-signal-safe (allocates); single-threaded.
 
 use super::{a_held_lock, Counts, LockGroup, LockRow, Naming, Site};
+use crate::attribution::lock_forwarders::Forwarders;
 use crate::attribution::lock_sites::is_runtime_module;
 use crate::attribution::lock_wrappers::{is_wrapper, named_caller};
+use crate::attribution::paths::RawKey;
 use crate::attribution::symbolize::{CodeAddress, Symbolizer};
 use crate::attribution::{Loc, Names};
-use crate::format::read::ProcessProfile;
-use crate::format::WaitKind;
+use crate::format::read::{ProcessProfile, Profile};
+use crate::format::{protocol, WaitKind};
 use std::collections::HashMap;
 
 /// `symbol` or `symbol+0xOFF` of the variable the lock lies in.
@@ -80,16 +82,29 @@ pub(super) fn try_function(kind: Option<WaitKind>) -> &'static str {
     }
 }
 
+/// The index of a root-first path's lock function: its innermost runtime location.
+pub(super) fn lock_frame(locs: &[Loc], names: &Names) -> Option<usize> {
+    locs.iter()
+        .rposition(|l| is_runtime_module(&names.function(l.function).module))
+}
+
 /// The site of a root-first path: the function that called its innermost runtime location
-/// (the lock function, past any language runtime's lock wrappers), and that lock function;
-/// the leaf function when it has none.
-pub(super) fn site_of(locs: &[Loc], names: &Names) -> Site {
-    let is_runtime = |l: &Loc| is_runtime_module(&names.function(l.function).module);
+/// (the lock function, past any language runtime's lock wrappers, and past the program's
+/// own wrappers when several callers reach them: `lookup -> lock_measured`), and that lock
+/// function; the leaf function when it has none.
+pub(super) fn site_of(locs: &[Loc], names: &Names, forwarders: &Forwarders) -> Site {
     let name = |l: &Loc| names.function(l.function).name.clone();
-    match locs.iter().rposition(is_runtime) {
+    match lock_frame(locs, names) {
         Some(i) => Site {
-            caller: named_caller(names, locs, i)
-                .map_or_else(|| "[no caller]".to_owned(), |c| name(&locs[c])),
+            caller: named_caller(names, locs, i).map_or_else(
+                || "[no caller]".to_owned(),
+                |c| match forwarders.caller_of(locs, c, names) {
+                    Some((by, wrapper)) => {
+                        format!("{} -> {}", name(&locs[by]), name(&locs[wrapper]))
+                    }
+                    None => name(&locs[c]),
+                },
+            ),
             lock_function: name(&locs[i]),
         },
         None => Site {
@@ -97,6 +112,37 @@ pub(super) fn site_of(locs: &[Loc], names: &Names) -> Site {
             lock_function: String::new(),
         },
     }
+}
+
+/// The paths of the CPU samples (work) of `selected` processes, each once, with how many
+/// samples took it.
+pub(super) fn work_keys(profile: &Profile, selected: &[usize]) -> Vec<(RawKey, u64)> {
+    let mut seen: HashMap<RawKey, usize> = HashMap::new();
+    let mut keys: Vec<(RawKey, u64)> = Vec::new();
+    for &p in selected {
+        let proc = &profile.processes[p];
+        let Some(work) = proc
+            .header
+            .metrics
+            .iter()
+            .position(|m| m.name == protocol::WORK.name)
+        else {
+            continue;
+        };
+        for s in proc
+            .samples
+            .iter()
+            .filter(|s| usize::from(s.metric) == work)
+        {
+            let key = (p, s.stack, s.first_is_return());
+            let i = *seen.entry(key).or_insert_with(|| {
+                keys.push((key, 0));
+                keys.len() - 1
+            });
+            keys[i].1 += 1;
+        }
+    }
+    keys
 }
 
 /// The code of a root-first path of a CPU sample: its innermost function and that

@@ -1,0 +1,332 @@
+//! Lock wrappers a program writes itself (a `lock_measured` helper, a `MutexLock` guard,
+//! RocksDB's `InstrumentedMutex::Lock` over `port::Mutex::Lock`), recognised from the
+//! profile rather than by name: without them, every waiter and holder site of a program
+//! that locks through its own helper reads as that helper, and the callers that wait behind
+//! different holders are merged into one site.
+//!
+//! Job: tell, from the call paths of a profile, which functions *forward*: the frame below
+//! them (past the language runtimes' own wrappers, `lock_wrappers`) is a lock function or
+//! another function that forwards, on the lock paths they are on and on all but
+//! [`OWN_WORK_SHARE`] of the CPU samples that have them on their path. A function that
+//! computes anything of note (CPU samples in it or in a callee that does not forward, a
+//! holder's samples inside its hold) does not forward. The frames that forward above a
+//! lock function make a *chain*; the first frame above the chain that is not a language
+//! wrapper is its *distinguishing caller*. When the innermost function of a chain (the
+//! lock function's caller) is reached from two or more distinguishing callers, its sites
+//! name `caller -> outermost of the chain` ([`Forwarders::caller_of`]): `lookup ->
+//! lock_measured`, not `lock_measured`. A helper reached from one caller only keeps its
+//! own name, which already tells it apart.
+//!
+//! Invariants: the verdict is the profile's: the lock paths (waits, releases, holders'
+//! samples) first, then the paths of CPU samples, read only when some lock function's
+//! caller forwards on the lock paths alone (to disprove a function that locks and then
+//! computes, whose holds nobody waited for), so a profile without lock waits costs nothing
+//! more. The fixed point only ever
+//! takes functions out of the forwarding set, so it ends after at most one pass per
+//! function. Pure analysis: not async-signal-safe, allocates.
+
+use super::lock_wrappers::is_wrapper_loc;
+use super::{FunctionId, Loc, Names};
+use std::collections::{HashMap, HashSet};
+
+/// The most of a function's samples (CPU samples on its path, and one per lock path) that
+/// may be its own computing (it is their leaf, or the callee below it does not forward)
+/// for it to forward still: a wrapper's own few instructions (a check, a counter) take a
+/// sample now and then.
+const OWN_WORK_SHARE: f64 = 0.1;
+
+/// What lies below one frame of a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Below {
+    /// The lock function (the path's runtime frame).
+    Lock,
+    /// Nothing: the frame is the path's leaf (it was computing).
+    Leaf,
+    /// Another function of the program.
+    Function(FunctionId),
+}
+
+/// Samples by function and what lay below it.
+type Occurrences = HashMap<(FunctionId, Below), u64>;
+
+/// One root-first path: its frames, the index of its lock function (its runtime frame),
+/// if any, and its samples.
+pub struct CountedPath {
+    pub locs: Vec<Loc>,
+    pub lock: Option<usize>,
+    pub samples: u64,
+}
+
+/// The functions of a profile that forward to lock functions, and the chains of them that
+/// several callers reach.
+#[derive(Debug, Default)]
+pub struct Forwarders {
+    forwarding: HashSet<FunctionId>,
+    /// Innermost functions of chains reached from two or more distinguishing callers.
+    wrappers: HashSet<FunctionId>,
+}
+
+impl Forwarders {
+    /// The forwarders of `paths` (root-first; `lock_at[i]`: the index of path `i`'s lock
+    /// function, `None` for a holder's CPU sample), each counted once. `cpu_paths` gives
+    /// the paths of the profile's CPU samples, asked for only when some lock function's
+    /// caller may forward.
+    pub fn of(
+        paths: &[Vec<Loc>],
+        lock_at: &[Option<usize>],
+        names: &mut Names,
+        cpu_paths: impl FnOnce(&mut Names) -> Vec<CountedPath>,
+    ) -> Forwarders {
+        let mut below = Occurrences::new();
+        for (locs, &lock) in paths.iter().zip(lock_at) {
+            add_occurrences(&mut below, locs, lock, 1, names);
+        }
+        let forwarding = fixed_point(&below);
+        let candidate = paths.iter().zip(lock_at).any(|(locs, lock)| {
+            lock.and_then(|l| named_caller(locs, l, names))
+                .is_some_and(|c| forwarding.contains(&locs[c].function))
+        });
+        if !candidate {
+            return Forwarders::default();
+        }
+        // The lock paths alone make every function forward that is seen only above a lock
+        // call (a thread's routine, when nobody waited during its holds): its CPU samples
+        // tell.
+        for p in cpu_paths(names) {
+            add_occurrences(&mut below, &p.locs, p.lock, p.samples, names);
+        }
+        let mut f = Forwarders {
+            forwarding: fixed_point(&below),
+            wrappers: HashSet::new(),
+        };
+        f.wrappers = f.reached_by_several(paths, lock_at, names);
+        f
+    }
+
+    /// The caller to name for a lock function whose named caller is at `caller` in `locs`:
+    /// `Some((distinguishing, outermost))`, the indices of the frames to name, when the
+    /// caller's function is a wrapper; `None` to name the caller alone.
+    pub fn caller_of(&self, locs: &[Loc], caller: usize, names: &Names) -> Option<(usize, usize)> {
+        if !self.wrappers.contains(&locs[caller].function) {
+            return None;
+        }
+        self.chain_top(locs, caller, names)
+    }
+
+    /// The innermost functions of chains that two or more distinguishing callers reach.
+    fn reached_by_several(
+        &self,
+        paths: &[Vec<Loc>],
+        lock_at: &[Option<usize>],
+        names: &Names,
+    ) -> HashSet<FunctionId> {
+        let mut callers: HashMap<FunctionId, HashSet<FunctionId>> = HashMap::new();
+        for (locs, lock) in paths.iter().zip(lock_at) {
+            let Some(caller) = lock.and_then(|l| named_caller(locs, l, names)) else {
+                continue;
+            };
+            if let Some((distinguishing, _)) = self.chain_top(locs, caller, names) {
+                callers
+                    .entry(locs[caller].function)
+                    .or_default()
+                    .insert(locs[distinguishing].function);
+            }
+        }
+        callers
+            .into_iter()
+            .filter(|(_, c)| c.len() >= 2)
+            .map(|(f, _)| f)
+            .collect()
+    }
+
+    /// From the forwarding frame at `caller` up: (the distinguishing caller, the chain's
+    /// outermost frame); `None` when `caller` does not forward or nothing calls the chain.
+    fn chain_top(&self, locs: &[Loc], caller: usize, names: &Names) -> Option<(usize, usize)> {
+        if !self.forwarding.contains(&locs[caller].function) {
+            return None;
+        }
+        let mut top = caller;
+        loop {
+            let above = (0..top).rev().find(|&i| !is_wrapper_loc(names, &locs[i]))?;
+            if self.forwarding.contains(&locs[above].function) {
+                top = above;
+            } else {
+                return Some((above, top));
+            }
+        }
+    }
+}
+
+/// The named caller of the lock function at `lock` (the innermost frame above it that is
+/// not a language wrapper), if any.
+fn named_caller(locs: &[Loc], lock: usize, names: &Names) -> Option<usize> {
+    (0..lock).rev().find(|&i| !is_wrapper_loc(names, &locs[i]))
+}
+
+/// Adds what lies below each program frame of `locs` (above its lock function at `lock`,
+/// when it has one), `samples` times, to `below`; language wrappers skipped.
+fn add_occurrences(
+    below: &mut Occurrences,
+    locs: &[Loc],
+    lock: Option<usize>,
+    samples: u64,
+    names: &Names,
+) {
+    let end = lock.unwrap_or(locs.len());
+    let mut under = match lock {
+        Some(_) => Below::Lock,
+        None => Below::Leaf,
+    };
+    for loc in locs[..end].iter().rev() {
+        if is_wrapper_loc(names, loc) {
+            continue;
+        }
+        *below.entry((loc.function, under)).or_default() += samples;
+        under = Below::Function(loc.function);
+    }
+}
+
+/// The functions that forward: every function seen, less, until nothing changes, those
+/// whose own computing (a leaf, or a callee that does not forward, below them) is more than
+/// [`OWN_WORK_SHARE`] of their samples.
+fn fixed_point(below: &Occurrences) -> HashSet<FunctionId> {
+    let mut forwarding: HashSet<FunctionId> = below.keys().map(|(f, _)| *f).collect();
+    loop {
+        let mut own: HashMap<FunctionId, (u64, u64)> = HashMap::new();
+        for (&(f, b), &n) in below {
+            if !forwarding.contains(&f) {
+                continue;
+            }
+            let computing = match b {
+                Below::Lock => false,
+                Below::Leaf => true,
+                Below::Function(g) => !forwarding.contains(&g),
+            };
+            let (mine, all) = own.entry(f).or_default();
+            *all += n;
+            if computing {
+                *mine += n;
+            }
+        }
+        let out: Vec<FunctionId> = own
+            .into_iter()
+            .filter(|&(_, (mine, all))| mine as f64 > OWN_WORK_SHARE * all as f64)
+            .map(|(f, _)| f)
+            .collect();
+        if out.is_empty() {
+            return forwarding;
+        }
+        for f in out {
+            forwarding.remove(&f);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attribution::SourceLine;
+
+    /// Root-first paths of named functions in `/app`; the lock function is the last frame
+    /// of a lock path.
+    struct Profile {
+        names: Names,
+        paths: Vec<Vec<Loc>>,
+        lock_at: Vec<Option<usize>>,
+    }
+
+    impl Profile {
+        fn new() -> Profile {
+            Profile {
+                names: Names::default(),
+                paths: Vec::new(),
+                lock_at: Vec::new(),
+            }
+        }
+
+        fn locs(&mut self, frames: &[&str]) -> Vec<Loc> {
+            frames
+                .iter()
+                .map(|f| Loc {
+                    function: self.names.intern_function(f, "/app"),
+                    line: SourceLine::default(),
+                    inlined: false,
+                })
+                .collect()
+        }
+
+        fn lock_path(&mut self, frames: &[&str]) {
+            let locs = self.locs(frames);
+            self.lock_at.push(Some(locs.len() - 1));
+            self.paths.push(locs);
+        }
+
+        fn cpu_path(&mut self, frames: &[&str], samples: u64) -> CountedPath {
+            CountedPath {
+                locs: self.locs(frames),
+                lock: None,
+                samples,
+            }
+        }
+
+        /// The name given to the caller of path `i`'s lock function.
+        fn caller(&mut self, cpu: Vec<CountedPath>, i: usize) -> String {
+            let f = Forwarders::of(&self.paths, &self.lock_at, &mut self.names, |_| cpu);
+            let locs = &self.paths[i];
+            let caller = locs.len() - 2;
+            let name = |j: usize| self.names.function(locs[j].function).name.clone();
+            match f.caller_of(locs, caller, &self.names) {
+                Some((by, wrapper)) => format!("{} -> {}", name(by), name(wrapper)),
+                None => name(caller),
+            }
+        }
+    }
+
+    #[test]
+    fn a_helper_that_only_locks_for_two_callers_is_named_with_its_caller() {
+        let mut p = Profile::new();
+        p.lock_path(&["main", "lookup", "lock_measured", "pthread_mutex_lock"]);
+        p.lock_path(&["main", "insert", "lock_measured", "pthread_mutex_lock"]);
+        // lookup and insert compute; the helper's own code took one sample of 40.
+        let cpu = vec![
+            p.cpu_path(&["main", "lookup", "search"], 200),
+            p.cpu_path(&["main", "insert", "rebuild"], 300),
+            p.cpu_path(&["main", "lookup", "lock_measured"], 1),
+            CountedPath {
+                lock: Some(3),
+                ..p.cpu_path(
+                    &["main", "insert", "lock_measured", "pthread_mutex_lock"],
+                    39,
+                )
+            },
+        ];
+        assert_eq!(p.caller(cpu, 0), "lookup -> lock_measured");
+    }
+
+    #[test]
+    fn a_chain_of_helpers_is_named_by_its_outermost_with_the_caller_above_it() {
+        let mut p = Profile::new();
+        for caller in ["get", "put"] {
+            p.lock_path(&[caller, "MutexLock", "Mutex::Lock", "pthread_mutex_lock"]);
+        }
+        let cpu = vec![
+            p.cpu_path(&["get", "read"], 10),
+            p.cpu_path(&["put", "write"], 10),
+        ];
+        assert_eq!(p.caller(cpu, 1), "put -> MutexLock");
+    }
+
+    #[test]
+    fn a_function_that_computes_or_has_one_caller_keeps_its_own_name() {
+        let mut p = Profile::new();
+        p.lock_path(&["worker_a", "update", "pthread_mutex_lock"]);
+        p.lock_path(&["worker_b", "update", "pthread_mutex_lock"]);
+        p.lock_path(&["main", "solo_lock", "pthread_mutex_lock"]);
+        // update locks and then computes, with nobody waiting during its holds.
+        let cpu = vec![p.cpu_path(&["worker_a", "update"], 30)];
+        assert_eq!(p.caller(cpu, 0), "update");
+        let mut p2 = Profile::new();
+        p2.lock_path(&["main", "solo_lock", "pthread_mutex_lock"]);
+        assert_eq!(p2.caller(Vec::new(), 0), "solo_lock");
+    }
+}
