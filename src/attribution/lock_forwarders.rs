@@ -25,7 +25,7 @@
 //! takes functions out of the forwarding set, so it ends after at most one pass per
 //! function. Pure analysis: not async-signal-safe, allocates.
 
-use super::lock_wrappers::is_wrapper_loc;
+use super::lock_wrappers::{is_wrapper_loc, named_caller};
 use super::{FunctionId, Loc, Names};
 use std::collections::{HashMap, HashSet};
 
@@ -83,7 +83,7 @@ impl Forwarders {
         }
         let forwarding = fixed_point(&below);
         let candidate = paths.iter().zip(lock_at).any(|(locs, lock)| {
-            lock.and_then(|l| named_caller(locs, l, names))
+            lock.and_then(|l| named_caller(names, locs, l))
                 .is_some_and(|c| forwarding.contains(&locs[c].function))
         });
         if !candidate {
@@ -122,7 +122,7 @@ impl Forwarders {
     ) -> HashSet<FunctionId> {
         let mut callers: HashMap<FunctionId, HashSet<FunctionId>> = HashMap::new();
         for (locs, lock) in paths.iter().zip(lock_at) {
-            let Some(caller) = lock.and_then(|l| named_caller(locs, l, names)) else {
+            let Some(caller) = lock.and_then(|l| named_caller(names, locs, l)) else {
                 continue;
             };
             if let Some((distinguishing, _)) = self.chain_top(locs, caller, names) {
@@ -155,12 +155,6 @@ impl Forwarders {
             }
         }
     }
-}
-
-/// The named caller of the lock function at `lock` (the innermost frame above it that is
-/// not a language wrapper), if any.
-fn named_caller(locs: &[Loc], lock: usize, names: &Names) -> Option<usize> {
-    (0..lock).rev().find(|&i| !is_wrapper_loc(names, &locs[i]))
 }
 
 /// Adds what lies below each program frame of `locs` (above its lock function at `lock`,
