@@ -426,8 +426,14 @@ pub mod counters {
     /// Descriptors of the runtime's whose number was too high to be protected from the
     /// program's `close` calls.
     pub const DESCRIPTORS_UNTRACKED: &str = "runtime_descriptors_untracked";
-    /// Timed waits that gave up (idleness nobody is blamed for).
+    /// Timed waits that gave up (idleness nobody is blamed for), and were not followed by
+    /// another wait of the thread on the same object from the same call site.
     pub const WAITS_TIMED_OUT: &str = "waits_timed_out";
+    /// Waits that ended without their event (timed out, interrupted, spurious) and were
+    /// followed by the thread's next wait on the same object from the same call site: still
+    /// waiting for the same event, their waiting is carried into that wait and blamed on
+    /// whoever ends it.
+    pub const WAITS_CARRIED: &str = "waits_carried";
     /// Waits interrupted by a signal, EINTR (idleness nobody is blamed for).
     pub const WAITS_INTERRUPTED: &str = "waits_interrupted";
     /// Waits that returned success with no wake-up the runtime saw: spurious wake-ups, or

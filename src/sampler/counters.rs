@@ -22,6 +22,7 @@ pub enum Counter {
     TimerFallbacks,
     WriteErrors,
     WaitsTimedOut,
+    WaitsCarried,
     WaitsInterrupted,
     WaitsSpurious,
     WaitsUnmonitored,
@@ -60,7 +61,7 @@ pub enum Counter {
     ExecsUnprofiled,
 }
 
-const ALL: [(Counter, &str); 47] = [
+const ALL: [(Counter, &str); 48] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -81,6 +82,7 @@ const ALL: [(Counter, &str); 47] = [
     (Counter::TimerFallbacks, names::TIMER_FALLBACKS),
     (Counter::WriteErrors, names::WRITE_ERRORS),
     (Counter::WaitsTimedOut, names::WAITS_TIMED_OUT),
+    (Counter::WaitsCarried, names::WAITS_CARRIED),
     (Counter::WaitsInterrupted, names::WAITS_INTERRUPTED),
     (Counter::WaitsSpurious, names::WAITS_SPURIOUS),
     (Counter::WaitsUnmonitored, names::WAITS_UNMONITORED),

@@ -121,6 +121,38 @@ pub unsafe fn capture_path(state: &ThreadState, modules: &Modules, regs: Regs) {
     );
 }
 
+/// Whether the thread's captured wait path is the path from `regs`: the same frames
+/// outside the runtime (its own frames, the first ones of each, differ by where in it each
+/// was unwound). False when nothing is captured, or no unwind cache is free now.
+///
+/// # Safety
+/// As for [`capture_path`].
+pub unsafe fn is_captured_path(state: &ThreadState, modules: &Modules, regs: Regs) -> bool {
+    // SAFETY: guaranteed by the caller; `frames` is scratch space outside the handler.
+    let owner = unsafe { &mut *state.owner.get() };
+    let Some((captured, _)) = owner.wait_capture else {
+        return false;
+    };
+    let tid = state.tid.load(Ordering::Relaxed);
+    let Some((depth, _)) = walk_counted(modules, tid, false, regs, owner.stack, &mut owner.frames)
+    else {
+        return false;
+    };
+    let here = beyond_runtime(&owner.frames[..depth]);
+    !here.is_empty() && here == beyond_runtime(&owner.wait_frames[..captured])
+}
+
+/// The frames of a path unwound inside the runtime that lie beyond it: past the leading
+/// frames of the first one's module (the runtime's).
+fn beyond_runtime(frames: &[Frame]) -> &[Frame] {
+    let runtime = frames.first().map(|f| f.module);
+    let own = frames
+        .iter()
+        .take_while(|f| Some(f.module) == runtime)
+        .count();
+    &frames[own..]
+}
+
 /// How many times an unwind outside the handler yields the CPU waiting for a free cache
 /// (the holders are other threads' unwinds, which take microseconds).
 const CACHE_YIELDS: u32 = 1000;

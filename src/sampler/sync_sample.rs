@@ -10,7 +10,7 @@
 //! unwind); the timer's time is then carried by the thread's next sample.
 
 use super::clock::{current_tid, monotonic_ns};
-use super::path::{capture_path, record_captured_path, record_path, How, Sample};
+use super::path::{capture_path, is_captured_path, record_captured_path, record_path, How, Sample};
 use super::process;
 use super::thread_state::{lookup, ThreadState};
 use crate::format::{LockInterval, LockStats};
@@ -52,6 +52,25 @@ pub fn capture_wait_path() {
         unsafe { capture_path(state, &modules, regs) };
     }
     state.in_runtime.store(false, Ordering::Release);
+}
+
+/// Whether the path [`capture_wait_path`] captured is this call's path (beyond the
+/// runtime's own frames): a wait begun again from the same call site, with the same
+/// callers. False when nothing is captured, or it cannot tell now (as for
+/// [`capture_wait_path`]).
+#[inline(never)]
+pub fn captured_path_is_here() -> bool {
+    let Some((state, _)) = enter() else {
+        return false;
+    };
+    let regs = current_registers();
+    let same = match process::modules().try_read() {
+        // SAFETY: on the owner thread with `in_runtime` raised.
+        Some(modules) => unsafe { is_captured_path(state, &modules, regs) },
+        None => false,
+    };
+    state.in_runtime.store(false, Ordering::Release);
+    same
 }
 
 /// Records `samples` at the path [`capture_wait_path`] captured, and forgets it; with

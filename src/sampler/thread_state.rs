@@ -27,7 +27,7 @@ use crate::locks::hold_starts::HoldStarts;
 use crate::locks::init_sites::ThreadDisplaced;
 use crate::locks::pending_counts::{PendingTries, PendingWaits};
 use crate::locks::thinning::{ThinRate, THIN_CLASSES, THIN_UNSTARTED};
-use crate::locks::wait_table::Wait;
+use crate::locks::wait_table::{Carry, Wait};
 use crate::locks::wake_chain::LastWait;
 use crate::runtime_lock::SpinLock;
 use crate::unwind::cache_pool::POOL;
@@ -61,6 +61,9 @@ pub struct OwnerPart {
     pub deferred_wait_object: usize,
     /// ... and when it ended and how long it lasted (monotonic ns, ns).
     pub deferred_wait_time: (u64, u64),
+    /// Its latest event wait that ended without its event, if its deferred record
+    /// ([`ThreadState::deferred_wait_ns`]) is that wait's, to carry into its next wait.
+    pub carry: Option<Carry>,
     /// How long its latest lock wait (mutex, rwlock) lasted: whether the next one is worth
     /// unwinding before it blocks.
     pub last_lock_wait_ns: u64,
@@ -160,6 +163,7 @@ impl ThreadState {
                 deferred_wait_object: 0,
                 deferred_wait_time: (0, 0),
                 last_lock_wait_ns: 0,
+                carry: None,
                 thin_rate: ThinRate::default(),
                 holds: HoldStarts::default(),
             }),
@@ -308,6 +312,7 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
         owner.last_wait = None;
         owner.wait_capture = None;
         owner.last_lock_wait_ns = 0;
+        owner.carry = None;
         owner.thin_rate = ThinRate::default();
         owner.holds = HoldStarts::default();
     }

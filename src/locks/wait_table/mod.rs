@@ -79,6 +79,40 @@ pub struct Wait {
     /// A mutex waiter: the stamp its arrival got in the mutex's history, from which it
     /// counted.
     counted_from: u64,
+    /// The waiting it carries in from its earlier waits on the object that ended unblamed.
+    pub carried: Carried,
+}
+
+/// Waiting a thread carries into its next wait on an event object from the waits on it
+/// that ended without the event (a timed-out loop, CPython's GIL): the waiter is still
+/// waiting for the same event, so whoever provides it is blamed for all of it (issue 41).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Carried {
+    /// When the first of those waits began (monotonic ns).
+    pub since: u64,
+    /// How long they waited, in all.
+    pub total: u64,
+    /// The part of `total` no event has taken yet: added to the object's waiter-time at the
+    /// arrival, for the next event to take.
+    pub unclaimed: u64,
+}
+
+/// A thread's latest event wait that ended without its event, kept (its record deferred)
+/// until the thread's next wait: carried into it when that is on the same object from the
+/// same call site, recorded as nobody's otherwise. Its total is the thread's deferred wait
+/// record (`ThreadState::deferred_wait_ns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Carry {
+    pub object: usize,
+    pub kind: WaitKind,
+    /// The stack pointer of the waiting call: a loop in one frame waits from the same one.
+    pub site: usize,
+    /// When the first of the waits it carries began.
+    pub since: u64,
+    /// The part of its total no event took.
+    pub unclaimed: u64,
+    /// How the latest of them ended: the reason it stays nobody's if nothing ends it.
+    pub ended: Departed,
 }
 
 /// How a wait ended, as the caller saw it.
@@ -118,8 +152,15 @@ pub enum Departed {
 
 /// Registers the calling thread as blocked on the object at `address` from `now`, counting
 /// for `weight` waiters. For hold kinds, the caller's try just failed, so the object is
-/// held. `None` when no memory is left.
-pub fn arrive(address: usize, kind: WaitKind, now: u64, weight: u32) -> Option<Wait> {
+/// held. An event waiter's `carried` unclaimed waiting is added to the object's waiter-time
+/// (hold kinds carry none). `None` when no memory is left.
+pub fn arrive(
+    address: usize,
+    kind: WaitKind,
+    now: u64,
+    weight: u32,
+    carried: Carried,
+) -> Option<Wait> {
     buckets::sweep_another(now);
     let locked = Locked::of(address);
     locked.sweep(now);
@@ -127,10 +168,16 @@ pub fn arrive(address: usize, kind: WaitKind, now: u64, weight: u32) -> Option<W
         s.advance(now);
         s.add_waiter(weight);
         let mut counted_from = now;
+        let mut carried = carried;
         if s.is_mutex() {
             counted_from = record(h, s, now, None);
         } else if is_hold_kind(kind) {
             s.gate = true;
+        }
+        if is_hold_kind(kind) {
+            carried = Carried::default();
+        } else {
+            s.integral[part(weight)] += carried.unclaimed;
         }
         Wait {
             address,
@@ -139,13 +186,17 @@ pub fn arrive(address: usize, kind: WaitKind, now: u64, weight: u32) -> Option<W
             waiters: s.waiters,
             gated_mark: s.gated,
             counted_from,
+            carried,
         }
     })
 }
 
-/// Ends a wait at `now`.
-pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
-    Locked::of(wait.address)
+/// Ends a wait at `now`: how it is accounted, and, for an event wait that ended without the
+/// event, how much of its waiting (the carried part included) no event took: withdrawn
+/// from the object, nobody's yet.
+pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> (Departed, u64) {
+    let mut unclaimed = 0;
+    let departed = Locked::of(wait.address)
         .update_with_history(wait.address, None, |s, h| {
             s.advance(now);
             s.remove_waiter(wait.weight);
@@ -182,7 +233,8 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
                     }
                 }
                 other => {
-                    s.withdraw(wait.gated_mark, wait.weight);
+                    unclaimed = s.withdraw(wait.gated_mark, wait.weight)
+                        + s.withdraw_carried(wait.gated_mark, wait.carried.unclaimed);
                     unblamed(other)
                 }
             };
@@ -203,7 +255,8 @@ pub fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
             }
             departed
         })
-        .unwrap_or_else(|| unblamed(outcome))
+        .unwrap_or_else(|| unblamed(outcome));
+    (departed, unclaimed)
 }
 
 fn unblamed(outcome: Outcome) -> Departed {
@@ -460,6 +513,7 @@ pub fn barrier_arrive(address: usize, now: u64) -> BarrierArrival {
                 waiters: s.waiters,
                 gated_mark: s.gated,
                 counted_from: now,
+                carried: Carried::default(),
             })
         })
         .unwrap_or(BarrierArrival::Unknown)

@@ -149,12 +149,25 @@ impl State {
     }
 
     /// Removes the unsettled contribution of a waiter of `weight` that arrived at
-    /// `gated_mark`.
-    pub(super) fn withdraw(&mut self, gated_mark: u64, weight: u32) {
+    /// `gated_mark`; returns what it removed.
+    pub(super) fn withdraw(&mut self, gated_mark: u64, weight: u32) -> u64 {
         let since = gated_mark.max(self.gated_at_settle);
         let mine = self.gated.saturating_sub(since) * u64::from(weight);
         let sum = &mut self.integral[part(weight)];
-        *sum = sum.saturating_sub(mine);
+        let removed = mine.min(*sum);
+        *sum -= removed;
+        removed
+    }
+
+    /// Removes the waiting `carried` in by a waiter (of weight 1) that arrived at
+    /// `gated_mark`, unless an event has taken it since; returns what it removed.
+    pub(super) fn withdraw_carried(&mut self, gated_mark: u64, carried: u64) -> u64 {
+        if self.gated_at_settle > gated_mark {
+            return 0;
+        }
+        let removed = carried.min(self.integral[0]);
+        self.integral[0] -= removed;
+        removed
     }
 
     /// A waiter of `weight` comes.

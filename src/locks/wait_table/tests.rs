@@ -20,6 +20,16 @@ fn held(address: usize, start: Option<u64>, end: u64) -> Option<u64> {
     Some(blame.taken.exact)
 }
 
+/// [`super::arrive`] carrying nothing in.
+fn arrive(address: usize, kind: WaitKind, now: u64, weight: u32) -> Option<Wait> {
+    super::arrive(address, kind, now, weight, Carried::default())
+}
+
+/// [`super::depart`]'s accounting alone.
+fn depart(wait: Wait, now: u64, outcome: Outcome) -> Departed {
+    super::depart(wait, now, outcome).0
+}
+
 fn wake_taken(address: usize, now: u64, n: u32) -> Option<u64> {
     wake(address, WaitKind::Semaphore, || now, n, WakerId::default()).map(|w| w.taken)
 }
@@ -599,4 +609,64 @@ fn a_bucket_is_marked_occupied_exactly_while_its_chain_holds_entries() {
         buckets::occupied(index),
         locked.bucket.first(Ordering::Acquire) != buckets::NONE
     );
+}
+
+#[test]
+fn a_timed_out_waiter_carries_its_waiting_to_whoever_ends_its_next_wait() {
+    let cond = 0x7a00_0000usize;
+    // W waits from 0, times out at 5 ms: nobody took any of it, and it is withdrawn.
+    let w = arrive(cond, WaitKind::CondVar, 0, 1).unwrap();
+    let (departed, unclaimed) = super::depart(w, 5_000, Outcome::TimedOut);
+    assert_eq!((departed, unclaimed), (Departed::TimedOut, 5_000));
+    // It waits again at 5.01 ms carrying those 5 ms; the signal at 7 ms takes them with the
+    // 1.99 ms since.
+    let carried = Carried {
+        since: 0,
+        total: 5_000,
+        unclaimed,
+    };
+    let w = super::arrive(cond, WaitKind::CondVar, 5_010, 1, carried).unwrap();
+    assert_eq!(w.carried, carried);
+    assert_eq!(wake_taken(cond, 7_000, 1), Some(5_000 + 1_990));
+    assert!(matches!(
+        depart(w, 7_020, Outcome::Success),
+        Departed::Blamed { .. }
+    ));
+    assert_eq!(dirty_count(cond), 0);
+}
+
+#[test]
+fn a_carried_wait_that_times_out_again_takes_back_only_what_no_event_took() {
+    let cond = 0x7a40_0000usize;
+    // W re-arrives at 100 carrying 50 unclaimed; X waits from 100 too. A signal at 150
+    // wakes X and takes everything so far: W's carry, W's 50 and X's 50.
+    let carried = Carried {
+        since: 0,
+        total: 50,
+        unclaimed: 50,
+    };
+    let w = super::arrive(cond, WaitKind::CondVar, 100, 1, carried).unwrap();
+    let x = arrive(cond, WaitKind::CondVar, 100, 1).unwrap();
+    assert_eq!(wake_taken(cond, 150, 1), Some(50 + 50 + 50));
+    depart(x, 151, Outcome::Success);
+    // W times out at 180: only its 30 since the signal are unclaimed.
+    assert_eq!(
+        super::depart(w, 180, Outcome::TimedOut),
+        (Departed::TimedOut, 30)
+    );
+    assert_eq!(dirty_count(cond), 0, "nothing is left for the next event");
+}
+
+#[test]
+fn a_mutex_waiter_carries_nothing() {
+    let mutex = 0x7a80_0000usize;
+    let carried = Carried {
+        since: 0,
+        total: 10,
+        unclaimed: 10,
+    };
+    let w = super::arrive(mutex, WaitKind::Mutex, 20, 1, carried).unwrap();
+    assert_eq!(w.carried, Carried::default());
+    assert_eq!(held(mutex, None, 30), Some(10), "its own 10 ns only");
+    depart(w, 31, Outcome::Success);
 }

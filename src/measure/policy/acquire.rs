@@ -12,8 +12,9 @@
 //!
 //! Not async-signal-safe (not called from the handler); allocation-free.
 
-use super::blocked::{record_deferred_wait, register_wait, start_wait, worth_capturing};
+use super::blocked::{record_deferred_hold_wait, register_wait, start_wait, worth_capturing};
 use super::bookkeeping::{bookkeeping, may_be_pending, monitored_thread};
+use super::carry::call_site;
 use super::holds::{
     hold_resumed, hold_started, mutex_hold_ends, mutex_may_be_waited_for, sampled_hold_ends,
 };
@@ -44,7 +45,8 @@ pub fn wait<R: Copy>(
     block: impl FnOnce() -> R,
     outcome: impl FnOnce(R, i32) -> Outcome,
 ) -> R {
-    let Some((state, start)) = start_wait() else {
+    let site = call_site();
+    let Some((state, start, carried)) = start_wait(address, kind, site) else {
         return block();
     };
     if table::is_hold_kind(kind) {
@@ -62,7 +64,8 @@ pub fn wait<R: Copy>(
     } else {
         1
     };
-    let Some(blocked) = register_wait(state, address, kind, start, weight) else {
+    let Some(blocked) = register_wait(state, address, kind, (start, weight), (carried, site))
+    else {
         // No memory to monitor it (counted): a contended acquisition still counts for its
         // lock, with its weight in the calibration if it was drawn while sampling, and in
         // its mutex's integral.
@@ -263,7 +266,7 @@ pub fn release(
     }
     // The hold is over: the record of the wait that began it, if deferred, is written now.
     if let Some(state) = monitored_thread() {
-        record_deferred_wait(state);
+        record_deferred_hold_wait(state);
     }
     rc
 }
@@ -345,6 +348,6 @@ fn release_mutex(address: usize, unlock: impl FnOnce() -> i32) -> i32 {
         _ => {}
     }
     // The hold is over: the record of the wait that began it, if deferred, is written now.
-    record_deferred_wait(state);
+    record_deferred_hold_wait(state);
     rc
 }

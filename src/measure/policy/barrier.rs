@@ -4,6 +4,7 @@
 
 use super::blocked::{start_wait, Blocked};
 use super::bookkeeping::Bookkeeping;
+use super::carry::call_site;
 use super::lock_counts::forget;
 use super::record::{blame, record};
 use crate::format::WaitKind;
@@ -18,7 +19,8 @@ pub fn barrier_init(address: usize, parties: u32) {
 /// `pthread_barrier_wait`: `block` is the real call. The last thread to arrive takes the
 /// others' waiting, recorded as blame at its context; the others' wait is their idleness.
 pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
-    let Some((state, start)) = start_wait() else {
+    let site = call_site();
+    let Some((state, start, _)) = start_wait(address, WaitKind::Barrier, site) else {
         return block();
     };
     let arrival = {
@@ -27,7 +29,7 @@ pub fn barrier_wait(address: usize, block: impl FnOnce() -> i32) -> i32 {
     };
     match arrival {
         BarrierArrival::Wait(wait) => {
-            let blocked = Blocked::new(state, wait, WaitKind::Barrier);
+            let blocked = Blocked::new(state, wait, WaitKind::Barrier, site);
             let rc = block();
             let ok = rc == 0 || rc == libc::PTHREAD_BARRIER_SERIAL_THREAD;
             blocked.finish(

@@ -15,11 +15,12 @@
 //! async-signal-safe; allocation-free.
 
 use super::bookkeeping::{monitored_thread, Bookkeeping};
+use super::carry::{self, Ended};
 use super::lock_counts;
 use super::record::{count_unblamed, count_unrecorded, weighted_idleness, Kept};
 use crate::format::{protocol, WaitKind};
 use crate::locks::thinning::{thin_class, Window};
-use crate::locks::wait_table::{self as table, Departed, Outcome, Wait};
+use crate::locks::wait_table::{self as table, Carried, Departed, Outcome, Wait};
 use crate::locks::wake_chain::LastWait;
 use crate::sampler::clock::monotonic_ns;
 use crate::sampler::counters::{self, Counter};
@@ -35,54 +36,75 @@ pub(super) struct Blocked {
     pub(super) wait: Wait,
     /// A futex wait: remembered as the thread's last one when a wake ends it.
     pub(super) futex: bool,
+    /// The frame it waits from ([`carry::call_site`]).
+    pub(super) site: usize,
 }
 
-/// The calling thread and the start of its wait (`None`: not monitored, or a wait nested
-/// in another one, from a signal handler). Every wait starts here: it first writes the
-/// thread's deferred wait record, if any, so that its cost is not part of this wait.
-pub(super) fn start_wait() -> Option<(&'static ThreadState, u64)> {
+/// The calling thread, the start of its wait on `object` of `kind`, and the waiting it
+/// carries into it (`None`: not monitored, or a wait nested in another one, from a signal
+/// handler). Every wait starts here: it first writes the thread's deferred wait record, if
+/// any, so that its cost is not part of this wait, or takes it in when it is a wait on
+/// the same object from the same call site (`site`, its stack pointer, see
+/// [`carry::carry_in`]).
+pub(super) fn start_wait(
+    object: usize,
+    kind: WaitKind,
+    site: usize,
+) -> Option<(&'static ThreadState, u64, Carried)> {
     let state = monitored_thread()?;
     // SAFETY: reading the owner part's wait on the owner thread, outside the handler.
     if unsafe { (*state.owner.get()).wait.is_some() } {
         return None;
     }
-    record_deferred_wait(state);
-    Some((state, monotonic_ns()))
+    let carried = carry::carry_in(state, object, kind, site).unwrap_or_else(|| {
+        record_deferred_wait(state);
+        Carried::default()
+    });
+    Some((state, monotonic_ns(), carried))
 }
 
 /// Registers the calling thread, which started waiting at `start`, with `address`, as
 /// `weight` waiters (1, or a sampled contended acquisition's weight).
+/// It carries `carried` in from its earlier waits on the object (`site`: its frame).
 pub(super) fn register_wait(
     state: &'static ThreadState,
     address: usize,
     kind: WaitKind,
-    start: u64,
-    weight: u32,
+    (start, weight): (u64, u32),
+    (carried, site): (Carried, usize),
 ) -> Option<Blocked> {
     let wait = {
         let _busy = Bookkeeping::enter(state);
-        table::arrive(address, kind, start, weight)
+        table::arrive(address, kind, start, weight, carried)
     };
     let Some(wait) = wait else {
         counters::add(Counter::WaitsUnmonitored, 1);
         return None;
     };
-    Some(Blocked::new(state, wait, kind))
+    Some(Blocked::new(state, wait, kind, site))
 }
 
 impl Blocked {
-    pub(super) fn new(state: &'static ThreadState, wait: Wait, kind: WaitKind) -> Blocked {
+    pub(super) fn new(
+        state: &'static ThreadState,
+        wait: Wait,
+        kind: WaitKind,
+        site: usize,
+    ) -> Blocked {
         lock_counts::waiting(wait.address, kind, wait.waiters);
         // Its previous lock wait's record, if still deferred (`start_wait` wrote it; one
         // deferred since, by a wait nested in a signal handler, is written here), before
         // this wait's path replaces that record's; a path left captured without its record
         // (taken at a failed exec's end, or not written) must not be taken for this wait's.
+        // A wait that carries earlier ones in keeps their path: its own.
         record_deferred_wait(state);
         {
             let _busy = Bookkeeping::enter(state);
             // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
             let owner = unsafe { &mut *state.owner.get() };
-            owner.wait_capture = None;
+            if wait.carried.total == 0 {
+                owner.wait_capture = None;
+            }
             owner.wait = Some(wait);
         }
         state.blocked.store(true, Ordering::Relaxed);
@@ -90,24 +112,25 @@ impl Blocked {
             state,
             wait,
             futex: kind == WaitKind::Futex,
+            site,
         }
     }
 
-    /// Ends the wait: (end time, how it is accounted).
-    pub(super) fn end(self, outcome: Outcome) -> (u64, Departed) {
+    /// Ends the wait: (end time, how it is accounted, how much of it no event took).
+    pub(super) fn end(&self, outcome: Outcome) -> (u64, Departed, u64) {
         let end = monotonic_ns();
-        self.end_at(outcome, end, end)
+        let (departed, unclaimed) = self.end_at(outcome, end);
+        (end, departed, unclaimed)
     }
 
-    /// Ends the wait, which ended at `end`, with its departure from the object at
-    /// `depart_at`: (end, how it is accounted).
-    pub(super) fn end_at(self, outcome: Outcome, end: u64, depart_at: u64) -> (u64, Departed) {
+    /// Ends the wait, with its departure from the object at `depart_at`: how it is
+    /// accounted, and how much of it no event took. Its caller counts it if unblamed.
+    pub(super) fn end_at(&self, outcome: Outcome, depart_at: u64) -> (Departed, u64) {
         self.state.blocked.store(false, Ordering::Relaxed);
         let _busy = Bookkeeping::enter(self.state);
         // SAFETY: as in `new`.
         unsafe { (*self.state.owner.get()).wait = None };
-        let departed = table::depart(self.wait, depart_at, outcome);
-        count_unblamed(departed);
+        let (departed, unclaimed) = table::depart(self.wait, depart_at, outcome);
         if let (
             Departed::Blamed {
                 woken_at, waker, ..
@@ -127,7 +150,7 @@ impl Blocked {
                 wakes,
             ));
         }
-        (end, departed)
+        (departed, unclaimed)
     }
 
     /// Ends the wait and records it as idleness of `kind` at the caller's context (at the
@@ -156,23 +179,42 @@ impl Blocked {
             } else {
                 monotonic_ns()
             };
-            self.end_at(outcome, end, held_from);
+            self.end_at(outcome, held_from);
             return end;
         }
         let address = self.wait.address;
-        let (end, departed) = self.end(outcome);
+        let (end, departed, unclaimed) = self.end(outcome);
         let blamed = matches!(departed, Departed::Blamed { .. });
         let waited = if departed != Departed::NoWait {
-            end.saturating_sub(start) * u64::from(weight)
+            end.saturating_sub(start)
         } else {
             0
         };
-        if departed != Departed::NoWait && !table::is_hold_kind(kind) {
-            lock_counts::waited(address, kind, end.saturating_sub(start));
+        if table::is_hold_kind(kind) {
+            // A lock wait that gave up: nobody's, whole (`wait_table::depart`).
+            count_unblamed(departed);
+            let sample =
+                weighted_idleness(kind, address, waited * u64::from(weight), false, weight)
+                    .timed(end, waited);
+            record_wait(state, &[sample]);
+            return end;
         }
-        let sample = weighted_idleness(kind, address, waited, blamed, weight)
-            .timed(end, end.saturating_sub(start));
-        record_wait(state, &[sample]);
+        if departed != Departed::NoWait {
+            lock_counts::waited(address, kind, waited);
+        }
+        let ended = Ended {
+            kind,
+            object: address,
+            site: self.site,
+            carried: self.wait.carried,
+            at: end,
+            ns: waited,
+            departed,
+            unclaimed,
+        };
+        if let Some(samples) = ended.settle(state) {
+            record_wait(state, &samples);
+        }
         if futex && blamed {
             resumed(state);
         }
@@ -218,6 +260,9 @@ pub(super) fn defer_wait_record(state: &'static ThreadState, sample: &Sample) ->
 /// outside the runtime's bookkeeping.
 pub fn record_deferred_wait(state: &ThreadState) {
     let ns = state.deferred_wait_ns.swap(0, Ordering::Relaxed);
+    // SAFETY: the owner part, on the owner thread, outside the handler (which never uses
+    // `carry`); no other reference to it is live here.
+    let carry = unsafe { (*state.owner.get()).carry.take() };
     if ns == 0 {
         return;
     }
@@ -230,6 +275,10 @@ pub fn record_deferred_wait(state: &ThreadState) {
             owner.deferred_wait_time,
         )
     };
+    if let Some(c) = carry {
+        record_wait(state, &carry::given_up(&c, ns, (at, span)));
+        return;
+    }
     let sample = Sample {
         metric: protocol::IDLENESS.index,
         value: ns,
@@ -239,6 +288,15 @@ pub fn record_deferred_wait(state: &ThreadState) {
         span,
     };
     record_wait(state, &[sample]);
+}
+
+/// [`record_deferred_wait`] at the end of a hold: a carried event wait stays deferred, for
+/// the thread's next wait (a loop may release a lock between its waits).
+pub fn record_deferred_hold_wait(state: &ThreadState) {
+    // SAFETY: reading the owner part on the owner thread, outside the handler.
+    if unsafe { (*state.owner.get()).carry.is_none() } {
+        record_deferred_wait(state);
+    }
 }
 
 /// Records a wait's samples (thinned) at the path captured before it blocked, or at the

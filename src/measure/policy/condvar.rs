@@ -7,8 +7,9 @@
 //!
 //! Not async-signal-safe; allocation-free.
 
-use super::blocked::{register_wait, start_wait};
+use super::blocked::{record_wait, register_wait, start_wait};
 use super::bookkeeping::{bookkeeping, pending};
+use super::carry::{call_site, Ended};
 use super::holds::{hold_started, mutex_hold_ends, mutex_may_be_waited_for, sampled_hold_ends};
 use super::lock_counts;
 use super::outcome::outcome_of_rc;
@@ -29,7 +30,8 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
     // its blame is taken now, and recorded at this call's path after the wait; a hold the
     // hold sampling left unnoted takes none.
     let kept = hold_sampling::with(|s| s.take(mutex));
-    let Some((state, start)) = start_wait() else {
+    let site = call_site();
+    let Some((state, start, carried)) = start_wait(cond, WaitKind::CondVar, site) else {
         return block();
     };
     // The hold's blame, how many holds it stands for, and when it began (or its waiting).
@@ -66,7 +68,8 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
             lock_counts::contended_hold(mutex, WaitKind::Mutex, weight, span, start);
         }
     };
-    let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, start, 1) else {
+    let Some(blocked) = register_wait(state, cond, WaitKind::CondVar, (start, 1), (carried, site))
+    else {
         let rc = block();
         count_hold();
         record(&held_blames);
@@ -74,16 +77,14 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
     };
     bookkeeping(|| table::set_partner(cond, mutex));
     let rc = block();
-    let (end, departed) = blocked.end(outcome_of_rc(rc));
+    let (end, departed, unclaimed) = blocked.end(outcome_of_rc(rc));
     count_hold();
-    let (cond_ns, mutex_ns, blamed) = match departed {
-        Departed::NoWait => (0, 0, true),
-        Departed::Blamed { woken_at, .. } => (
-            woken_at.saturating_sub(start),
-            end.saturating_sub(woken_at),
-            true,
-        ),
-        _ => (end.saturating_sub(start), 0, false),
+    let (cond_ns, mutex_ns) = match departed {
+        Departed::NoWait => (0, 0),
+        Departed::Blamed { woken_at, .. } => {
+            (woken_at.saturating_sub(start), end.saturating_sub(woken_at))
+        }
+        _ => (end.saturating_sub(start), 0),
     };
     if cond_ns > 0 {
         lock_counts::waited(cond, WaitKind::CondVar, cond_ns);
@@ -93,14 +94,33 @@ pub fn cond_wait(cond: usize, mutex: usize, block: impl FnOnce() -> i32) -> i32 
         lock_counts::waited(mutex, WaitKind::Mutex, mutex_ns);
         state.contention.note_measured();
     }
+    // Its wait for the signal: recorded now, or carried into its next wait on `cond` when
+    // it ended without one (the hold's blame is recorded now all the same).
+    let ended = Ended {
+        kind: WaitKind::CondVar,
+        object: cond,
+        site,
+        carried: blocked.wait.carried,
+        at: start + cond_ns,
+        ns: cond_ns,
+        departed,
+        unclaimed,
+    };
     let [held_exact, held_scaled] = held_blames;
-    let samples = [
-        held_exact,
-        held_scaled,
-        idleness(WaitKind::CondVar, cond, cond_ns, blamed).timed(start + cond_ns, cond_ns),
-        idleness(WaitKind::Mutex, mutex, mutex_ns, true).timed(end, mutex_ns),
-    ];
-    record(&samples);
+    match ended.settle(state) {
+        Some([cond_blamed, cond_unblamed]) => {
+            let samples = [
+                held_exact,
+                held_scaled,
+                cond_blamed,
+                cond_unblamed,
+                idleness(WaitKind::Mutex, mutex, mutex_ns, true).timed(end, mutex_ns),
+            ];
+            record_wait(state, &samples);
+        }
+        // Carried: the path captured stays the carried wait's.
+        None => record(&held_blames),
+    }
     // It holds the mutex again: its wait to retake it (as a proxy) ends now.
     if let Departed::Blamed {
         retake: Some(retaken),

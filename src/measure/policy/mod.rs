@@ -28,6 +28,7 @@ pub mod acquire;
 pub mod barrier;
 pub mod blocked;
 pub mod bookkeeping;
+pub mod carry;
 pub mod condvar;
 pub mod events;
 pub mod held;

@@ -10,7 +10,10 @@
 //!
 //! Not async-signal-safe; allocation-free.
 
-use super::blocked::{defer_wait_record, record_deferred_wait, record_wait, worth_capturing};
+use super::blocked::{
+    defer_wait_record, record_deferred_hold_wait, record_deferred_wait, record_wait,
+    worth_capturing,
+};
 use super::lock_counts;
 use super::record::{blame, idleness, record, Kept};
 use crate::format::WaitKind;
@@ -72,7 +75,7 @@ impl spin::SpinHooks for SpinGlue {
 
     fn released(&self, ns: u64) {
         if let Some(state) = lookup(current_tid()) {
-            record_deferred_wait(state);
+            record_deferred_hold_wait(state);
         }
         if ns > 0 && !Kept::of(&[blame(WaitKind::Spin, self.address, ns)]).record_here() {
             counters::add(Counter::BlameUnsettled, ns);

@@ -51,6 +51,8 @@ pub fn abandon_wait(state: &ThreadState) {
     let wait = unsafe { (*state.owner.get()).wait.take() };
     if let Some(wait) = wait {
         state.blocked.store(false, Ordering::Relaxed);
-        count_unblamed(table::depart(wait, monotonic_ns(), Outcome::Interrupted));
+        count_unblamed(table::depart(wait, monotonic_ns(), Outcome::Interrupted).0);
+        // The waiting it carried in from earlier waits on the object is not recorded.
+        counters::add(Counter::IdlenessUnrecorded, wait.carried.total);
     }
 }
