@@ -93,13 +93,19 @@ fn names_a_lock(name: &str) -> bool {
 
 /// Whether the wait (or wake) of root-first `locs`, whose innermost runtime frame is at
 /// `runtime`, is a lock's: the frames from the one named as its caller (past language
-/// wrappers) to the runtime's say so by name. A condition variable, semaphore or futex
-/// used for an event (a queue's, thread parking, a channel, a `Once`) is not.
+/// wrappers, and out to the function it is inlined into) to the runtime's say so by name.
+/// A condition variable, semaphore or futex used for an event (a queue's, thread parking,
+/// a channel, a `Once`) is not.
 /// A frame the symbolizer could not name (`[unknown] 0x...`, `module+0x...`: a stripped
 /// binary, such as the distribution's CPython, whose GIL is a condition variable) counts
 /// as a lock's: waiting is not called harmless without evidence.
 fn called_by_a_lock(names: &Names, locs: &[Loc], runtime: usize) -> bool {
-    let from = named_caller(names, locs, runtime).unwrap_or(runtime);
+    let mut from = named_caller(names, locs, runtime).unwrap_or(runtime);
+    // A caller inlined into another is one frame with it: CPython's `PyCOND_TIMEDWAIT`,
+    // inlined into `take_gil`, is the GIL's.
+    while from > 0 && from < runtime && locs[from].inlined {
+        from -= 1;
+    }
     locs[from..runtime].iter().any(|l| {
         let name = &names.function(l.function).name;
         unnamed(name) || names_a_lock(name)
@@ -287,6 +293,40 @@ mod tests {
         ] {
             assert!(!names_a_lock(event), "{event}");
         }
+    }
+
+    #[test]
+    fn a_caller_inlined_into_a_locks_function_is_the_locks() {
+        let mut names = Names::default();
+        let python = "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0";
+        let eval = names.intern_function("_PyEval_EvalFrameDefault", python);
+        let take = names.intern_function("take_gil", python);
+        let cond = names.intern_function("PyCOND_TIMEDWAIT", python);
+        let wait = names.intern_function("pthread_cond_timedwait", "libblameprof_rt.so");
+        let at = |function, inlined| Loc {
+            function,
+            line: crate::attribution::SourceLine {
+                file: None,
+                line: None,
+            },
+            inlined,
+        };
+        // CPython's GIL wait: PyCOND_TIMEDWAIT is inlined into take_gil.
+        let gil = [
+            at(eval, false),
+            at(take, false),
+            at(cond, true),
+            at(wait, false),
+        ];
+        assert!(called_by_a_lock(&names, &gil, 3));
+        // Called, not inlined, the same helper speaks for itself alone.
+        let called = [
+            at(eval, false),
+            at(take, false),
+            at(cond, false),
+            at(wait, false),
+        ];
+        assert!(!called_by_a_lock(&names, &called, 3));
     }
 
     #[test]
