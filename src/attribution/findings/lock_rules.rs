@@ -11,9 +11,10 @@
 use super::asymmetry::asymmetric;
 use super::subject::{acquisitions, acquisitions_low, acquisitions_low_by, chance_errors, Subject};
 use super::{
-    ratio, Finding, Kind, Thresholds, Value, CONTENTION_PRESSURE, CULPRIT_SHARE, LOCK_PAIR_NS,
-    LONG_HOLD_FACTOR, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED, MIN_OVERHEAD_SHARE, MIN_PRESSURE,
-    RETAKE_SHARE, SERIAL_SHARE, TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
+    ratio, Finding, Kind, Thresholds, Value, CONTENTION_PRESSURE, CULPRIT_SHARE, JUDGED_HOLD_NS,
+    LOCK_PAIR_NS, LONG_HOLD_FACTOR, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED, MIN_OVERHEAD_SHARE,
+    MIN_PRESSURE, ON_CPU_SHARE, RETAKE_SHARE, SERIAL_SHARE, TRY_FAILURES_PER_ACQUISITION,
+    TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
 use crate::attribution::locks::{a_held_lock, Counts, LockRow, LockTable, Site};
@@ -290,8 +291,21 @@ fn long_holding_culprit(s: &Subject) -> Option<(Site, f64, u64)> {
     let mean = longest_of(LockRow::mean_holds, true)?;
     let others = longest_of(LockRow::mean_holds, false)?;
     let longest = longest_of(LockRow::longest_holds, true)?;
-    (share >= CULPRIT_SHARE && mean as f64 >= LONG_HOLD_FACTOR * others as f64)
-        .then(|| (site.clone(), share, longest))
+    (share >= CULPRIT_SHARE
+        && mean as f64 >= LONG_HOLD_FACTOR * others as f64
+        && holds_on_cpu(s.counts))
+    .then(|| (site.clone(), share, longest))
+}
+
+/// Whether a lock's holders were on a CPU for at least [`ON_CPU_SHARE`] of its timed holds
+/// others waited for (`held.contended`, their computing inside the lock while others
+/// waited, over the holds' wall time), or the holds are too short in all to judge (under
+/// [`JUDGED_HOLD_NS`]). Holds mostly spent off a CPU (holders descheduled mid-hold on a busy
+/// machine, or blocked inside them) are long by the machine's or a blocking call's doing,
+/// not by their work: no long critical sections to shorten.
+fn holds_on_cpu(c: &Counts) -> bool {
+    let held = c.runtime.contended_hold_ns;
+    held < JUDGED_HOLD_NS || c.held_ns as f64 >= ON_CPU_SHARE * held as f64
 }
 
 /// Woken waiters retaking the mutex: at least [`RETAKE_SHARE`] of the lock's waiting (by its

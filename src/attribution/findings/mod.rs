@@ -124,6 +124,14 @@ pub const SERIAL_SHARE: f64 = 0.25;
 /// rate (an auditor holding a ledger for milliseconds among thousands of short sales: a
 /// rate diluted by short acquirers called it a coarse lock to stripe).
 pub const LONG_HOLD_FACTOR: f64 = 4.0;
+/// The least share of a lock's timed holds others waited for that its holders must have
+/// spent computing (`held.contended`) for one holder site's long holds to be its long
+/// critical sections (see [`LONG_HOLD_FACTOR`]): memcached's workers, descheduled mid-hold
+/// on a busy machine, hold its mutexes for milliseconds of which they compute microseconds.
+pub const ON_CPU_SHARE: f64 = 0.25;
+/// The least wall time of a lock's timed holds others waited for over which
+/// [`ON_CPU_SHARE`] is judged: 20 of the CPU timer's samples at its default 200 Hz.
+pub const JUDGED_HOLD_NS: u64 = 100_000_000;
 /// The least share of a lock's blame its culprit holder site takes (see
 /// [`LONG_HOLD_FACTOR`]).
 pub const CULPRIT_SHARE: f64 = 0.5;

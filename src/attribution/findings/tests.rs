@@ -221,8 +221,24 @@ fn one_site_holding_long_among_many_short_holds_is_its_long_critical_sections() 
     // Long holds, but under half the blame: no one culprit.
     let d = r.detail_mut();
     d.mean_holds = vec![(audit.clone(), 2_500_000), (sale.clone(), 40_000)];
-    d.holders = vec![(audit, 300_000_000), (sale, 500_000_000)];
+    d.holders = vec![(audit.clone(), 300_000_000), (sale.clone(), 500_000_000)];
     assert!(coarse(&r));
+    // The culprit again, its holds timed at 200 ms in all: long critical sections while
+    // the holders computed inside the lock for a quarter of that, not when they were off
+    // a CPU for more (descheduled mid-hold on a busy machine, or blocked inside them).
+    r.detail_mut().holders = vec![(audit, 700_000_000), (sale, 100_000_000)];
+    r.counts.runtime.timed_holds = 100;
+    r.counts.runtime.contended_hold_ns = 200_000_000;
+    r.counts.held_ns = 50_000_000;
+    let f = found(&table(vec![r.clone()]), 2);
+    assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "ledger_lock")]);
+    r.counts.held_ns = 49_000_000;
+    assert!(coarse(&r), "holds three quarters off a CPU have no culprit");
+    // Holds too short in all to judge the holders' computing by the CPU timer's samples.
+    r.counts.runtime.contended_hold_ns = 90_000_000;
+    r.counts.held_ns = 0;
+    let f = found(&table(vec![r]), 2);
+    assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "ledger_lock")]);
 }
 
 #[test]
