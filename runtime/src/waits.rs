@@ -1,10 +1,13 @@
 //! Interposed waits that a signal would break (see `blameprof_measure::sampler::quiet`).
 //!
 //! Each wrapper holds the sampling signal blocked while the real function waits, and keeps it
-//! out of masks and wait-sets the program passes, then forwards unchanged. glibc's `sleep`
+//! out of masks and wait-sets the program passes, then forwards unchanged; the call is timed
+//! as a blocking call, `held.blocked` when it blocks a lock others wait for
+//! (`blameprof_measure::policy::blocking`). glibc's `sleep`
 //! and `usleep` call its internal `nanosleep` directly, so they are wrapped too.
 
 use crate::real;
+use blameprof_measure::policy::blocking;
 use blameprof_measure::sampler::quiet::{mask_with_sampling, set_without_sampling, Quiet};
 use libc::{c_int, c_uint, sigset_t, timespec};
 
@@ -18,7 +21,7 @@ fn or_own(copy: &Option<sigset_t>, own: *const sigset_t) -> *const sigset_t {
 pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
     let _quiet = Quiet::new();
     // SAFETY: forwarding the caller's arguments unchanged.
-    unsafe { real::nanosleep()(req, rem) }
+    unsafe { blocking(|| real::nanosleep()(req, rem)) }
 }
 
 /// # Safety
@@ -32,7 +35,7 @@ pub unsafe extern "C" fn clock_nanosleep(
 ) -> c_int {
     let _quiet = Quiet::new();
     // SAFETY: forwarding the caller's arguments unchanged.
-    unsafe { real::clock_nanosleep()(clock, flags, req, rem) }
+    unsafe { blocking(|| real::clock_nanosleep()(clock, flags, req, rem)) }
 }
 
 /// # Safety
@@ -41,7 +44,7 @@ pub unsafe extern "C" fn clock_nanosleep(
 pub unsafe extern "C" fn usleep(usec: libc::useconds_t) -> c_int {
     let _quiet = Quiet::new();
     // SAFETY: forwarding the caller's argument unchanged.
-    unsafe { real::usleep()(usec) }
+    unsafe { blocking(|| real::usleep()(usec)) }
 }
 
 /// # Safety
@@ -50,7 +53,7 @@ pub unsafe extern "C" fn usleep(usec: libc::useconds_t) -> c_int {
 pub unsafe extern "C" fn sleep(seconds: c_uint) -> c_uint {
     let _quiet = Quiet::new();
     // SAFETY: forwarding the caller's argument unchanged.
-    unsafe { real::sleep()(seconds) }
+    unsafe { blocking(|| real::sleep()(seconds)) }
 }
 
 /// # Safety
@@ -59,7 +62,7 @@ pub unsafe extern "C" fn sleep(seconds: c_uint) -> c_uint {
 pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, nfds: libc::nfds_t, timeout: c_int) -> c_int {
     let _quiet = Quiet::new();
     // SAFETY: forwarding the caller's arguments unchanged.
-    unsafe { real::poll()(fds, nfds, timeout) }
+    unsafe { blocking(|| real::poll()(fds, nfds, timeout)) }
 }
 
 /// # Safety
@@ -75,7 +78,7 @@ pub unsafe extern "C" fn ppoll(
     // SAFETY: `mask` is the caller's (null or valid); the rest is forwarded unchanged.
     unsafe {
         let copy = mask_with_sampling(mask);
-        real::ppoll()(fds, nfds, timeout, or_own(&copy, mask))
+        blocking(|| real::ppoll()(fds, nfds, timeout, or_own(&copy, mask)))
     }
 }
 
@@ -91,7 +94,7 @@ pub unsafe extern "C" fn select(
 ) -> c_int {
     let _quiet = Quiet::new();
     // SAFETY: forwarding the caller's arguments unchanged.
-    unsafe { real::select()(nfds, r, w, e, timeout) }
+    unsafe { blocking(|| real::select()(nfds, r, w, e, timeout)) }
 }
 
 /// # Safety
@@ -109,7 +112,7 @@ pub unsafe extern "C" fn pselect(
     // SAFETY: `mask` is the caller's (null or valid); the rest is forwarded unchanged.
     unsafe {
         let copy = mask_with_sampling(mask);
-        real::pselect()(nfds, r, w, e, timeout, or_own(&copy, mask))
+        blocking(|| real::pselect()(nfds, r, w, e, timeout, or_own(&copy, mask)))
     }
 }
 
@@ -124,7 +127,7 @@ pub unsafe extern "C" fn epoll_wait(
 ) -> c_int {
     let _quiet = Quiet::new();
     // SAFETY: forwarding the caller's arguments unchanged.
-    unsafe { real::epoll_wait()(epfd, events, max, timeout) }
+    unsafe { blocking(|| real::epoll_wait()(epfd, events, max, timeout)) }
 }
 
 /// # Safety
@@ -141,7 +144,7 @@ pub unsafe extern "C" fn epoll_pwait(
     // SAFETY: `mask` is the caller's (null or valid); the rest is forwarded unchanged.
     unsafe {
         let copy = mask_with_sampling(mask);
-        real::epoll_pwait()(epfd, events, max, timeout, or_own(&copy, mask))
+        blocking(|| real::epoll_pwait()(epfd, events, max, timeout, or_own(&copy, mask)))
     }
 }
 
@@ -165,7 +168,7 @@ pub unsafe extern "C" fn epoll_pwait2(
     // SAFETY: `mask` is the caller's (null or valid); the rest is forwarded unchanged.
     unsafe {
         let copy = mask_with_sampling(mask);
-        real(epfd, events, max, timeout, or_own(&copy, mask))
+        blocking(|| real(epfd, events, max, timeout, or_own(&copy, mask)))
     }
 }
 
@@ -175,7 +178,7 @@ pub unsafe extern "C" fn epoll_pwait2(
 pub unsafe extern "C" fn pause() -> c_int {
     let _quiet = Quiet::new();
     // SAFETY: no arguments.
-    unsafe { real::pause()() }
+    unsafe { blocking(|| real::pause()()) }
 }
 
 /// # Safety
@@ -185,7 +188,7 @@ pub unsafe extern "C" fn sigsuspend(mask: *const sigset_t) -> c_int {
     // SAFETY: `mask` is the caller's (valid per sigsuspend's contract).
     unsafe {
         let copy = mask_with_sampling(mask);
-        real::sigsuspend()(or_own(&copy, mask))
+        blocking(|| real::sigsuspend()(or_own(&copy, mask)))
     }
 }
 
@@ -201,7 +204,7 @@ pub unsafe extern "C" fn sigtimedwait(
     // SAFETY: `set` is the caller's (valid per the contract); the rest is forwarded.
     unsafe {
         let copy = set_without_sampling(set);
-        real::sigtimedwait()(or_own(&copy, set), info, timeout)
+        blocking(|| real::sigtimedwait()(or_own(&copy, set), info, timeout))
     }
 }
 
@@ -213,7 +216,7 @@ pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut libc::sigi
     // SAFETY: `set` is the caller's (valid per the contract); the rest is forwarded.
     unsafe {
         let copy = set_without_sampling(set);
-        real::sigwaitinfo()(or_own(&copy, set), info)
+        blocking(|| real::sigwaitinfo()(or_own(&copy, set), info))
     }
 }
 
@@ -225,6 +228,6 @@ pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int
     // SAFETY: `set` is the caller's (valid per the contract); the rest is forwarded.
     unsafe {
         let copy = set_without_sampling(set);
-        real::sigwait()(or_own(&copy, set), sig)
+        blocking(|| real::sigwait()(or_own(&copy, set), sig))
     }
 }

@@ -159,6 +159,9 @@ pub struct Detail {
     /// Where its holders computed while others waited, largest first: the function and its
     /// caller (`caller -> function`, as a [`Site`]).
     pub inside: Vec<(Site, u64)>,
+    /// Where its holders blocked in a call (a sleep, a poll, a wait) inside holds others
+    /// waited for, largest first: the call's site (`caller -> nanosleep`).
+    pub blocked: Vec<(Site, u64)>,
     /// The longest hold each holder site's recorded releases lasted (ns; longest first): a
     /// lower bound of its longest hold, as releases' samples are thinned, and known only
     /// for holds timed (a mutex's, from its start or its first waiter's arrival).
@@ -199,6 +202,11 @@ impl LockRow {
     /// Where its holders computed while others waited, largest first.
     pub fn inside(&self) -> &[(Site, u64)] {
         self.detail.as_ref().map_or(&[], |d| &d.inside)
+    }
+
+    /// Where its holders blocked inside holds others waited for, largest first.
+    pub fn blocked(&self) -> &[(Site, u64)] {
+        self.detail.as_ref().map_or(&[], |d| &d.blocked)
     }
 
     /// Where its failed trylocks were called from, if from one site.
@@ -291,15 +299,16 @@ pub fn lock_table(
             row.live |= l.flags & LOCK_DESTROYED == 0;
         }
         let metric = |name: &str| proc.header.metrics.iter().position(|m| m.name == name);
-        let (idleness, blame, held) = (
+        let (idleness, blame, held, blocked) = (
             metric(protocol::IDLENESS.name),
             metric(protocol::BLAME.name),
             metric(protocol::HELD_CONTENDED.name),
+            metric(protocol::HELD_BLOCKED.name),
         );
         for s in proc.samples.iter().filter(|s| s.object != 0) {
             let m = Some(usize::from(s.metric));
             let is_wait = m == idleness;
-            if !is_wait && m != blame && m != held {
+            if !is_wait && m != blame && m != held && m != blocked {
                 continue;
             }
             let key = (p, s.stack, s.first_is_return());
@@ -316,8 +325,10 @@ pub fn lock_table(
                 row.samples().waits.push((s.time, s.span, k, value, blamed));
             } else if m == blame {
                 row.samples().releases.push((s.time, s.span, k, value));
-            } else {
+            } else if m == held {
                 row.samples().held.push((k, value));
+            } else {
+                row.samples().blocked.push((k, value));
             }
         }
     }
@@ -396,6 +407,7 @@ struct Samples {
     waits: Vec<(u64, u64, usize, u64, bool)>,
     releases: Vec<(u64, u64, usize, u64)>,
     held: Vec<(usize, u64)>,
+    blocked: Vec<(usize, u64)>,
 }
 
 impl Building {
@@ -459,6 +471,7 @@ fn finish_row(
     let holders = by_site(&mut s.releases.iter().map(|r| (r.2, r.3)), sites);
     let (longest_holds, mean_holds) = holds_by_site(&s.releases, sites);
     let inside = by_site(&mut s.held.iter().copied(), code);
+    let blocked = by_site(&mut s.blocked.iter().copied(), sites);
     let pairs = pairs_of(&s.waits, &s.releases, sites, &holders);
     let mut counts = b.counts;
     if matches!(
@@ -473,6 +486,7 @@ fn finish_row(
     }
     counts.blame_ns = holders.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     counts.held_ns = inside.iter().fold(0, |sum, h| sum.saturating_add(h.1));
+    counts.blocked_ns = blocked.iter().fold(0, |sum, h| sum.saturating_add(h.1));
     let sampled = waiters.iter().fold(0u64, |sum, w| sum.saturating_add(w.1));
     let by_a_lock = s
         .waits
@@ -537,6 +551,7 @@ fn finish_row(
             holders,
             pairs,
             inside,
+            blocked,
             longest_holds,
             mean_holds,
             try_site,

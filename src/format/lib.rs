@@ -520,6 +520,9 @@ pub mod counters {
     /// than a lock gone (`process_vm_readv` refused: seccomp, no such call): their
     /// `held.contended` is missing.
     pub const HELD_CHECKS_FAILED: &str = "held_checks_failed";
+    /// Nanoseconds of `held.blocked` (blocking calls inside holds others waited for) that
+    /// could not be recorded.
+    pub const HELD_BLOCKED_UNRECORDED: &str = "held_blocked_unrecorded_ns";
     /// 1 when the runtime could not count the process's lock acquisitions (not x86-64, or
     /// not loaded at start-up: its thread-locals are not in the static TLS block).
     pub const ACQUISITIONS_UNCOUNTED: &str = "acquisitions_uncounted";

@@ -87,8 +87,19 @@ pub const HELD_CONTENDED: Metric = Metric {
     description: "CPU time of threads holding a lock others waited for (part of work)",
 };
 
+/// Time threads holding a lock others waited for spent blocked in a call inside the hold
+/// (a sleep, a poll, a signal wait, a wait for another lock or event), at that call, with
+/// the lock's address and kind: off a CPU, so neither work nor the lock's own idleness.
+pub const HELD_BLOCKED: Metric = Metric {
+    index: 4,
+    name: "held.blocked",
+    unit: "ns",
+    description: "time threads holding a lock others waited for spent blocked in a call \
+                  (sleep, poll, a wait), at the call",
+};
+
 /// Every metric the runtime writes, in index order.
-pub const METRICS: [Metric; 4] = [WORK, IDLENESS, BLAME, HELD_CONTENDED];
+pub const METRICS: [Metric; 5] = [WORK, IDLENESS, BLAME, HELD_CONTENDED, HELD_BLOCKED];
 
 #[cfg(test)]
 mod tests {

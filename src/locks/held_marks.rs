@@ -267,6 +267,15 @@ impl HeldMarks {
         found
     }
 
+    /// Whether the thread has any mark: if not, it holds no lock others are known to wait
+    /// for, and [`HeldMarks::contended`] need not read anything. Owner only.
+    pub fn any(&self) -> bool {
+        self.slots
+            .iter()
+            .chain([&self.latest])
+            .any(|slot| slot.load(Ordering::Relaxed) != 0)
+    }
+
     /// Forgets every mark (a new thread in a recycled state).
     pub fn reset(&self) {
         for slot in self.slots.iter().chain([&self.latest]) {

@@ -50,6 +50,7 @@ pub enum Counter {
     LockEventsStray,
     InitSitesDisplaced,
     HeldChecksFailed,
+    HeldBlockedUnrecorded,
     WriteLastErrno,
     PartReopened,
     DescriptorsMoved,
@@ -61,7 +62,7 @@ pub enum Counter {
     ExecsUnprofiled,
 }
 
-const ALL: [(Counter, &str); 48] = [
+const ALL: [(Counter, &str); 49] = [
     (Counter::DroppedBusy, names::DROPPED_BUSY),
     (
         Counter::DroppedModulesUpdating,
@@ -128,6 +129,10 @@ const ALL: [(Counter, &str); 48] = [
     (Counter::LockEventsStray, names::LOCK_EVENTS_STRAY),
     (Counter::InitSitesDisplaced, names::INIT_SITES_DISPLACED),
     (Counter::HeldChecksFailed, names::HELD_CHECKS_FAILED),
+    (
+        Counter::HeldBlockedUnrecorded,
+        names::HELD_BLOCKED_UNRECORDED,
+    ),
     (Counter::WriteLastErrno, names::WRITE_LAST_ERRNO),
     (Counter::PartReopened, names::PART_REOPENED),
     (Counter::DescriptorsMoved, names::DESCRIPTORS_MOVED),

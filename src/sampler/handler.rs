@@ -30,7 +30,7 @@ use super::counters::{self, Counter};
 use super::path::{record_path, How, Sample};
 use super::process;
 use super::thread_state::{lookup, ThreadState};
-use crate::format::protocol;
+use crate::format::{protocol, WaitKind};
 use crate::locks::held_marks::Read;
 use crate::sys::gettid;
 use crate::unwind::walk::Regs;
@@ -130,12 +130,7 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
     // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
     let regs = unsafe { registers(context) };
     // Before the module set's read guard: the reads may sleep on the memory map's lock.
-    let held = state
-        .held
-        .contended(tid, |address, out| read_words(tid, address, out));
-    if held.failed {
-        counters::add(Counter::HeldChecksFailed, 1);
-    }
+    let held = held_lock(state, tid);
     let Some(modules) = process::modules().try_read() else {
         counters::add(Counter::DroppedModulesUpdating, 1);
         return;
@@ -148,7 +143,7 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
         at: 0,
         span: 0,
     }; 2];
-    let n = match held.lock {
+    let n = match held {
         Some((object, kind)) => {
             samples[1] = Sample {
                 metric: protocol::HELD_CONTENDED.index,
@@ -169,6 +164,20 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
     if !recorded {
         counters::add(Counter::DroppedBusy, 1);
     }
+}
+
+/// The lock thread `tid` (the calling thread, `state`'s owner) holds while others wait for
+/// it, if any, by its marks (`locks::held_marks`); a check that failed is counted. Reads
+/// the marked locks' words with a system call each; sets `errno`. Async-signal-safe: the
+/// handler's check, also made before a blocking call (`policy::blocking`).
+pub fn held_lock(state: &ThreadState, tid: u32) -> Option<(usize, WaitKind)> {
+    let held = state
+        .held
+        .contended(tid, |address, out| read_words(tid, address, out));
+    if held.failed {
+        counters::add(Counter::HeldChecksFailed, 1);
+    }
+    held.lock
 }
 
 /// Copies the 32-bit words at `address` into `out` without faulting, through thread

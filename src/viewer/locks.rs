@@ -424,6 +424,9 @@ fn write_one(
     if r.kind.is_some_and(WaitKind::names_its_holder) {
         write_inside(out, r)?;
     }
+    if !r.blocked().is_empty() {
+        write_blocked(out, r)?;
+    }
     write_notes(table, out)
 }
 
@@ -443,6 +446,25 @@ fn write_inside(out: &mut dyn Write, r: &LockRow) -> io::Result<()> {
             "    {:>10}  {:>5.1}%  {}",
             format_value(*ns, "ns"),
             percent(*ns, r.counts.held_ns),
+            s.label()
+        )?;
+    }
+    Ok(())
+}
+
+/// Where a lock's holders blocked in a call while others waited.
+fn write_blocked(out: &mut dyn Write, r: &LockRow) -> io::Result<()> {
+    writeln!(
+        out,
+        "  Blocked inside its contended holds (holders in a sleep, poll or wait while others \
+         waited: held.blocked):"
+    )?;
+    for (s, ns) in r.blocked() {
+        writeln!(
+            out,
+            "    {:>10}  {:>5.1}%  {}",
+            format_value(*ns, "ns"),
+            percent(*ns, r.counts.blocked_ns),
             s.label()
         )?;
     }

@@ -9,6 +9,7 @@
 //! Not async-signal-safe (allocates); single-threaded.
 
 use super::asymmetry::asymmetric;
+use super::blocked_holds::blocked_holds;
 use super::subject::{acquisitions, acquisitions_low, acquisitions_low_by, chance_errors, Subject};
 use super::{
     ratio, Finding, Kind, Thresholds, Value, CONTENTION_PRESSURE, CULPRIT_SHARE, JUDGED_HOLD_NS,
@@ -107,8 +108,13 @@ pub(super) fn lock_findings(
             group: false,
             seconds: seconds(r.pid),
         };
+        // Holders that block make holds long that no shortening of their work helps.
+        let blocked = blocked_holds(&subject);
+        let contended = contention(&subject, thresholds, counted)
+            .filter(|f| blocked.is_none() || f.kind != Kind::LongCriticalSections);
         let found = [
-            contention(&subject, thresholds, counted),
+            blocked,
+            contended,
             overhead(&subject, thresholds, counted),
             trylock_spin(&subject, r.try_site(), thresholds, counted),
         ];

@@ -66,6 +66,7 @@
 //! `imbalance.rs` (threads and stages).
 
 mod asymmetry;
+mod blocked_holds;
 mod imbalance;
 mod lock_rules;
 mod phases;
@@ -193,6 +194,7 @@ pub enum Kind {
     LockOverhead,
     PhasedContention,
     LoadImbalance,
+    BlockedHolds,
 }
 
 impl Kind {
@@ -207,6 +209,7 @@ impl Kind {
             Kind::LockOverhead => "lock_overhead",
             Kind::PhasedContention => "phased_contention",
             Kind::LoadImbalance => "load_imbalance",
+            Kind::BlockedHolds => "blocked_holds",
         }
     }
 
@@ -221,6 +224,7 @@ impl Kind {
             Kind::LockOverhead => "lock overhead",
             Kind::PhasedContention => "phased contention",
             Kind::LoadImbalance => "load imbalance",
+            Kind::BlockedHolds => "holders block inside the lock",
         }
     }
 }

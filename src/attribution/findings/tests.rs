@@ -169,6 +169,32 @@ fn without_code_inside_the_fix_names_where_the_holds_end() {
 }
 
 #[test]
+fn holders_blocked_for_a_quarter_of_their_contended_holds_block_inside_the_lock() {
+    // 350 acquisitions in 2 s, all contended, waits of 5 ms (pressure 17.5%): long critical
+    // sections, until its holders were blocked in a sleep for a quarter of its 2 s of holds.
+    let mut c = counts(30, 3, 350, 5_000_000);
+    c.blame_ns = 1_600_000_000;
+    c.runtime.timed_holds = 350;
+    c.runtime.contended_hold_ns = 2_000_000_000;
+    c.held_ns = 1_500_000_000;
+    c.blocked_ns = 500_000_000;
+    let mut r = row("state_lock", c);
+    r.detail_mut().blocked = vec![
+        (site("flush_state", "nanosleep"), 400_000_000),
+        (site("sync_state", "poll"), 100_000_000),
+    ];
+    let f = found(&table(vec![r.clone()]), 2);
+    assert_eq!(kinds(&f), [(Kind::BlockedHolds, "state_lock")]);
+    assert_eq!(name(&f[0], "blocked_in"), "flush_state -> nanosleep");
+    assert_eq!(share(&f[0], "blocked_share"), 0.25);
+    assert_eq!(f[0].cost_ns, 1_600_000_000 / 4);
+    // Blocked for less: its long critical sections, as before.
+    r.counts.blocked_ns = 490_000_000;
+    let f = found(&table(vec![r]), 2);
+    assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "state_lock")]);
+}
+
+#[test]
 fn many_contended_acquisitions_are_a_coarse_lock() {
     let f = found(
         &table(vec![row(

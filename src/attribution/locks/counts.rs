@@ -19,6 +19,9 @@ pub struct Counts {
     /// CPU time of its holders while others waited for it (ns; timer samples,
     /// `held.contended`).
     pub held_ns: u64,
+    /// Time its holders spent blocked in a call (a sleep, a poll, a wait) inside holds
+    /// others waited for (ns; `held.blocked`).
+    pub blocked_ns: u64,
     /// Of its waiting, the part whose callers name a lock or have no name
     /// ([`path_of_a_lock`](crate::attribution::wait_class::path_of_a_lock); its waiting's share by the samples): what tells a lock built on
     /// a condition variable, a semaphore or a futex word (CPython's GIL) from an event's.
@@ -30,6 +33,7 @@ impl Counts {
         self.runtime.add_counts(&o.runtime);
         self.blame_ns = self.blame_ns.saturating_add(o.blame_ns);
         self.held_ns = self.held_ns.saturating_add(o.held_ns);
+        self.blocked_ns = self.blocked_ns.saturating_add(o.blocked_ns);
         self.lock_use_ns = self.lock_use_ns.saturating_add(o.lock_use_ns);
     }
 

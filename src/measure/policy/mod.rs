@@ -27,6 +27,7 @@
 pub mod acquire;
 pub mod barrier;
 pub mod blocked;
+pub mod blocking;
 pub mod bookkeeping;
 pub mod carry;
 pub mod condvar;
@@ -43,6 +44,7 @@ pub mod threads;
 pub use acquire::{acquired, acquired_if, release, wait};
 pub use barrier::{barrier_init, barrier_wait};
 pub use blocked::record_deferred_wait;
+pub use blocking::blocking;
 pub use condvar::{cond_wait, cond_wake};
 pub use events::event;
 pub use held::waiting_behind;

@@ -42,6 +42,7 @@ pub fn write_json_with(
             "peak_waiters": c.runtime.peak_waiters,
             "blame_ns": c.blame_ns,
             "held_ns": c.held_ns,
+            "blocked_ns": c.blocked_ns,
             "contended_holds": c.runtime.contended_holds,
             "timed_holds": c.runtime.timed_holds,
             "contended_hold_ns": c.runtime.contended_hold_ns,
@@ -78,6 +79,7 @@ pub fn write_json_with(
                 "holders": sites(r.holders()),
                 "longest_holds": sites(r.longest_holds()),
                 "mean_holds": sites(r.mean_holds()),
+                "blocked": sites(r.blocked()),
                 "pairs": r.pairs().iter().map(|p| json!({
                     "waiter": p.waiter.caller,
                     "holder": p.holder.caller,
