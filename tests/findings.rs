@@ -608,12 +608,18 @@ fn one_hot_bucket_is_asymmetric_contention_naming_it() {
         "the others {cold:.4} (program {cold_want:.4}, tolerance {:.0}%), bucket 0 {hot:.3}",
         cold_tol * 100.0
     );
-    // The skew explains the group's contention: no other finding about its locks.
+    // The skew explains the group's contention: no other finding about its locks, but that
+    // its holders block inside them, which they do (each hold sleeps, so that the others
+    // find the bucket held on a loaded machine too): at bucket_update's sleep.
     for other in findings(&v)
         .iter()
         .filter(|o| o["kind"] != "asymmetric_contention")
     {
         let subject = other["subject"].as_str().unwrap();
+        if other["kind"] == "blocked_holds" {
+            assert_eq!(name(other, "blocked_in"), "bucket_update -> nanosleep");
+            continue;
+        }
         assert!(!subject.starts_with("buckets"), "{other:#}");
     }
 }

@@ -29,10 +29,12 @@ use super::lock_wrappers::{is_wrapper_loc, named_caller};
 use super::{FunctionId, Loc, Names};
 use std::collections::{HashMap, HashSet};
 
-/// The most of a function's samples (CPU samples on its path, and one per lock path) that
-/// may be its own computing (it is their leaf, or the callee below it does not forward)
-/// for it to forward still: a wrapper's own few instructions (a check, a counter) take a
-/// sample now and then.
+/// The most of the time through a function (the CPU time of samples on its path, and the
+/// waiting and blame recorded on its lock paths) that may be its own computing (it is
+/// their leaf, or the callee below it does not forward) for it to forward still: a
+/// wrapper's own few instructions (a check, a counter, a clock read) take a sample now and
+/// then. Time, not counts: a guard taken 20,000 times a second has two paths and many
+/// samples; a function that locks and computes has its computing's time.
 const OWN_WORK_SHARE: f64 = 0.1;
 
 /// What lies below one frame of a path.
@@ -46,15 +48,15 @@ enum Below {
     Function(FunctionId),
 }
 
-/// Samples by function and what lay below it.
+/// Time (ns) by function and what lay below it.
 type Occurrences = HashMap<(FunctionId, Below), u64>;
 
 /// One root-first path: its frames, the index of its lock function (its runtime frame),
-/// if any, and its samples.
+/// if any, and the time its samples recorded (ns).
 pub struct CountedPath {
     pub locs: Vec<Loc>,
     pub lock: Option<usize>,
-    pub samples: u64,
+    pub weight: u64,
 }
 
 /// The functions of a profile that forward to lock functions, and the chains of them that
@@ -68,18 +70,20 @@ pub struct Forwarders {
 
 impl Forwarders {
     /// The forwarders of `paths` (root-first; `lock_at[i]`: the index of path `i`'s lock
-    /// function, `None` for a holder's CPU sample), each counted once. `cpu_paths` gives
-    /// the paths of the profile's CPU samples, asked for only when some lock function's
-    /// caller may forward.
+    /// function, `None` for a holder's CPU sample), each weighed by `weights[i]`, the time
+    /// its samples recorded (waiting, blame, a holder's computing). `cpu_paths` gives the
+    /// paths of the profile's CPU samples with their CPU time, asked for only when some
+    /// lock function's caller may forward.
     pub fn of(
         paths: &[Vec<Loc>],
         lock_at: &[Option<usize>],
+        weights: &[u64],
         names: &mut Names,
         cpu_paths: impl FnOnce(&mut Names) -> Vec<CountedPath>,
     ) -> Forwarders {
         let mut below = Occurrences::new();
-        for (locs, &lock) in paths.iter().zip(lock_at) {
-            add_occurrences(&mut below, locs, lock, 1, names);
+        for ((locs, &lock), &w) in paths.iter().zip(lock_at).zip(weights) {
+            add_occurrences(&mut below, locs, lock, w.max(1), names);
         }
         let forwarding = fixed_point(&below);
         let candidate = paths.iter().zip(lock_at).any(|(locs, lock)| {
@@ -93,7 +97,7 @@ impl Forwarders {
         // call (a thread's routine, when nobody waited during its holds): its CPU samples
         // tell.
         for p in cpu_paths(names) {
-            add_occurrences(&mut below, &p.locs, p.lock, p.samples, names);
+            add_occurrences(&mut below, &p.locs, p.lock, p.weight, names);
         }
         let mut f = Forwarders {
             forwarding: fixed_point(&below),
@@ -158,12 +162,12 @@ impl Forwarders {
 }
 
 /// Adds what lies below each program frame of `locs` (above its lock function at `lock`,
-/// when it has one), `samples` times, to `below`; language wrappers skipped.
+/// when it has one), weighing `weight`, to `below`; language wrappers skipped.
 fn add_occurrences(
     below: &mut Occurrences,
     locs: &[Loc],
     lock: Option<usize>,
-    samples: u64,
+    weight: u64,
     names: &Names,
 ) {
     let end = lock.unwrap_or(locs.len());
@@ -175,7 +179,7 @@ fn add_occurrences(
         if is_wrapper_loc(names, loc) {
             continue;
         }
-        *below.entry((loc.function, under)).or_default() += samples;
+        *below.entry((loc.function, under)).or_default() += weight;
         under = Below::Function(loc.function);
     }
 }
@@ -227,6 +231,7 @@ mod tests {
         names: Names,
         paths: Vec<Vec<Loc>>,
         lock_at: Vec<Option<usize>>,
+        samples: Vec<u64>,
     }
 
     impl Profile {
@@ -235,6 +240,7 @@ mod tests {
                 names: Names::default(),
                 paths: Vec::new(),
                 lock_at: Vec::new(),
+                samples: Vec::new(),
             }
         }
 
@@ -250,22 +256,34 @@ mod tests {
         }
 
         fn lock_path(&mut self, frames: &[&str]) {
+            self.lock_samples(frames, 1);
+        }
+
+        /// A lock path whose samples recorded `weight` of waiting or blame.
+        fn lock_samples(&mut self, frames: &[&str], weight: u64) {
             let locs = self.locs(frames);
             self.lock_at.push(Some(locs.len() - 1));
             self.paths.push(locs);
+            self.samples.push(weight);
         }
 
-        fn cpu_path(&mut self, frames: &[&str], samples: u64) -> CountedPath {
+        fn cpu_path(&mut self, frames: &[&str], weight: u64) -> CountedPath {
             CountedPath {
                 locs: self.locs(frames),
                 lock: None,
-                samples,
+                weight,
             }
         }
 
         /// The name given to the caller of path `i`'s lock function.
         fn caller(&mut self, cpu: Vec<CountedPath>, i: usize) -> String {
-            let f = Forwarders::of(&self.paths, &self.lock_at, &mut self.names, |_| cpu);
+            let f = Forwarders::of(
+                &self.paths,
+                &self.lock_at,
+                &self.samples,
+                &mut self.names,
+                |_| cpu,
+            );
             let locs = &self.paths[i];
             let caller = locs.len() - 2;
             let name = |j: usize| self.names.function(locs[j].function).name.clone();
@@ -295,6 +313,35 @@ mod tests {
             },
         ];
         assert_eq!(p.caller(cpu, 0), "lookup -> lock_measured");
+    }
+
+    #[test]
+    fn a_guard_that_times_its_waits_is_still_a_wrapper_by_its_waits_recorded() {
+        // A C++ guard whose constructor reads the clock around the lock: 10 ms of its own
+        // computing, against the 1.7 s of waiting recorded at its lock call; lookup, which
+        // unlocks itself (the guard's destructor a tail call), computes 2.6 s and is blamed
+        // for 0.3 s.
+        let mut p = Profile::new();
+        let ms = 1_000_000;
+        p.lock_samples(
+            &["lookup", "TableGuard::TableGuard", "pthread_mutex_lock"],
+            1_690 * ms,
+        );
+        p.lock_samples(
+            &["insert", "TableGuard::TableGuard", "pthread_mutex_lock"],
+            20 * ms,
+        );
+        p.lock_samples(&["lookup", "pthread_mutex_unlock"], 300 * ms);
+        p.lock_samples(&["insert", "pthread_mutex_unlock"], 960 * ms);
+        let cpu = vec![
+            p.cpu_path(&["lookup", "search"], 2_600 * ms),
+            p.cpu_path(&["insert", "rebuild"], 1_500 * ms),
+            p.cpu_path(
+                &["lookup", "TableGuard::TableGuard", "clock_gettime"],
+                10 * ms,
+            ),
+        ];
+        assert_eq!(p.caller(cpu, 1), "insert -> TableGuard::TableGuard");
     }
 
     #[test]

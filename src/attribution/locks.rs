@@ -272,6 +272,8 @@ pub fn lock_table(
     let mut rows = Rows::default();
     let mut keys: Vec<RawKey> = Vec::new();
     let mut key_index: HashMap<RawKey, usize> = HashMap::new();
+    // The time each path's samples recorded: what the forwarders weigh its frames by.
+    let mut key_ns: Vec<u64> = Vec::new();
     for &p in &selected {
         let proc = &profile.processes[p];
         let calibration = Calibration::of(proc);
@@ -314,11 +316,13 @@ pub fn lock_table(
             let key = (p, s.stack, s.first_is_return());
             let k = *key_index.entry(key).or_insert_with(|| {
                 keys.push(key);
+                key_ns.push(0);
                 keys.len() - 1
             });
             let row = rows.building(p, s.object, running);
             row.kind = row.kind.or(WaitKind::from_flags(s.flags));
             let value = calibration.apply(s.value, s.flags);
+            key_ns[k] = key_ns[k].saturating_add(value);
             if is_wait {
                 row.first_wait.get_or_insert(k);
                 let blamed = s.flags & SAMPLE_UNBLAMED == 0;
@@ -334,16 +338,16 @@ pub fn lock_table(
     }
     let paths = expand_each(profile, &keys, symbolizer, &mut names);
     let lock_at: Vec<Option<usize>> = paths.iter().map(|l| lock_frame(l, &names)).collect();
-    let forwarders = Forwarders::of(&paths, &lock_at, &mut names, |names| {
-        let (keys, samples): (Vec<RawKey>, Vec<u64>) =
+    let forwarders = Forwarders::of(&paths, &lock_at, &key_ns, &mut names, |names| {
+        let (keys, weights): (Vec<RawKey>, Vec<u64>) =
             work_keys(profile, &selected).into_iter().unzip();
         let cpu = expand_each(profile, &keys, symbolizer, names);
         cpu.into_iter()
-            .zip(samples)
-            .map(|(locs, samples)| CountedPath {
+            .zip(weights)
+            .map(|(locs, weight)| CountedPath {
                 lock: lock_frame(&locs, names),
                 locs,
-                samples,
+                weight,
             })
             .collect()
     });

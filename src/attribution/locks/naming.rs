@@ -114,8 +114,8 @@ pub(super) fn site_of(locs: &[Loc], names: &Names, forwarders: &Forwarders) -> S
     }
 }
 
-/// The paths of the CPU samples (work) of `selected` processes, each once, with how many
-/// samples took it.
+/// The paths of the CPU samples (work) of `selected` processes, each once, with the CPU
+/// time its samples took (ns).
 pub(super) fn work_keys(profile: &Profile, selected: &[usize]) -> Vec<(RawKey, u64)> {
     let mut seen: HashMap<RawKey, usize> = HashMap::new();
     let mut keys: Vec<(RawKey, u64)> = Vec::new();
@@ -139,7 +139,7 @@ pub(super) fn work_keys(profile: &Profile, selected: &[usize]) -> Vec<(RawKey, u
                 keys.push((key, 0));
                 keys.len() - 1
             });
-            keys[i].1 += 1;
+            keys[i].1 = keys[i].1.saturating_add(s.value);
         }
     }
     keys
