@@ -22,7 +22,9 @@ pub use findings::{write_findings_text, Findings};
 pub use json::{write_json, write_json_with};
 
 use super::units::{format_value, percent};
-use crate::attribution::locks::{waits_for_a_lock, Counts, LockGroup, LockRow, LockTable, Pair};
+use crate::attribution::locks::{
+    waits_for_a_lock, Counts, LockGroup, LockRow, LockTable, Pair, Site,
+};
 use crate::format::WaitKind;
 use std::io::{self, Write};
 
@@ -440,16 +442,7 @@ fn write_inside(out: &mut dyn Write, r: &LockRow) -> io::Result<()> {
     if r.inside().is_empty() {
         writeln!(out, "    none sampled")?;
     }
-    for (s, ns) in r.inside() {
-        writeln!(
-            out,
-            "    {:>10}  {:>5.1}%  {}",
-            format_value(*ns, "ns"),
-            percent(*ns, r.counts.held_ns),
-            s.label()
-        )?;
-    }
-    Ok(())
+    write_site_shares(out, r.inside(), r.counts.held_ns)
 }
 
 /// Where a lock's holders blocked in a call while others waited.
@@ -459,12 +452,17 @@ fn write_blocked(out: &mut dyn Write, r: &LockRow) -> io::Result<()> {
         "  Blocked inside its contended holds (holders in a sleep, poll or wait while others \
          waited: held.blocked):"
     )?;
-    for (s, ns) in r.blocked() {
+    write_site_shares(out, r.blocked(), r.counts.blocked_ns)
+}
+
+/// One line per site: its time and its share of `total`.
+fn write_site_shares(out: &mut dyn Write, sites: &[(Site, u64)], total: u64) -> io::Result<()> {
+    for (s, ns) in sites {
         writeln!(
             out,
             "    {:>10}  {:>5.1}%  {}",
             format_value(*ns, "ns"),
-            percent(*ns, r.counts.blocked_ns),
+            percent(*ns, total),
             s.label()
         )?;
     }
