@@ -43,7 +43,7 @@ pub(super) fn blocked_holds(s: &Subject) -> Option<Finding> {
         .iter()
         .flat_map(|r| r.blocked())
         .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))?;
-    let cost = ((c.blame_ns as f64 * share) as u64).min(c.runtime.wait_ns.max(c.blame_ns));
+    let cost = (c.blame_ns as f64 * share) as u64;
     let evidence = vec![
         ("blocked_ns", Value::Ns(blocked)),
         ("blocked_share", Value::Share(share)),

@@ -99,16 +99,13 @@ pub struct Carried {
 
 /// A thread's latest event wait that ended without its event, kept (its record deferred)
 /// until the thread's next wait: carried into it when that is on the same object from the
-/// same call site, recorded as nobody's otherwise. Its total is the thread's deferred wait
-/// record (`ThreadState::deferred_wait_ns`).
+/// same call site, recorded as nobody's otherwise. The rest of it is the thread's deferred
+/// wait record: its total (`ThreadState::deferred_wait_ns`), its object, kind (flags), end
+/// and span back to the first of its waits (`OwnerPart::deferred_wait_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Carry {
-    pub object: usize,
-    pub kind: WaitKind,
     /// The stack pointer of the waiting call: a loop in one frame waits from the same one.
     pub site: usize,
-    /// When the first of the waits it carries began.
-    pub since: u64,
     /// The part of its total no event took.
     pub unclaimed: u64,
     /// How the latest of them ended: the reason it stays nobody's if nothing ends it.
@@ -168,17 +165,18 @@ pub fn arrive(
         s.advance(now);
         s.add_waiter(weight);
         let mut counted_from = now;
-        let mut carried = carried;
         if s.is_mutex() {
             counted_from = record(h, s, now, None);
         } else if is_hold_kind(kind) {
             s.gate = true;
         }
-        if is_hold_kind(kind) {
-            carried = Carried::default();
+        // Event waiters stand for themselves: their waiting is exact (`withdraw_carried`).
+        let carried = if is_hold_kind(kind) {
+            Carried::default()
         } else {
-            s.integral[part(weight)] += carried.unclaimed;
-        }
+            s.integral[0] += carried.unclaimed;
+            carried
+        };
         Wait {
             address,
             start_ns: now,

@@ -275,10 +275,6 @@ pub fn record_deferred_wait(state: &ThreadState) {
             owner.deferred_wait_time,
         )
     };
-    if let Some(c) = carry {
-        record_wait(state, &carry::given_up(&c, ns, (at, span)));
-        return;
-    }
     let sample = Sample {
         metric: protocol::IDLENESS.index,
         value: ns,
@@ -287,7 +283,10 @@ pub fn record_deferred_wait(state: &ThreadState) {
         at,
         span,
     };
-    record_wait(state, &[sample]);
+    match carry {
+        Some(c) => record_wait(state, &carry::given_up(&c, sample)),
+        None => record_wait(state, &[sample]),
+    };
 }
 
 /// [`record_deferred_wait`] at the end of a hold: a carried event wait stays deferred, for

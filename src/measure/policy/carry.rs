@@ -21,7 +21,7 @@
 
 use super::bookkeeping::Bookkeeping;
 use super::record::{count_unblamed, idleness};
-use crate::format::WaitKind;
+use crate::format::{WaitKind, SAMPLE_UNBLAMED};
 use crate::locks::wait_table::{is_hold_kind, Carried, Carry, Departed};
 use crate::sampler::counters::{self, Counter};
 use crate::sampler::path::Sample;
@@ -53,14 +53,16 @@ pub(super) fn carry_in(
     site: usize,
 ) -> Option<Carried> {
     // SAFETY: reading the owner part on the owner thread, outside the handler.
-    let pending = unsafe { (*state.owner.get()).carry };
+    let (pending, same_object, (at, span)) = unsafe {
+        let owner = &*state.owner.get();
+        let same = owner.deferred_wait_object == object
+            && WaitKind::from_flags(owner.deferred_wait_flags) == Some(kind);
+        (owner.carry, same, owner.deferred_wait_time)
+    };
     // The same object from a frame at the same stack depth, and, to tell frames of equal
     // depth apart (a helper's wait and its caller's), the same path beyond the runtime:
     // one unwind, only for a wait that may go on a loop's.
-    let carry = pending.filter(|c| {
-        c.object == object && c.kind == kind && c.site == site && captured_path_is_here()
-    });
-    let c = carry?;
+    let c = pending.filter(|c| same_object && c.site == site && captured_path_is_here())?;
     {
         let _busy = Bookkeeping::enter(state);
         // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
@@ -72,7 +74,7 @@ pub(super) fn carry_in(
         counters::add(Counter::WaitsCarried, 1);
     }
     Some(Carried {
-        since: c.since,
+        since: at.saturating_sub(span),
         total,
         unclaimed: c.unclaimed.min(total),
     })
@@ -105,18 +107,16 @@ impl Ended {
             self.at.saturating_sub(self.ns)
         };
         let (at, span) = (self.at, self.at.saturating_sub(since));
-        let (claimed, unclaimed) = match self.departed {
-            Departed::Blamed { .. } => (total, 0),
-            Departed::NoWait => {
-                let c = self.carried;
-                (c.total - c.unclaimed, c.unclaimed)
-            }
+        // Of the whole, the part no event took.
+        let unclaimed = match self.departed {
+            Departed::Blamed { .. } => 0,
+            Departed::NoWait => self.carried.unclaimed,
             _ => {
                 let unclaimed = self.unclaimed.min(total);
                 if carries(self.kind) && self.carry_out(state, since, total, unclaimed) {
                     return None;
                 }
-                (total - unclaimed, unclaimed)
+                unclaimed
             }
         };
         match self.departed {
@@ -125,10 +125,8 @@ impl Ended {
             Departed::NoWait if unclaimed > 0 => count_unblamed(Departed::Spurious),
             departed => count_unblamed(departed),
         }
-        Some([
-            idleness(self.kind, self.object, claimed, true).timed(at, span),
-            idleness(self.kind, self.object, unclaimed, false).timed(at, span),
-        ])
+        let whole = idleness(self.kind, self.object, total, true).timed(at, span);
+        Some(split(whole, unclaimed))
     }
 
     /// Keeps the wait as the thread's deferred record, at the path captured now (unless one
@@ -155,10 +153,7 @@ impl Ended {
         owner.deferred_wait_object = self.object;
         owner.deferred_wait_time = (self.at, self.at.saturating_sub(since));
         owner.carry = Some(Carry {
-            object: self.object,
-            kind: self.kind,
             site: self.site,
-            since,
             unclaimed,
             ended: self.departed,
         });
@@ -173,14 +168,27 @@ fn carries(kind: WaitKind) -> bool {
     !is_hold_kind(kind) && kind != WaitKind::Barrier
 }
 
-/// The samples of the thread's pending carried wait `c` of `total` ns, written as it
-/// stands (its loop ended, or the thread waits on something else): the part events took
-/// blamed, the rest nobody's, counted under its last wait's reason.
-pub(super) fn given_up(c: &Carry, total: u64, (at, span): (u64, u64)) -> [Sample; 2] {
+/// The samples of the thread's pending carried wait `c`, whose deferred record is `whole`,
+/// written as it stands (its loop ended, or the thread waits on something else): the part
+/// events took blamed, the rest nobody's, counted under its last wait's reason.
+pub(super) fn given_up(c: &Carry, whole: Sample) -> [Sample; 2] {
     count_unblamed(c.ended);
-    let unclaimed = c.unclaimed.min(total);
+    split(whole, c.unclaimed)
+}
+
+/// The idleness sample `whole` as two: the part events took (blamed) and `unclaimed`,
+/// nobody's (flagged unblamed).
+fn split(whole: Sample, unclaimed: u64) -> [Sample; 2] {
+    let unclaimed = unclaimed.min(whole.value);
     [
-        idleness(c.kind, c.object, total - unclaimed, true).timed(at, span),
-        idleness(c.kind, c.object, unclaimed, false).timed(at, span),
+        Sample {
+            value: whole.value - unclaimed,
+            ..whole
+        },
+        Sample {
+            value: unclaimed,
+            flags: whole.flags | SAMPLE_UNBLAMED,
+            ..whole
+        },
     ]
 }
