@@ -7,7 +7,7 @@
 //! site in `LockRow::blocked`) against the wall time of its timed contended holds, or its
 //! blame when those are not timed. Pure; not async-signal-safe; single-threaded.
 
-use super::subject::Subject;
+use super::subject::{largest_site, Subject};
 use super::{ratio, Finding, Kind, Value, MIN_CONTENDED, MIN_PRESSURE};
 
 /// The least share of a lock's timed holds others waited for (wall time) its holders
@@ -38,18 +38,14 @@ pub(super) fn blocked_holds(s: &Subject) -> Option<Finding> {
     if holds == 0 || share < BLOCKED_SHARE {
         return None;
     }
-    let (site, in_site) = s
-        .rows
-        .iter()
-        .flat_map(|r| r.blocked())
-        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))?;
+    let (site, in_site, _) = largest_site(s.rows.iter().flat_map(|r| r.blocked()))?;
     let cost = (c.blame_ns as f64 * share) as u64;
     let evidence = vec![
         ("blocked_ns", Value::Ns(blocked)),
         ("blocked_share", Value::Share(share)),
         ("holds_ns", Value::Ns(holds)),
         ("blocked_in", Value::Name(site.label())),
-        ("blocked_in_ns", Value::Ns(*in_site)),
+        ("blocked_in_ns", Value::Ns(in_site)),
         ("wait_ns", Value::Ns(c.runtime.wait_ns)),
     ];
     let text = "its holders were blocked in calls for {blocked_ns} inside the holds others \

@@ -10,12 +10,16 @@
 
 use super::asymmetry::asymmetric;
 use super::blocked_holds::blocked_holds;
-use super::subject::{acquisitions, acquisitions_low, acquisitions_low_by, chance_errors, Subject};
+use super::retake::woken_retake;
+use super::subject::{
+    acquisitions, acquisitions_low, acquisitions_low_by, chance_errors, largest_site, top_site,
+    Subject,
+};
 use super::{
     ratio, Finding, Kind, Thresholds, Value, CONTENTION_PRESSURE, CULPRIT_SHARE, JUDGED_HOLD_NS,
     LOCK_PAIR_NS, LONG_HOLD_FACTOR, MIN_ACQUISITION_SAMPLES, MIN_CONTENDED, MIN_OVERHEAD_SHARE,
-    MIN_PRESSURE, ON_CPU_SHARE, RETAKE_SHARE, SERIAL_SHARE, TRY_FAILURES_PER_ACQUISITION,
-    TRY_FAILURE_RATIO, WAIT_PER_HOLDS,
+    MIN_PRESSURE, ON_CPU_SHARE, SERIAL_SHARE, TRY_FAILURES_PER_ACQUISITION, TRY_FAILURE_RATIO,
+    WAIT_PER_HOLDS,
 };
 use crate::attribution::clock::lifetime;
 use crate::attribution::locks::{a_held_lock, Counts, LockRow, LockTable, Site};
@@ -314,83 +318,6 @@ fn holds_on_cpu(c: &Counts) -> bool {
     held < JUDGED_HOLD_NS || c.held_ns as f64 >= ON_CPU_SHARE * held as f64
 }
 
-/// Woken waiters retaking the mutex: at least [`RETAKE_SHARE`] of the lock's waiting (by its
-/// waiter sites, from samples) is inside `pthread_cond_*wait`, threads woken from a
-/// condition variable waiting again for its mutex. Its cost is the lock's waiting.
-fn woken_retake(s: &Subject, pressure: f64) -> Option<Finding> {
-    let mut by: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut total = 0u64;
-    for (site, ns) in s.rows.iter().flat_map(|r| r.waiters()) {
-        total = total.saturating_add(*ns);
-        if is_condvar_wait(&site.lock_function) {
-            let sum = by.entry(&site.caller).or_default();
-            *sum = sum.saturating_add(*ns);
-        }
-    }
-    let retake = by.values().fold(0u64, |t, &ns| t.saturating_add(ns));
-    let share = ratio(retake as f64, total as f64);
-    if share < RETAKE_SHARE {
-        return None;
-    }
-    let c = s.counts;
-    let woken_in = by
-        .into_iter()
-        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
-        .map(|(caller, _)| caller.to_owned())?;
-    let mut evidence = vec![
-        ("retake_share", Value::Share(share)),
-        (
-            "retake_wait_ns",
-            Value::Ns((c.runtime.wait_ns as f64 * share) as u64),
-        ),
-        ("woken_in", Value::Name(woken_in)),
-        ("contended", Value::Count(c.runtime.contended)),
-        ("pressure", Value::Share(pressure)),
-        ("wait_ns", Value::Ns(c.runtime.wait_ns)),
-        ("peak_waiters", Value::Count(c.runtime.peak_waiters)),
-    ];
-    // A group's waiting is for its members: said where the mutex is named.
-    let mutex = match s.group {
-        true => {
-            evidence.push(("members", Value::Count(s.rows.len() as u64)));
-            "one of its {members} mutexes"
-        }
-        false => "this mutex",
-    };
-    let mut text = format!(
-        "{{retake_share}} of its waiting ({{retake_wait_ns}}) is threads woken from a \
-         condition variable in {{woken_in}} waiting again for {mutex}; {{contended}} \
-         contended acquisitions, pressure {{pressure}}"
-    );
-    if let Some(hold) = c.contended_hold_avg() {
-        evidence.push(("hold_avg_ns", Value::Ns(hold)));
-        text.push_str(", holds avg {hold_avg_ns}");
-    }
-    let mut fix = "wake after unlocking: call pthread_cond_signal or _broadcast \
-                   (notify_one, notify_all) once the mutex is released, and move work done \
-                   under it after the wake out of it"
-        .to_owned();
-    if let Some(site) = top_site(s.rows.iter().flat_map(|r| r.holders())) {
-        evidence.push(("holds_end_in", Value::Name(site)));
-        text.push_str("; the holds they waited for end in {holds_end_in}");
-        fix.push_str(" ({holds_end_in})");
-    }
-    if c.runtime.peak_waiters > 1 {
-        // Several waited for it at once: a broadcast's herd, each woken one in turn.
-        fix.push_str(
-            "; wake only the threads that can go on (signal rather than broadcast): the \
-             woken all need the mutex, {peak_waiters} at once",
-        );
-    }
-    Some(s.finding(Kind::WokenRetake, evidence, (text, fix), c.runtime.wait_ns))
-}
-
-/// Whether an interposed function is a condition variable's wait (whose mutex waiting is
-/// the retake after the wake).
-fn is_condvar_wait(function: &str) -> bool {
-    function.starts_with("pthread_cond_") && function.ends_with("wait")
-}
-
 /// Whether the holds others waited for are long enough for the waits (the claim of long
 /// critical sections): a wait lasts at most [`WAIT_PER_HOLDS`] times the holds of the
 /// waiters ahead of it (the average such hold times the most waiters at once). Waits far
@@ -427,27 +354,6 @@ fn holders_code(rows: &[&LockRow]) -> Option<String> {
         })
         .collect();
     (!named.is_empty()).then(|| named.join(", "))
-}
-
-/// The largest of `sites` summed by site, as `caller -> function`.
-fn top_site<'a>(sites: impl Iterator<Item = &'a (Site, u64)>) -> Option<String> {
-    largest_site(sites).map(|(site, _, _)| site.label())
-}
-
-/// The largest of `sites` summed by site (of equal sums, the first site), with its sum and
-/// the sum of all; `None` when none is over 0.
-fn largest_site<'a>(sites: impl Iterator<Item = &'a (Site, u64)>) -> Option<(&'a Site, u64, u64)> {
-    let mut by: BTreeMap<&Site, u64> = BTreeMap::new();
-    for (site, ns) in sites {
-        let sum = by.entry(site).or_default();
-        *sum = sum.saturating_add(*ns);
-    }
-    let total = by.values().fold(0u64, |t, &ns| t.saturating_add(ns));
-    let (site, most) = by
-        .into_iter()
-        .filter(|&(_, ns)| ns > 0)
-        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))?;
-    Some((site, most, total))
 }
 
 /// Lock overhead: a lock contended under the threshold but taken at least the rate

@@ -62,7 +62,8 @@
 //! async-signal-safe (allocates); single-threaded.
 //!
 //! Files: this one holds the thresholds, the finding's types and [`findings`]; the rules
-//! are in `lock_rules.rs` (the lock table), `phases.rs` (the timeline's phases) and
+//! are in `lock_rules.rs` (the lock table, with `retake.rs`, `blocked_holds.rs` and
+//! `asymmetry.rs`; `subject.rs` is what they read), `phases.rs` (the timeline's phases) and
 //! `imbalance.rs` (threads and stages).
 
 mod asymmetry;
@@ -70,6 +71,7 @@ mod blocked_holds;
 mod imbalance;
 mod lock_rules;
 mod phases;
+mod retake;
 mod roles;
 mod subject;
 #[cfg(test)]

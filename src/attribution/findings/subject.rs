@@ -7,8 +7,9 @@
 //! [`Subject::names`]; not async-signal-safe; single-threaded.
 
 use super::{ratio, Finding, Kind, Value, MIN_ACQUISITION_SAMPLES, STANDARD_ERRORS};
-use crate::attribution::locks::{Counts, LockRow};
+use crate::attribution::locks::{Counts, LockRow, Site};
 use crate::format::WaitKind;
+use std::collections::BTreeMap;
 
 /// A lock or a group, as the lock rules read it.
 pub(super) struct Subject<'a> {
@@ -91,4 +92,27 @@ pub(super) fn contention_low_by(c: &Counts, standard_errors: f64) -> f64 {
     let error = standard_errors / (c.runtime.acquisition_samples.max(1) as f64).sqrt();
     let high = (c.runtime.acquisitions as f64 * (1.0 + error)).max(c.runtime.contended as f64);
     ratio(c.runtime.contended as f64, high)
+}
+
+/// The largest of `sites` summed by site, as `caller -> function`.
+pub(super) fn top_site<'a>(sites: impl Iterator<Item = &'a (Site, u64)>) -> Option<String> {
+    largest_site(sites).map(|(site, _, _)| site.label())
+}
+
+/// The largest of `sites` summed by site (of equal sums, the first site), with its sum and
+/// the sum of all; `None` when none is over 0.
+pub(super) fn largest_site<'a>(
+    sites: impl Iterator<Item = &'a (Site, u64)>,
+) -> Option<(&'a Site, u64, u64)> {
+    let mut by: BTreeMap<&Site, u64> = BTreeMap::new();
+    for (site, ns) in sites {
+        let sum = by.entry(site).or_default();
+        *sum = sum.saturating_add(*ns);
+    }
+    let total = by.values().fold(0u64, |t, &ns| t.saturating_add(ns));
+    let (site, most) = by
+        .into_iter()
+        .filter(|&(_, ns)| ns > 0)
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))?;
+    Some((site, most, total))
 }
