@@ -51,12 +51,16 @@
 //! holders, `locks/waiting_for.rs` tells a row's waiting for a lock from an event's and
 //! makes the running time pressure is over.
 
+mod chained;
 mod counts;
 mod naming;
 mod pairs;
+mod rows;
 mod waiting_for;
 
 use super::calibration::Calibration;
+use super::chains::chains;
+use super::late_work::late_work;
 use super::lock_forwarders::{CountedPath, Forwarders};
 use super::paths::{expand_each, RawKey};
 use super::symbolize::Symbolizer;
@@ -66,13 +70,11 @@ use crate::format::read::Profile;
 use crate::format::{
     protocol, WaitKind, LOCK_DESTROYED, LOCK_TABLE_VERSION, SAMPLE_UNBLAMED, TRY_SITES_MANY,
 };
+use chained::name_targets;
+pub use chained::Chain;
 pub use counts::Counts;
-use naming::{
-    caller_of, code_of, groups, init_site_name, joined_threads, lock_frame, site_of, symbol_name,
-    try_function, work_keys,
-};
-use pairs::{pairs_of, share};
-use std::collections::HashMap;
+use naming::{code_of, groups, late_code, lock_frame, site_of, work_keys};
+use rows::{finish_row, PathKeys, Rows};
 pub(super) use waiting_for::is_lock_kind;
 use waiting_for::running_ns;
 pub use waiting_for::{a_held_lock, waits_for_a_lock};
@@ -162,6 +164,13 @@ pub struct Detail {
     /// Where its holders blocked in a call (a sleep, a poll, a wait) inside holds others
     /// waited for, largest first: the call's site (`caller -> nanosleep`).
     pub blocked: Vec<(Site, u64)>,
+    /// What the threads that ended its waits (a barrier's last arrivals, joined threads)
+    /// computed while the others waited, largest first: the function and its caller, as
+    /// in `inside` (the blame that moved there: [`late_work`]).
+    pub late_work: Vec<(Site, u64)>,
+    /// Where its holders passed their blame on while they were themselves waiting inside
+    /// their holds (one hop of the `root` metric's chains), largest first.
+    pub chains: Vec<Chain>,
     /// The longest hold each holder site's recorded releases lasted (ns; longest first): a
     /// lower bound of its longest hold, as releases' samples are thinned, and known only
     /// for holds timed (a mutex's, from its start or its first waiter's arrival).
@@ -202,6 +211,16 @@ impl LockRow {
     /// Where its holders computed while others waited, largest first.
     pub fn inside(&self) -> &[(Site, u64)] {
         self.detail.as_ref().map_or(&[], |d| &d.inside)
+    }
+
+    /// Its holders' blame passed on along chains, largest first.
+    pub fn chains(&self) -> &[Chain] {
+        self.detail.as_ref().map_or(&[], |d| &d.chains)
+    }
+
+    /// What the threads that ended its waits computed meanwhile, largest first.
+    pub fn late_work(&self) -> &[(Site, u64)] {
+        self.detail.as_ref().map_or(&[], |d| &d.late_work)
     }
 
     /// Where its holders blocked inside holds others waited for, largest first.
@@ -270,8 +289,7 @@ pub fn lock_table(
     // The rows under construction, in order of first sight, and each (process, address)'s
     // index among them: memory in proportion to the profile's lock records.
     let mut rows = Rows::default();
-    let mut keys: Vec<RawKey> = Vec::new();
-    let mut key_index: HashMap<RawKey, usize> = HashMap::new();
+    let mut paths_seen = PathKeys::default();
     // The time each path's samples recorded: what the forwarders weigh its frames by.
     let mut key_ns: Vec<u64> = Vec::new();
     for &p in &selected {
@@ -307,18 +325,31 @@ pub fn lock_table(
             metric(protocol::HELD_CONTENDED.name),
             metric(protocol::HELD_BLOCKED.name),
         );
-        for s in proc.samples.iter().filter(|s| s.object != 0) {
+        let moves = late_work(proc);
+        for (i, s) in proc
+            .samples
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.object != 0)
+        {
             let m = Some(usize::from(s.metric));
             let is_wait = m == idleness;
             if !is_wait && m != blame && m != held && m != blocked {
                 continue;
             }
-            let key = (p, s.stack, s.first_is_return());
-            let k = *key_index.entry(key).or_insert_with(|| {
-                keys.push(key);
-                key_ns.push(0);
-                keys.len() - 1
-            });
+            let mut index_of = |key: RawKey| paths_seen.index(key, &mut key_ns);
+            let k = index_of((p, s.stack, s.first_is_return()));
+            let late: Vec<(usize, f64)> = moves
+                .get(&i)
+                .into_iter()
+                .flatten()
+                .map(|share| {
+                    (
+                        index_of((p, share.stack, share.first_is_return)),
+                        share.share,
+                    )
+                })
+                .collect();
             let row = rows.building(p, s.object, running);
             row.kind = row.kind.or(WaitKind::from_flags(s.flags));
             let value = calibration.apply(s.value, s.flags);
@@ -328,15 +359,29 @@ pub fn lock_table(
                 let blamed = s.flags & SAMPLE_UNBLAMED == 0;
                 row.samples().waits.push((s.time, s.span, k, value, blamed));
             } else if m == blame {
-                row.samples().releases.push((s.time, s.span, k, value));
+                let samples = row.samples();
+                samples.releases.push((s.time, s.span, k, value));
+                for (work, share) in late {
+                    samples.late.push((k, work, (value as f64 * share) as u64));
+                }
             } else if m == held {
                 row.samples().held.push((k, value));
             } else {
                 row.samples().blocked.push((k, value));
             }
         }
+        // Blame passed along chains (the root metric's hops), kept by the lock passing it.
+        for (from, to, ns) in chains(proc, calibration).passed {
+            let (from, to) = (&proc.samples[from], &proc.samples[to]);
+            let mut index_of = |s: &crate::format::read::Sample| {
+                paths_seen.index((p, s.stack, s.first_is_return()), &mut key_ns)
+            };
+            let (k, to_k) = (index_of(from), index_of(to));
+            let row = rows.building(p, from.object, running);
+            row.samples().passed.push((k, to.object, to_k, ns as u64));
+        }
     }
-    let paths = expand_each(profile, &keys, symbolizer, &mut names);
+    let paths = expand_each(profile, &paths_seen.keys, symbolizer, &mut names);
     let lock_at: Vec<Option<usize>> = paths.iter().map(|l| lock_frame(l, &names)).collect();
     let forwarders = Forwarders::of(&paths, &lock_at, &key_ns, &mut names, |names| {
         let (keys, weights): (Vec<RawKey>, Vec<u64>) =
@@ -369,9 +414,11 @@ pub fn lock_table(
             key,
             b,
             (&sites, &code, &of_a_lock),
+            &|release, work| late_code(&paths[work], &paths[release], &names),
             symbolizer,
         ));
     }
+    name_targets(&mut table.locks);
     table.locks.sort_by(|a, b| {
         let rank = |r: &LockRow| {
             (
@@ -384,207 +431,6 @@ pub fn lock_table(
     });
     table.groups = groups(&mut table.locks);
     Ok(table)
-}
-
-/// A row under construction.
-#[derive(Default)]
-struct Building {
-    kind: Option<WaitKind>,
-    counts: Counts,
-    destroyed: u32,
-    live: bool,
-    running_ns: u64,
-    /// Its samples; `None` for a lock that has none (most of the locks of a churn).
-    samples: Option<Box<Samples>>,
-    first_wait: Option<usize>,
-    /// The init call's return address (absolute; 0 unknown).
-    init_site: u64,
-    /// Where its failed trylocks came from (`LockStats::try_fail_site`).
-    try_fail_site: u64,
-}
-
-/// A row's samples: each wait sample: (end, span, recorded path index, value, whether
-/// someone is to blame for it); each release's blame sample: (time, span, path index,
-/// value); each held.contended sample: (path index, value).
-#[derive(Default)]
-struct Samples {
-    waits: Vec<(u64, u64, usize, u64, bool)>,
-    releases: Vec<(u64, u64, usize, u64)>,
-    held: Vec<(usize, u64)>,
-    blocked: Vec<(usize, u64)>,
-}
-
-impl Building {
-    /// Its samples, made (empty) if it had none.
-    fn samples(&mut self) -> &mut Samples {
-        self.samples.get_or_insert_with(Box::default)
-    }
-}
-
-/// The rows under construction: each (process, address) once, in order of first sight.
-#[derive(Default)]
-struct Rows {
-    index: HashMap<(usize, u64), u32>,
-    order: Vec<(usize, u64)>,
-    rows: Vec<Building>,
-}
-
-impl Rows {
-    /// Room for `more` rows (at most: the records of one lock may share a row).
-    fn reserve(&mut self, more: usize) {
-        self.index.reserve(more);
-        self.order.reserve(more);
-        self.rows.reserve(more);
-    }
-
-    /// The row of the object at `address` in process `p`, new if it has none.
-    fn building(&mut self, p: usize, address: u64, running_ns: u64) -> &mut Building {
-        let next = u32::try_from(self.rows.len()).expect("fewer than 2^32 lock rows");
-        let i = *self.index.entry((p, address)).or_insert(next);
-        if i == next {
-            self.order.push((p, address));
-            self.rows.push(Building {
-                running_ns,
-                ..Default::default()
-            });
-        }
-        &mut self.rows[i as usize]
-    }
-}
-
-fn finish_row(
-    profile: &Profile,
-    (p, address): (usize, u64),
-    b: Building,
-    (sites, code, of_a_lock): (&[Site], &[Site], &[bool]),
-    symbolizer: &mut Symbolizer,
-) -> LockRow {
-    let proc = &profile.processes[p];
-    let by_site = |values: &mut dyn Iterator<Item = (usize, u64)>, sites: &[Site]| {
-        let mut by: HashMap<&Site, u64> = HashMap::new();
-        for (k, v) in values {
-            let sum = by.entry(&sites[k]).or_default();
-            *sum = sum.saturating_add(v);
-        }
-        let mut out: Vec<(Site, u64)> = by.into_iter().map(|(s, v)| (s.clone(), v)).collect();
-        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        out
-    };
-    let s = b.samples.map_or_else(Samples::default, |s| *s);
-    let mut waiters = by_site(&mut s.waits.iter().map(|w| (w.2, w.3)), sites);
-    let holders = by_site(&mut s.releases.iter().map(|r| (r.2, r.3)), sites);
-    let (longest_holds, mean_holds) = holds_by_site(&s.releases, sites);
-    let inside = by_site(&mut s.held.iter().copied(), code);
-    let blocked = by_site(&mut s.blocked.iter().copied(), sites);
-    let pairs = pairs_of(&s.waits, &s.releases, sites, &holders);
-    let mut counts = b.counts;
-    if matches!(
-        b.kind,
-        Some(WaitKind::Mutex | WaitKind::RwLock | WaitKind::Spin)
-    ) {
-        // Acquisitions are a sampled estimate, contended ones exact: a lock taken rarely can
-        // be estimated under its contended acquisitions, which are acquisitions too (a row
-        // read "8 acquisitions, 18 contended").
-        let runtime = &mut counts.runtime;
-        runtime.acquisitions = runtime.acquisitions.max(runtime.contended);
-    }
-    counts.blame_ns = holders.iter().fold(0, |sum, h| sum.saturating_add(h.1));
-    counts.held_ns = inside.iter().fold(0, |sum, h| sum.saturating_add(h.1));
-    counts.blocked_ns = blocked.iter().fold(0, |sum, h| sum.saturating_add(h.1));
-    let sampled = waiters.iter().fold(0u64, |sum, w| sum.saturating_add(w.1));
-    let by_a_lock = s
-        .waits
-        .iter()
-        .filter(|w| of_a_lock[w.2])
-        .fold(0u64, |sum, w| sum.saturating_add(w.3));
-    if counts.runtime.wait_ns == 0 {
-        // No counts (a process killed before it wrote them): the samples still tell the
-        // waiting.
-        counts.runtime.wait_ns = sampled;
-        counts.lock_use_ns = by_a_lock;
-    } else if sampled > 0 {
-        // The samples split the exact total between the sites.
-        for w in &mut waiters {
-            w.1 = share(counts.runtime.wait_ns, w.1, sampled);
-        }
-        counts.lock_use_ns = share(counts.runtime.wait_ns, by_a_lock, sampled);
-    }
-    let init = init_site_name(proc, b.init_site, b.kind, symbolizer);
-    let try_site = match b.try_fail_site {
-        0 | TRY_SITES_MANY => None,
-        site => caller_of(proc, site, symbolizer).map(|caller| Site {
-            caller,
-            lock_function: try_function(b.kind).to_owned(),
-        }),
-    };
-    let (name, naming) = match (symbol_name(proc, address, symbolizer), init, b.first_wait) {
-        (Some(name), _, _) => (name, Naming::Symbol),
-        (None, Some(name), _) => (name, Naming::InitSite),
-        // A join is named by the threads it waited for, as their ends (the releases that
-        // took the blame) name them: `main -> pthread_join of run_worker`.
-        (None, None, Some(k)) => match b.kind {
-            Some(WaitKind::Join) if !holders.is_empty() => (
-                format!("{} of {}", sites[k].label(), joined_threads(&holders)),
-                Naming::FirstWait,
-            ),
-            _ => (sites[k].label(), Naming::FirstWait),
-        },
-        (None, None, None) => (
-            format!("{}@{address:#x}", b.kind.map_or("object", WaitKind::name)),
-            Naming::Address,
-        ),
-    };
-    let pressure = b
-        .kind
-        .filter(|&k| a_held_lock(k, &counts))
-        .filter(|_| b.running_ns > 0)
-        .map(|_| counts.runtime.wait_ns as f64 / b.running_ns as f64);
-    LockRow {
-        pid: proc.header.pid,
-        address,
-        kind: b.kind,
-        name,
-        naming,
-        group: None,
-        instances: b.destroyed + u32::from(b.live || b.destroyed == 0),
-        counts,
-        pressure,
-        running_ns: b.running_ns,
-        detail: Some(Detail {
-            waiters,
-            holders,
-            pairs,
-            inside,
-            blocked,
-            longest_holds,
-            mean_holds,
-            try_site,
-        })
-        .filter(|d| *d != Detail::default())
-        .map(Box::new),
-    }
-}
-
-/// A value per holder site.
-type ByHolder = Vec<(Site, u64)>;
-
-/// Per holder site, the longest of its releases' holds and their mean (their samples'
-/// spans; 0: not timed, left out), each longest first.
-fn holds_by_site(releases: &[(u64, u64, usize, u64)], sites: &[Site]) -> (ByHolder, ByHolder) {
-    let mut by: HashMap<&Site, (u64, u64, u64)> = HashMap::new();
-    for &(_, span, k, _) in releases.iter().filter(|r| r.1 > 0) {
-        let (longest, sum, count) = by.entry(&sites[k]).or_default();
-        *longest = (*longest).max(span);
-        *sum = sum.saturating_add(span);
-        *count += 1;
-    }
-    let sorted = |mut v: ByHolder| {
-        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        v
-    };
-    let longest = by.iter().map(|(s, v)| ((*s).clone(), v.0)).collect();
-    let mean = by.iter().map(|(s, v)| ((*s).clone(), v.1 / v.2)).collect();
-    (sorted(longest), sorted(mean))
 }
 
 #[cfg(test)]

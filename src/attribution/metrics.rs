@@ -9,6 +9,9 @@
 //! idleness, the base HPCToolkit's blame-shifting analysis expresses waiting and blame
 //! against; held.contended is a part of work.
 //!
+//! The analysis adds [`ROOT`], a base metric no sample declares: blame after the chains of
+//! waits ([`super::chains`]), filled by `paths::weigh`.
+//!
 //! Idleness, blame and held.contended samples may carry a [`WaitKind`] and, for idleness,
 //! the *unblamed* bit in their flags. [`merge`] derives one metric per (base metric, [`Part`]) that occurs
 //! in the selected samples, named `<base>.<kind>` (`idleness.condvar`, `blame.futex`) or
@@ -31,6 +34,10 @@ pub const WORK: &str = crate::format::protocol::WORK.name;
 pub const IDLENESS: &str = crate::format::protocol::IDLENESS.name;
 pub const BLAME: &str = crate::format::protocol::BLAME.name;
 pub const HELD_CONTENDED: &str = crate::format::protocol::HELD_CONTENDED.name;
+
+/// The root-cause metric: blame followed along chains of waits ([`super::chains`]),
+/// computed by the analysis wherever a profile has [`BLAME`].
+pub const ROOT: &str = "root";
 
 /// Suffix of the derived metric of unblamed idleness (`idleness.unblamed`).
 pub const UNBLAMED: &str = "unblamed";
@@ -245,6 +252,17 @@ pub(super) fn merge(
         .iter()
         .map(|p| table.add_process(&p.header.metrics))
         .collect();
+    if let Ok(blame) = table.id(BLAME) {
+        let unit = table.defs[blame].unit.clone();
+        table.add_process(&[MetricDef {
+            name: ROOT.to_owned(),
+            unit,
+            description: "blame followed along chains of waits to their end: a holder's \
+                          blame for the time it was itself waiting inside its hold passes \
+                          to what it waited for (the same total as blame)"
+                .to_owned(),
+        }]);
+    }
 
     // Which (base, part) pairs occur; kind-less samples skip the bookkeeping.
     let mut wanted: BTreeSet<(usize, Part)> = BTreeSet::new();
@@ -370,6 +388,7 @@ mod tests {
                 ("work", 10_000_000),
                 ("idleness", 10_750_000),
                 ("blame", 8_300_000),
+                ("root", 8_300_000),
                 ("idleness.mutex", 7_000_000),
                 ("idleness.condvar", 3_500_000),
                 ("idleness.unblamed", 750_000),
@@ -382,7 +401,7 @@ mod tests {
             a.metrics.derived_from(condvar),
             Some((1, Part::Kind(WaitKind::CondVar)))
         );
-        assert_eq!(a.metrics.base_ids().collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(a.metrics.base_ids().collect::<Vec<_>>(), [0, 1, 2, 3]);
         let defs = a.metrics.defs();
         assert_eq!(defs[condvar].unit, "ns");
         assert_eq!(
@@ -397,7 +416,10 @@ mod tests {
         let t102 = a.threads.iter().find(|t| t.tid == 102).unwrap();
         assert_eq!(
             t102.totals,
-            [3_000_000, 1_500_000, 6_800_000, 1_000_000, 500_000, 500_000, 4_800_000, 2_000_000]
+            [
+                3_000_000, 1_500_000, 6_800_000, 6_800_000, 1_000_000, 500_000, 500_000, 4_800_000,
+                2_000_000
+            ]
         );
         // The metric table for checking names before the analysis agrees.
         let table = metric_table(&profile, Filter::default()).unwrap();
@@ -418,6 +440,7 @@ mod tests {
                 ("work", 2),
                 ("idleness", 400),
                 ("blame", 30),
+                ("root", 30),
                 ("idleness.unblamed", 400)
             ]
         );
@@ -431,10 +454,11 @@ mod tests {
             [
                 ("work", 9_000_000),
                 ("idleness", 7_000_000),
-                ("blame", 6_300_000)
+                ("blame", 6_300_000),
+                ("root", 6_300_000)
             ]
         );
-        assert!(a.paths.iter().all(|p| p.values.len() == 3));
+        assert!(a.paths.iter().all(|p| p.values.len() == 4));
         // Kind bits on metrics other than idleness and blame derive nothing.
         let mut p = process(100, &["cycles", WORK]);
         add_flagged(&mut p, 100, 0, &[app(0x30)], 7, WaitKind::Futex.flags());
@@ -465,6 +489,7 @@ mod tests {
                 "idleness",
                 "blame",
                 "cycles",
+                "root",
                 "idleness.mutex",
                 "idleness.condvar",
                 "idleness.unblamed",
@@ -489,6 +514,7 @@ mod tests {
                 "idleness",
                 "blame",
                 "cycles",
+                "root",
                 "idleness.mutex",
                 "idleness.condvar",
                 "blame.mutex"
@@ -497,7 +523,8 @@ mod tests {
         let err = table.id("blame.condvar").unwrap_err().to_string();
         assert!(
             err.contains(
-                "has work, idleness, blame, cycles, idleness.mutex, idleness.condvar, blame.mutex;"
+                "has work, idleness, blame, cycles, root, idleness.mutex, idleness.condvar, \
+                 blame.mutex;"
             ),
             "{err}"
         );

@@ -17,8 +17,10 @@
 mod calibration;
 pub mod callers;
 pub mod cct;
+pub mod chains;
 pub mod clock;
 pub mod findings;
+pub mod late_work;
 pub mod line_costs;
 pub mod loaded;
 mod lock_forwarders;
@@ -240,7 +242,7 @@ pub fn analyze(
         &selected,
         filter.tid,
         &sample_maps,
-        metrics.len(),
+        (metrics.len(), metrics.id(metrics::ROOT).ok()),
         symbolizer,
         &mut names,
     );

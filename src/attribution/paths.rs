@@ -21,6 +21,10 @@
 //! functions is the runtime calling back into the program (the thread-start trampoline): it
 //! is left out, so threads read `start_thread -> worker`.
 //!
+//! A barrier's or join's blame lands on the late thread's work meanwhile
+//! ([`super::late_work`]), and the analysis-only metric `root` takes each blame sample's
+//! amount after the chains of waits ([`super::chains`]), spread like its blame.
+//!
 //! Invariants: each distinct (process, frame, address kind) is symbolized once; the values
 //! of the returned paths add up to the returned totals; a sample's value counts in its base
 //! metric and in the derived metrics its flags select ([`super::metrics::merge`]), at its
@@ -32,6 +36,8 @@
 //! Not async-signal-safe (allocates); single-threaded.
 
 use super::calibration::Calibration;
+use super::chains::{chains, Chains};
+use super::late_work::late_work;
 use super::lock_sites::is_runtime_module;
 use super::metrics::SampleMap;
 use super::symbolize::{CodeAddress, SourceFrame, Symbolizer};
@@ -81,7 +87,7 @@ pub(super) fn weigh(
     selected: &[usize],
     tid: Option<u32>,
     sample_maps: &[SampleMap],
-    metric_count: usize,
+    (metric_count, root): (usize, Option<usize>),
     symbolizer: &mut Symbolizer,
     names: &mut Names,
 ) -> Weighed {
@@ -101,7 +107,19 @@ pub(super) fn weigh(
             .metrics
             .iter()
             .position(|m| m.name == super::metrics::HELD_CONTENDED);
-        for s in &proc.samples {
+        // Blame of barriers and joins moves to the late thread's work meanwhile; the root
+        // metric is blame passed along chains of waits.
+        let moves = late_work(proc);
+        let blame = proc
+            .header
+            .metrics
+            .iter()
+            .position(|m| m.name == super::metrics::BLAME);
+        let chained = match (root, blame) {
+            (Some(_), Some(_)) => chains(proc, calibration),
+            _ => Chains::default(),
+        };
+        for (i, s) in proc.samples.iter().enumerate() {
             if tid.is_some_and(|t| t != s.tid) {
                 continue;
             }
@@ -112,17 +130,41 @@ pub(super) fn weigh(
             let thread = per_thread
                 .entry((p, s.tid))
                 .or_insert_with(|| vec![0; metric_count]);
-            let key = (p, s.stack, s.first_is_return());
-            let slot = *raw_index.entry(key).or_insert_with(|| {
-                raw_keys.push(key);
-                raw_values.resize(raw_values.len() + metric_count, 0);
-                raw_keys.len() - 1
-            });
             let value = calibration.apply(s.value, s.flags);
+            let mut add = |key: RawKey, value: u64, targets: &[usize]| {
+                let slot = *raw_index.entry(key).or_insert_with(|| {
+                    raw_keys.push(key);
+                    raw_values.resize(raw_values.len() + metric_count, 0);
+                    raw_keys.len() - 1
+                });
+                for &m in targets {
+                    raw_values[slot * metric_count + m] += value;
+                }
+            };
+            let shares = moves.get(&i).map_or(&[][..], Vec::as_slice);
+            let own = (p, s.stack, s.first_is_return());
+            let mut spread = |value: u64, targets: &[usize]| {
+                let mut rest = value;
+                for share in shares {
+                    let part = ((value as f64 * share.share) as u64).min(rest);
+                    rest -= part;
+                    add((p, share.stack, share.first_is_return), part, targets);
+                }
+                if rest > 0 || shares.is_empty() {
+                    add(own, rest, targets);
+                }
+            };
+            spread(value, targets);
             for &m in targets {
                 totals[m] += value;
                 thread[m] += value;
-                raw_values[slot * metric_count + m] += value;
+            }
+            if let (Some(root), true) = (root, Some(usize::from(s.metric)) == blame) {
+                let delta = chained.delta.get(&i).copied().unwrap_or(0.0);
+                let amount = (value as f64 + delta).max(0.0).round() as u64;
+                spread(amount, &[root]);
+                totals[root] += amount;
+                thread[root] += amount;
             }
         }
     }
@@ -482,31 +524,31 @@ mod tests {
             [
                 (
                     "_start blameprof_rt::thread_start worker lookup g".into(),
-                    vec![4 * ms, 0, 0]
+                    vec![4 * ms, 0, 0, 0]
                 ),
                 (
                     "_start blameprof_rt::thread_start worker lookup pthread_mutex_lock".into(),
-                    vec![0, 700, 0]
+                    vec![0, 700, 0, 0]
                 ),
-                ("_start worker insert".into(), vec![3 * ms, 0, 0]),
+                ("_start worker insert".into(), vec![3 * ms, 0, 0, 0]),
                 // One recorded path ends in the bare lock function; both now read the same.
                 (
                     "_start worker insert pthread_mutex_lock".into(),
-                    vec![0, ms, 0]
+                    vec![0, ms, 0, 0]
                 ),
                 (
                     "_start worker insert pthread_mutex_unlock".into(),
-                    vec![0, 0, 4_800_000]
+                    vec![0, 0, 4_800_000, 4_800_000]
                 ),
                 (
                     "_start worker lookup pthread_mutex_lock".into(),
-                    vec![0, 6 * ms, 0]
+                    vec![0, 6 * ms, 0, 0]
                 ),
                 (
                     "_start worker lookup pthread_mutex_unlock".into(),
-                    vec![0, 0, 3 * ms / 2]
+                    vec![0, 0, 3 * ms / 2, 3 * ms / 2]
                 ),
-                ("main f g".into(), vec![2 * ms, 0, 0]),
+                ("main f g".into(), vec![2 * ms, 0, 0, 0]),
             ]
         );
         let unlock = a

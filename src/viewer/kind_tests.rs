@@ -210,7 +210,7 @@ fn text_header_lists_derived_totals_and_threads_keep_the_base_metrics() {
     let text = render(&Report::new(&a, View::Threads, 0, Prune::default()), &Text);
     assert!(
         text.contains(
-            "totals:     work 10.00 ms, idleness 10.75 ms, blame 8.30 ms; \
+            "totals:     work 10.00 ms, idleness 10.75 ms, blame 8.30 ms, root 8.30 ms; \
              effort (work + idleness) 20.75 ms\n\
              by kind:    idleness.mutex 7.00 ms, idleness.condvar 3.50 ms, \
              idleness.unblamed 750.00 us, blame.mutex 6.30 ms, blame.condvar 2.00 ms\n"
@@ -220,7 +220,7 @@ fn text_header_lists_derived_totals_and_threads_keep_the_base_metrics() {
     let heading = text.lines().find(|l| l.contains("start routine")).unwrap();
     assert_eq!(
         heading.split_whitespace().collect::<Vec<_>>(),
-        ["pid", "tid", "work", "idleness", "blame", "name", "start", "routine"]
+        ["pid", "tid", "work", "idleness", "blame", "root", "name", "start", "routine"]
     );
     // Without kinds, no such line.
     let plain = analysis_of(lock_process());
@@ -290,6 +290,7 @@ fn cli_report_and_flamegraph_by_derived_metric() {
             "work",
             "idleness",
             "blame",
+            "root",
             "idleness.mutex",
             "idleness.condvar",
             "idleness.unblamed",
@@ -323,7 +324,7 @@ fn cli_report_and_flamegraph_by_derived_metric() {
     let err = cli_report(&args).unwrap_err().to_string();
     assert!(
         err.contains(
-            "unknown metric 'blame.rwlock': this profile has work, idleness, blame, \
+            "unknown metric 'blame.rwlock': this profile has work, idleness, blame, root, \
              idleness.mutex, idleness.condvar, idleness.unblamed, blame.mutex, blame.condvar"
         ),
         "{err}"

@@ -55,7 +55,7 @@ fn text_columns_side_by_side_with_percentages_of_effort() {
     let text = render(&report, &Text);
     assert!(
         text.contains(
-            "totals:     work 9.00 ms, idleness 7.00 ms, blame 6.30 ms; \
+            "totals:     work 9.00 ms, idleness 7.00 ms, blame 6.30 ms, root 6.30 ms; \
              effort (work + idleness) 16.00 ms"
         ),
         "{text}"
@@ -146,11 +146,14 @@ fn pruning_uses_the_percentage_base() {
 fn threads_show_every_metric_or_the_columns_asked_for() {
     let a = analysis();
     let text = render(&Report::new(&a, View::Threads, 0, TEXT_PRUNE), &Text);
-    assert!(text.contains("work     idleness        blame"), "{text}");
     assert!(
-        text.lines()
-            .any(|l| l
-                .starts_with("     100      102      3.00 ms      1.00 ms      4.80 ms  worker")),
+        text.contains("work     idleness        blame         root"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with(
+            "     100      102      3.00 ms      1.00 ms      4.80 ms      4.80 ms  worker"
+        )),
         "{text}"
     );
     let report = Report::new(&a, View::Threads, 0, TEXT_PRUNE).with_columns(vec![id(&a, "blame")]);
@@ -160,7 +163,10 @@ fn threads_show_every_metric_or_the_columns_asked_for() {
             .any(|l| l.starts_with("     100      101      1.50 ms  worker")),
         "{text}"
     );
-    assert_eq!(a.threads[1].totals, [4_000_000, 6_000_000, 1_500_000]);
+    assert_eq!(
+        a.threads[1].totals,
+        [4_000_000, 6_000_000, 1_500_000, 1_500_000]
+    );
 }
 
 #[test]
@@ -178,7 +184,7 @@ fn json_values_stay_absolute_with_percentages_of_effort() {
         .iter()
         .map(|m| m["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["work", "idleness", "blame"]);
+    assert_eq!(names, ["work", "idleness", "blame", "root"]);
     assert_eq!(doc["totals"]["blame"], 6_300_000);
     // Bottom-up by idleness: the lock function first, its callers below it.
     let lock = doc["roots"]
@@ -275,7 +281,7 @@ fn summary_without_lock_waiting_has_no_lock_lines() {
     assert!(!text.contains("lock") && !text.contains("effort"), "{text}");
     let report = render(&Report::new(&a, View::TopDown, 0, TEXT_PRUNE), &Text);
     assert!(
-        report.contains("totals:     work 5.00 ms, idleness 0 ns, blame 0 ns\n"),
+        report.contains("totals:     work 5.00 ms, idleness 0 ns, blame 0 ns, root 0 ns\n"),
         "{report}"
     );
 }

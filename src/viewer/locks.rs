@@ -23,7 +23,7 @@ pub use json::{write_json, write_json_with};
 
 use super::units::{format_value, percent};
 use crate::attribution::locks::{
-    waits_for_a_lock, Counts, LockGroup, LockRow, LockTable, Pair, Site,
+    waits_for_a_lock, Chain, Counts, LockGroup, LockRow, LockTable, Pair, Site,
 };
 use crate::format::WaitKind;
 use std::io::{self, Write};
@@ -223,6 +223,18 @@ fn write_rows(out: &mut dyn Write, rows: &[&LockRow], opts: &LockOptions) -> io:
         for p in r.pairs().iter().take(opts.pairs_per_lock) {
             write_pair(out, p, waiter_total(r, p))?;
         }
+        if let Some(c) = r.chains().first() {
+            write_chain(out, r, c)?;
+        }
+        if let Some((site, ns)) = r.late_work().first() {
+            writeln!(
+                out,
+                "      late work: {} kept them waiting {} ({:.0}% of the blame)",
+                site.label(),
+                format_value(*ns, "ns"),
+                percent(*ns, r.counts.blame_ns)
+            )?;
+        }
     }
     Ok(())
 }
@@ -323,6 +335,26 @@ fn write_counts_line(
         } else {
             "-".to_owned()
         },
+    )
+}
+
+/// One hop of a chain, from the waiters behind its holder (the pair with the most waiting
+/// behind it): `lookup -> table_lock -> insert -> log_lock -> flush_log`.
+fn write_chain(out: &mut dyn Write, r: &LockRow, c: &Chain) -> io::Result<()> {
+    let waiter = r
+        .pairs()
+        .iter()
+        .find(|p| p.holder == c.holder)
+        .map_or(String::new(), |p| format!("{} -> ", p.waiter.caller));
+    writeln!(
+        out,
+        "      chain: {waiter}{} -> {} -> {} -> {}: {} of {}'s blame passed on (root)",
+        r.name,
+        c.holder.caller,
+        c.to_lock,
+        c.to_holder.caller,
+        format_value(c.ns, "ns"),
+        c.holder.caller
     )
 }
 
@@ -428,6 +460,24 @@ fn write_one(
     }
     if !r.blocked().is_empty() {
         write_blocked(out, r)?;
+    }
+    if !r.chains().is_empty() {
+        writeln!(
+            out,
+            "  Chains (its holders' blame while they were themselves waiting inside their \
+             holds, passed on to what they waited for: root):"
+        )?;
+        for c in r.chains() {
+            write_chain(out, r, c)?;
+        }
+    }
+    if !r.late_work().is_empty() {
+        writeln!(
+            out,
+            "  Late work (what the threads that ended the waits computed while the others \
+             waited: their blame, moved there):"
+        )?;
+        write_site_shares(out, r.late_work(), r.counts.blame_ns)?;
     }
     write_notes(table, out)
 }

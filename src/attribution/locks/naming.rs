@@ -170,6 +170,22 @@ pub(super) fn code_of(locs: &[Loc], names: &Names) -> Site {
     }
 }
 
+/// The code of a late thread's work (`work`, a path of its work samples) as the call that
+/// ended others' waits (`release`) sees it: the first function where the two paths part,
+/// with its caller (`stage -> slow_stage` for a barrier called from `stage`), or the work's
+/// own code ([`code_of`]) when the paths do not part before the work's leaf.
+pub(super) fn late_code(work: &[Loc], release: &[Loc], names: &Names) -> Site {
+    let common = work
+        .iter()
+        .zip(release)
+        .take_while(|(w, r)| w.function == r.function)
+        .count();
+    match common < work.len() {
+        true => code_of(&work[..=common], names),
+        false => code_of(work, names),
+    }
+}
+
 /// Groups rows of one process that share an array symbol (`buckets+0x40`, `buckets+0x80`)
 /// or a first-wait site, sets each member's `group`, and returns the groups (by blame,
 /// then waiting, then acquisitions).

@@ -85,10 +85,13 @@ pub fn write_json_with(
                     "holder": p.holder.caller,
                     "ns": p.ns,
                 })).collect::<Vec<_>>(),
-                "inside": r.inside().iter().map(|(s, ns)| json!({
-                    "function": if s.lock_function.is_empty() { &s.caller } else { &s.lock_function },
-                    "caller": if s.lock_function.is_empty() { None } else { Some(&s.caller) },
-                    "ns": ns,
+                "inside": code_sites(r.inside()),
+                "late_work": code_sites(r.late_work()),
+                "chains": r.chains().iter().map(|c| json!({
+                    "holder": c.holder.caller,
+                    "to_lock": c.to_lock,
+                    "to_holder": c.to_holder.caller,
+                    "ns": c.ns,
                 })).collect::<Vec<_>>(),
             })
         })
@@ -128,4 +131,18 @@ pub fn write_json_with(
     doc["findings_thresholds"] = thresholds;
     serde_json::to_writer_pretty(&mut *out, &doc)?;
     writeln!(out)
+}
+
+/// Code sites (`caller -> function`, as `inside` and `late_work` keep them) as JSON.
+fn code_sites(sites: &[(Site, u64)]) -> Vec<Value> {
+    sites
+        .iter()
+        .map(|(s, ns)| {
+            json!({
+                "function": if s.lock_function.is_empty() { &s.caller } else { &s.lock_function },
+                "caller": if s.lock_function.is_empty() { None } else { Some(&s.caller) },
+                "ns": ns,
+            })
+        })
+        .collect()
 }
