@@ -87,8 +87,10 @@ impl Accuracy {
     }
 }
 
-/// Ranks `culprit` among `candidates` by inclusive blame in `report`. With no candidates,
-/// the functions named in the truth values and the culprit itself are the candidates.
+/// Ranks `culprit` among `candidates` by inclusive blame in `report`, but for the joins' (a
+/// joined thread's blame is the work it did while its parent waited: a parent waiting for
+/// its children names no culprit). With no candidates, the functions named in the truth
+/// values and the culprit itself are the candidates.
 pub fn rank(truth: &Truth, culprit: &str, report: &FlatReport) -> Ranking {
     let mut names: Vec<&str> = if truth.candidates.is_empty() {
         truth.values.iter().map(|v| v.function.as_str()).collect()
@@ -98,12 +100,17 @@ pub fn rank(truth: &Truth, culprit: &str, report: &FlatReport) -> Ranking {
     names.push(culprit);
     names.sort_unstable();
     names.dedup();
+    let blame_of = |f: &str| {
+        report
+            .inclusive("blame", f)
+            .saturating_sub(report.inclusive("blame.join", f))
+    };
     let mut blame: Vec<(String, u64)> = names
         .into_iter()
-        .map(|f| (f.to_string(), report.inclusive("blame", f)))
+        .map(|f| (f.to_string(), blame_of(f)))
         .collect();
     blame.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let culprit_blame = report.inclusive("blame", culprit);
+    let culprit_blame = blame_of(culprit);
     let first = culprit_blame > 0
         && blame
             .iter()
@@ -199,6 +206,19 @@ mod tests {
         assert_eq!(ranking.blame[0], ("insert".to_string(), 1200));
         assert!(a.culprit_ok());
         assert!(!a.all_within(1.0));
+    }
+
+    #[test]
+    fn a_joined_threads_blame_does_not_rank() {
+        // reader's blame is its parent's join (late work); holder's is its lock's.
+        let json = r#"{"schema":"blameprof-report","version":1,
+            "metrics":[{"name":"blame"},{"name":"blame.join"}],"totals":{},"samples":1,"roots":[
+            {"function":"holder","module":"/m","inclusive":{"blame":40,"blame.join":0}},
+            {"function":"reader","module":"/m","inclusive":{"blame":50,"blame.join":45}}]}"#;
+        let t = truth::parse("truth culprit holder\ntruth candidates holder,reader\n");
+        let ranking = rank(&t, "holder", &FlatReport::parse(json).unwrap());
+        assert!(ranking.first, "{ranking:?}");
+        assert_eq!(ranking.blame[1], ("reader".to_string(), 5));
     }
 
     #[test]

@@ -346,7 +346,7 @@ fn accuracy_tables(s: &mut String, r: &Results) {
     }
     let _ = writeln!(
         s,
-        "\n### Culprit ranking (inclusive `blame` among the candidates)\n"
+        "\n### Culprit ranking (inclusive `blame` but for joins, among the candidates)\n"
     );
     let _ = writeln!(s, "| workload | culprit | first | blame by candidate |");
     let _ = writeln!(s, "|---|---|---|---|");
