@@ -71,13 +71,7 @@ struct Waited {
 
 /// The chains of `proc`'s blame samples, their values calibrated by `calibration`.
 pub fn chains(proc: &ProcessProfile, calibration: Calibration) -> Chains {
-    let metric = |name: &str| {
-        proc.header
-            .metrics
-            .iter()
-            .position(|m| m.name == name)
-            .map(|i| i as u8)
-    };
+    let metric = |name: &str| proc.metric(name);
     let (Some(idleness), Some(blame)) = (
         metric(super::metrics::IDLENESS),
         metric(super::metrics::BLAME),

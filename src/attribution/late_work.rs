@@ -56,13 +56,7 @@ pub struct Share {
 /// The shares of each blame sample that moves (by its index in `proc.samples`); blame
 /// samples not in it stay where they were recorded.
 pub fn late_work(proc: &ProcessProfile) -> HashMap<usize, Vec<Share>> {
-    let metric = |name: &str| {
-        proc.header
-            .metrics
-            .iter()
-            .position(|m| m.name == name)
-            .map(|i| i as u8)
-    };
+    let metric = |name: &str| proc.metric(name);
     let (Some(work), Some(idleness), Some(blame)) = (
         metric(super::metrics::WORK),
         metric(super::metrics::IDLENESS),

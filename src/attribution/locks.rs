@@ -318,7 +318,7 @@ pub fn lock_table(
             row.destroyed += u32::from(l.flags & LOCK_DESTROYED != 0);
             row.live |= l.flags & LOCK_DESTROYED == 0;
         }
-        let metric = |name: &str| proc.header.metrics.iter().position(|m| m.name == name);
+        let metric = |name: &str| proc.metric(name).map(usize::from);
         let (idleness, blame, held, blocked) = (
             metric(protocol::IDLENESS.name),
             metric(protocol::BLAME.name),

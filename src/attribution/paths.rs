@@ -110,11 +110,7 @@ pub(super) fn weigh(
         // Blame of barriers and joins moves to the late thread's work meanwhile; the root
         // metric is blame passed along chains of waits.
         let moves = late_work(proc);
-        let blame = proc
-            .header
-            .metrics
-            .iter()
-            .position(|m| m.name == super::metrics::BLAME);
+        let blame = proc.metric(super::metrics::BLAME).map(usize::from);
         let chained = match (root, blame) {
             (Some(_), Some(_)) => chains(proc, calibration),
             _ => Chains::default(),

@@ -321,7 +321,7 @@ fn lay_out(
                 axis.spread(&mut running, stop, stop - start, (stop - start) as f64);
             }
         }
-        let metric = |name: &str| proc.header.metrics.iter().position(|m| m.name == name);
+        let metric = |name: &str| proc.metric(name).map(usize::from);
         let (w, i, b) = (
             metric(protocol::WORK.name),
             metric(protocol::IDLENESS.name),

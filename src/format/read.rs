@@ -240,6 +240,12 @@ pub struct ProcessProfile {
 }
 
 impl ProcessProfile {
+    /// The index of the metric called `name` in its header, as its samples name it.
+    pub fn metric(&self, name: &str) -> Option<u8> {
+        let i = self.header.metrics.iter().position(|m| m.name == name)?;
+        u8::try_from(i).ok()
+    }
+
     pub fn counter(&self, name: &str) -> u64 {
         self.counters
             .iter()
