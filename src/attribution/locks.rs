@@ -268,6 +268,10 @@ pub struct LockTable {
     /// Lock inits whose init site the runtime could not keep (its fixed table): those locks
     /// are in no init-site group.
     pub init_sites_displaced: u64,
+    /// Blame still passing along chains of waits after their hop limit (ns: a knot of
+    /// threads waiting on each other's locks, or a longer chain): its `root` stays at the
+    /// release it reached ([`super::chains::MAX_HOPS`]).
+    pub chains_cut_ns: u64,
 }
 
 /// Builds the lock table of the processes `filter` selects (a thread filter selects the
@@ -371,7 +375,9 @@ pub fn lock_table(
             }
         }
         // Blame passed along chains (the root metric's hops), kept by the lock passing it.
-        for (from, to, ns) in chains(proc, calibration).passed {
+        let chained = chains(proc, calibration);
+        table.chains_cut_ns += chained.cut.round() as u64;
+        for (from, to, ns) in chained.passed {
             let (from, to) = (&proc.samples[from], &proc.samples[to]);
             let mut index_of = |s: &crate::format::read::Sample| {
                 paths_seen.index((p, s.stack, s.first_is_return()), &mut key_ns)

@@ -560,6 +560,16 @@ fn write_notes(table: &LockTable, out: &mut dyn Write) -> io::Result<()> {
             table.untabled_events
         )?;
     }
+    if table.chains_cut_ns > 0 {
+        writeln!(
+            out,
+            "{} of blame was still passing along chains of waits after {} hops (threads \
+             waiting on each other's locks in turn, or a longer chain): its root stays at the \
+             release it reached.",
+            format_value(table.chains_cut_ns, "ns"),
+            crate::attribution::chains::MAX_HOPS
+        )?;
+    }
     if table.init_sites_displaced > 0 {
         writeln!(
             out,

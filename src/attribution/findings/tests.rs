@@ -77,6 +77,7 @@ fn table(locks: Vec<LockRow>) -> LockTable {
         acquisitions_counted: true,
         untabled_events: 0,
         init_sites_displaced: 0,
+        chains_cut_ns: 0,
     }
 }
 

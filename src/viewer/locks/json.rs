@@ -120,6 +120,7 @@ pub fn write_json_with(
         "acquisition_sampling_period": crate::format::ACQUISITION_SAMPLING_PERIOD,
         "untabled_events": table.untabled_events,
         "init_sites_displaced": table.init_sites_displaced,
+        "chains_cut_ns": table.chains_cut_ns,
         "locks": locks,
         "groups": groups,
     });
