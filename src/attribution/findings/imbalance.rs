@@ -117,7 +117,7 @@ pub(super) fn thread_loads(
                 })
                 .collect();
             for (t, g) in threads.iter_mut().zip(of_thread) {
-                if let Some(name) = &names[g] {
+                if let Some(name) = g.and_then(|g| names[g].as_ref()) {
                     t.routine = name.clone();
                 }
             }

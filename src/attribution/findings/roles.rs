@@ -58,10 +58,51 @@ pub fn role_path(samples: &[(&[Frame], u64)]) -> Option<Vec<Frame>> {
     Some(path)
 }
 
+/// Whether `a` is a prefix of `b` or `b` of `a` (the same role, one spread wider).
+fn prefix_related(a: &[Frame], b: &[Frame]) -> bool {
+    let shorter = a.len().min(b.len());
+    a[..shorter] == b[..shorter]
+}
+
+/// Per path, whether it is ambiguous: a prefix of two paths that part from each other (a
+/// thread whose work spread over two roles' code, as a reader with three samples, one of
+/// them in shared code): it would join both roles into one.
+fn ambiguous(paths: &[Option<Vec<Frame>>]) -> Vec<bool> {
+    let under = |i: usize| -> Vec<&[Frame]> {
+        let Some(p) = &paths[i] else {
+            return Vec::new();
+        };
+        paths
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .filter_map(|(_, q)| q.as_deref())
+            .filter(|q| q.len() > p.len() && q[..p.len()] == p[..])
+            .collect()
+    };
+    (0..paths.len())
+        .map(|i| {
+            let longer = under(i);
+            longer
+                .iter()
+                .enumerate()
+                .any(|(j, a)| longer[j + 1..].iter().any(|b| !prefix_related(a, b)))
+        })
+        .collect()
+}
+
 /// The threads of one start routine grouped by role: per thread (as `paths`, each a
 /// [`role_path`]) its group, and per group the call site that tells it from the others
 /// (its first frame no other group's common path shares; `None` when there is one group).
-pub fn group_roles(paths: &[Option<Vec<Frame>>]) -> (Vec<usize>, Vec<Option<Frame>>) {
+/// A thread whose path is ambiguous ([`ambiguous`]) joins no group (`None`): it stays in its
+/// routine's stage.
+pub fn group_roles(paths: &[Option<Vec<Frame>>]) -> (Vec<Option<usize>>, Vec<Option<Frame>>) {
+    let ambiguous = ambiguous(paths);
+    let paths: Vec<Option<Vec<Frame>>> = paths
+        .iter()
+        .zip(&ambiguous)
+        .map(|(p, &a)| p.clone().filter(|_| !a))
+        .collect();
     let n = paths.len();
     let mut parent: Vec<usize> = (0..n).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
@@ -76,8 +117,7 @@ pub fn group_roles(paths: &[Option<Vec<Frame>>]) -> (Vec<usize>, Vec<Option<Fram
             let (Some(pa), Some(pb)) = (&paths[a], &paths[b]) else {
                 continue;
             };
-            let shorter = pa.len().min(pb.len());
-            if pa[..shorter] == pb[..shorter] {
+            if prefix_related(pa, pb) {
                 let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
                 parent[ra.max(rb)] = ra.min(rb);
             }
@@ -108,13 +148,20 @@ pub fn group_roles(paths: &[Option<Vec<Frame>>]) -> (Vec<usize>, Vec<Option<Fram
         group[i] = Some(g);
     }
     if roots.len() <= 1 {
-        return (vec![0; n], vec![None]);
+        return (vec![Some(0); n], vec![None]);
     }
     // Threads too light to tell join the largest role (the first of equals).
     let largest = (0..sizes.len())
         .max_by_key(|&g| (sizes[g], std::cmp::Reverse(g)))
         .unwrap_or(0);
-    let of_thread = group.into_iter().map(|g| g.unwrap_or(largest)).collect();
+    let of_thread = group
+        .into_iter()
+        .zip(&ambiguous)
+        .map(|(g, &a)| match a {
+            true => None,
+            false => Some(g.unwrap_or(largest)),
+        })
+        .collect();
     let shared = |a: &[Frame], b: &[Frame]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
     let labels = (0..common.len())
         .map(|g| {
@@ -174,12 +221,32 @@ mod tests {
         wide.extend(samples(&[1, 2, 3, 10, 12], 25));
         let wide = path_of(&wide);
         let (of, labels) = group_roles(&[fill.clone(), read, wide, None]);
-        assert_eq!(of, [0, 1, 0, 0], "the light thread joins the largest role");
+        assert_eq!(
+            of,
+            [Some(0), Some(1), Some(0), Some(0)],
+            "the light thread joins the largest role"
+        );
         assert_eq!(labels, [Some(f(10)), Some(f(20))]);
         // Threads doing the same work: one role, named by the routine.
         let (of, labels) = group_roles(&[fill.clone(), fill, None]);
-        assert_eq!((of, labels), (vec![0, 0, 0], vec![None]));
+        assert_eq!((of, labels), (vec![Some(0); 3], vec![None]));
         // Only threads too light to tell: one role.
-        assert_eq!(group_roles(&[None, None]), (vec![0, 0], vec![None]));
+        assert_eq!(group_roles(&[None, None]), (vec![Some(0); 2], vec![None]));
+    }
+
+    #[test]
+    fn a_thread_whose_role_is_a_prefix_of_two_roles_joins_neither() {
+        // db_bench: four fillers, four readers, one reader's few samples stop its role at
+        // the wrapper, which both roles pass through. It must not make them one role.
+        let fill = path_of(&samples(&[1, 2, 3, 10, 11], 40));
+        let read = path_of(&samples(&[1, 2, 3, 20, 21], 10));
+        let short = path_of(&samples(&[1, 2, 3], 3));
+        let (of, labels) = group_roles(&[fill.clone(), fill, read.clone(), short.clone(), read]);
+        assert_eq!(of, [Some(0), Some(0), Some(1), None, Some(1)]);
+        assert_eq!(labels, [Some(f(10)), Some(f(20))]);
+        // A prefix of one role only is that role.
+        let fill = path_of(&samples(&[1, 2, 3, 10, 11], 40));
+        let (of, _) = group_roles(&[fill.clone(), short, fill]);
+        assert_eq!(of, [Some(0); 3]);
     }
 }
