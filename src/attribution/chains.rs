@@ -29,6 +29,7 @@
 //! each release visits its holder's waits inside its hold and their enders.
 
 use super::calibration::Calibration;
+use super::intervals::{overlap, Intervals, Waited};
 use crate::format::read::ProcessProfile;
 use crate::format::{WaitKind, SAMPLE_UNBLAMED};
 use std::collections::HashMap;
@@ -60,21 +61,11 @@ struct Release {
     hold: bool,
 }
 
-/// An interval `[start, end)` of waiting by `tid` on `object`.
-#[derive(Clone, Copy)]
-struct Waited {
-    start: u64,
-    end: u64,
-    tid: u32,
-    object: u64,
-}
-
 /// The chains of `proc`'s blame samples, their values calibrated by `calibration`.
 pub fn chains(proc: &ProcessProfile, calibration: Calibration) -> Chains {
-    let metric = |name: &str| proc.metric(name);
     let (Some(idleness), Some(blame)) = (
-        metric(super::metrics::IDLENESS),
-        metric(super::metrics::BLAME),
+        proc.metric(super::metrics::IDLENESS),
+        proc.metric(super::metrics::BLAME),
     ) else {
         return Chains::default();
     };
@@ -182,45 +173,6 @@ pub fn chains(proc: &ProcessProfile, calibration: Calibration) -> Chains {
     out
 }
 
-/// The waits on each object, sorted by end, with the longest's length: the waiting on an
-/// object over any stretch visits only the waits that overlap it.
-struct Intervals {
-    on: HashMap<u64, (Vec<Waited>, u64)>,
-}
-
-impl Intervals {
-    fn of(waits: HashMap<u64, Vec<Waited>>) -> Intervals {
-        let on = waits
-            .into_iter()
-            .map(|(object, mut list)| {
-                list.sort_unstable_by_key(|w| w.end);
-                let longest = list.iter().map(|w| w.end - w.start).max().unwrap_or(0);
-                (object, (list, longest))
-            })
-            .collect();
-        Intervals { on }
-    }
-
-    /// The waiting on `object` by threads other than `tid` inside `[start, end)`.
-    fn waiting(&self, object: u64, tid: u32, (start, end): (u64, u64)) -> u64 {
-        let Some((list, longest)) = self.on.get(&object) else {
-            return 0;
-        };
-        let first = list.partition_point(|w| w.end <= start);
-        list[first..]
-            .iter()
-            .take_while(|w| w.end < end.saturating_add(*longest))
-            .filter(|w| w.tid != tid)
-            .map(|w| overlap((w.start, w.end), (start, end)))
-            .sum()
-    }
-}
-
-/// The part of `a` inside `b`.
-fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
-    a.1.min(b.1).saturating_sub(a.0.max(b.0))
-}
-
 /// Where release `r` passes its amount: through each of its holder's own waits (`own`,
 /// sorted) inside its hold, to the releases that ended that wait.
 fn passings(
@@ -231,7 +183,7 @@ fn passings(
     (ends, longest_hold): (&HashMap<u64, Vec<usize>>, &HashMap<u64, u64>),
 ) -> Vec<(usize, f64)> {
     let hold = (r.start, r.end);
-    let whole = waiters.waiting(r.object, r.tid, hold);
+    let whole = waiters.waiting(r.object, Some(r.tid), hold);
     if whole == 0 {
         return Vec::new();
     }
@@ -242,7 +194,7 @@ fn passings(
             continue;
         }
         let inside = (w.start.max(hold.0), w.end.min(hold.1));
-        let during = waiters.waiting(r.object, r.tid, inside);
+        let during = waiters.waiting(r.object, Some(r.tid), inside);
         if during == 0 {
             continue;
         }

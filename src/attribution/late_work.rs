@@ -33,6 +33,7 @@
 //! of each object's waits and blames; each blame visits the waits and work samples that
 //! overlap its window.
 
+use super::intervals::{clip, Intervals, Waited};
 use crate::format::read::{ProcessProfile, StackId};
 use crate::format::WaitKind;
 use std::collections::HashMap;
@@ -56,28 +57,29 @@ pub struct Share {
 /// The shares of each blame sample that moves (by its index in `proc.samples`); blame
 /// samples not in it stay where they were recorded.
 pub fn late_work(proc: &ProcessProfile) -> HashMap<usize, Vec<Share>> {
-    let metric = |name: &str| proc.metric(name);
     let (Some(work), Some(idleness), Some(blame)) = (
-        metric(super::metrics::WORK),
-        metric(super::metrics::IDLENESS),
-        metric(super::metrics::BLAME),
+        proc.metric(super::metrics::WORK),
+        proc.metric(super::metrics::IDLENESS),
+        proc.metric(super::metrics::BLAME),
     ) else {
         return HashMap::new();
     };
     let movable = |flags: u8| WaitKind::from_flags(flags).is_some_and(moves_to_late_work);
 
-    // Per object: its waits [start, end) and its blames (time, sample index, tid).
-    let mut waits: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
+    // Per object: its waits and its blames (time, sample index).
+    let mut waits: HashMap<u64, Vec<Waited>> = HashMap::new();
     let mut blames: HashMap<u64, Vec<(u64, usize)>> = HashMap::new();
     for (i, s) in proc.samples.iter().enumerate() {
         if s.object == 0 || s.time == 0 || !movable(s.flags) {
             continue;
         }
         if s.metric == idleness && s.span > 0 {
-            waits
-                .entry(s.object)
-                .or_default()
-                .push((s.time.saturating_sub(s.span), s.time));
+            waits.entry(s.object).or_default().push(Waited {
+                start: s.time.saturating_sub(s.span),
+                end: s.time,
+                tid: s.tid,
+                object: s.object,
+            });
         } else if s.metric == blame && s.value > 0 {
             blames.entry(s.object).or_default().push((s.time, i));
         }
@@ -106,13 +108,9 @@ pub fn late_work(proc: &ProcessProfile) -> HashMap<usize, Vec<Share>> {
         }
     }
 
+    let waits = Intervals::of(waits);
     let mut moves = HashMap::new();
     for (object, mut object_blames) in blames {
-        let Some(object_waits) = waits.get_mut(&object) else {
-            continue;
-        };
-        object_waits.sort_unstable_by_key(|&(_, end)| end);
-        let longest = object_waits.iter().map(|&(s, e)| e - s).max().unwrap_or(0);
         object_blames.sort_unstable();
         let mut previous_time = 0;
         let mut window_start = 0;
@@ -122,14 +120,7 @@ pub fn late_work(proc: &ProcessProfile) -> HashMap<usize, Vec<Share>> {
                 previous_time = time;
             }
             let window = (window_start, time);
-            // The waits that overlap the window: they end after its start, and begin
-            // before its end (so end before its end plus the longest wait).
-            let first = object_waits.partition_point(|&(_, end)| end <= window.0);
-            let overlapping: Vec<(u64, u64)> = object_waits[first..]
-                .iter()
-                .take_while(|&&(_, end)| end < window.1.saturating_add(longest))
-                .filter_map(|&interval| clip(interval, window))
-                .collect();
+            let overlapping: Vec<(u64, u64)> = waits.within(object, None, window).collect();
             let waited: u64 = overlapping.iter().map(|&(s, e)| e - s).sum();
             if waited == 0 {
                 continue;
@@ -152,12 +143,6 @@ struct Worked {
     end: u64,
     stack: StackId,
     first_is_return: bool,
-}
-
-/// `[start, end)` cut to `window`, or `None` when they do not overlap.
-fn clip((start, end): (u64, u64), window: (u64, u64)) -> Option<(u64, u64)> {
-    let (start, end) = (start.max(window.0), end.min(window.1));
-    (start < end).then_some((start, end))
 }
 
 /// The shares of the work `samples` (one thread's, in time order) that overlap `waits`

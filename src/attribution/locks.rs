@@ -294,8 +294,6 @@ pub fn lock_table(
     // index among them: memory in proportion to the profile's lock records.
     let mut rows = Rows::default();
     let mut paths_seen = PathKeys::default();
-    // The time each path's samples recorded: what the forwarders weigh its frames by.
-    let mut key_ns: Vec<u64> = Vec::new();
     for &p in &selected {
         let proc = &profile.processes[p];
         let calibration = Calibration::of(proc);
@@ -341,7 +339,7 @@ pub fn lock_table(
             if !is_wait && m != blame && m != held && m != blocked {
                 continue;
             }
-            let mut index_of = |key: RawKey| paths_seen.index(key, &mut key_ns);
+            let mut index_of = |key: RawKey| paths_seen.index(key);
             let k = index_of((p, s.stack, s.first_is_return()));
             let late: Vec<(usize, f64)> = moves
                 .get(&i)
@@ -357,7 +355,7 @@ pub fn lock_table(
             let row = rows.building(p, s.object, running);
             row.kind = row.kind.or(WaitKind::from_flags(s.flags));
             let value = calibration.apply(s.value, s.flags);
-            key_ns[k] = key_ns[k].saturating_add(value);
+            paths_seen.ns[k] = paths_seen.ns[k].saturating_add(value);
             if is_wait {
                 row.first_wait.get_or_insert(k);
                 let blamed = s.flags & SAMPLE_UNBLAMED == 0;
@@ -380,7 +378,7 @@ pub fn lock_table(
         for (from, to, ns) in chained.passed {
             let (from, to) = (&proc.samples[from], &proc.samples[to]);
             let mut index_of = |s: &crate::format::read::Sample| {
-                paths_seen.index((p, s.stack, s.first_is_return()), &mut key_ns)
+                paths_seen.index((p, s.stack, s.first_is_return()))
             };
             let (k, to_k) = (index_of(from), index_of(to));
             let row = rows.building(p, from.object, running);
@@ -389,7 +387,7 @@ pub fn lock_table(
     }
     let paths = expand_each(profile, &paths_seen.keys, symbolizer, &mut names);
     let lock_at: Vec<Option<usize>> = paths.iter().map(|l| lock_frame(l, &names)).collect();
-    let forwarders = Forwarders::of(&paths, &lock_at, &key_ns, &mut names, |names| {
+    let forwarders = Forwarders::of(&paths, &lock_at, &paths_seen.ns, &mut names, |names| {
         let (keys, weights): (Vec<RawKey>, Vec<u64>) =
             work_keys(profile, &selected).into_iter().unzip();
         let cpu = expand_each(profile, &keys, symbolizer, names);

@@ -20,6 +20,7 @@ pub mod cct;
 pub mod chains;
 pub mod clock;
 pub mod findings;
+mod intervals;
 pub mod late_work;
 pub mod line_costs;
 pub mod loaded;

@@ -15,19 +15,21 @@ use crate::format::read::Profile;
 use crate::format::{WaitKind, TRY_SITES_MANY};
 use std::collections::HashMap;
 
-/// The distinct recorded paths of the lock samples, in order of first sight.
+/// The distinct recorded paths of the lock samples, in order of first sight, with the
+/// time their samples recorded (what the forwarders weigh their frames by).
 #[derive(Default)]
 pub(super) struct PathKeys {
     pub keys: Vec<RawKey>,
+    pub ns: Vec<u64>,
     index: HashMap<RawKey, usize>,
 }
 
 impl PathKeys {
-    /// The index of `key`, new if unseen (then `ns`, a value per path, grows with it).
-    pub fn index(&mut self, key: RawKey, ns: &mut Vec<u64>) -> usize {
+    /// The index of `key`, new if unseen.
+    pub fn index(&mut self, key: RawKey) -> usize {
         *self.index.entry(key).or_insert_with(|| {
             self.keys.push(key);
-            ns.push(0);
+            self.ns.push(0);
             self.keys.len() - 1
         })
     }
