@@ -442,7 +442,10 @@ fn normalising_shows_no_change_for_a_run_twice_as_long_of_the_same_shape() {
     // lock threads' CPU time (waking up and going back to sleep, 800 or 1600 times each) is
     // a larger share on a loaded machine, and so main's share is smaller, by as much as
     // 5 pp between two runs. Within 3 pp: about 3 standard errors of the difference of
-    // two sampled shares (`FREQ`).
+    // two sampled shares (`FREQ`). (The lock threads compute mostly in the kernel, where a
+    // perf task clock does not count, so they are sampled a few times each: until their
+    // CPU time after their last sample was charged at their end, a third of it was missing,
+    // a different third each run, and main's share moved by up to 4 pp.)
     let shares = diff_json(&short.dir, &long.dir, &["--normalize", "total"]);
     for (f, key) in [
         ("heavy", "heavy_ns"),

@@ -156,9 +156,43 @@ fn many_short_threads_at_5000_hz() {
     let threads = flat["threads"].as_array().unwrap().len() as u64;
     assert_eq!(threads, t["threads"] + 1, "every thread and the main one");
     assert_sampled_by(&run, "perf-task-clock");
-    // Each thread's CPU time since its last sample (at most a 200 us period of its 3 ms)
-    // is not recorded when it ends.
-    assert_work(&flat, &t, "short_work", 0.15);
+    // Each thread's CPU time since its last sample is charged at its end, at that sample's
+    // path: what is left out is the CPU time of threads never sampled (none, at 15 periods
+    // each) and of their starts and ends outside short_work.
+    assert_work(&flat, &t, "short_work", 0.05);
+}
+
+/// A thread that spends 99% of its CPU time in the kernel is sampled a few times in all by
+/// a perf task clock (it counts user-mode time), and each sample carries the CPU time since
+/// the one before: its CPU time after its last one (a tenth of the run, or more) is charged
+/// at its end. Its work is its CPU time, to far less than one sample's share.
+#[test]
+fn a_thread_that_computes_in_the_kernel_is_charged_all_its_cpu_time() {
+    let prog = thread_life();
+    let plain = unprofiled(&prog, &["kernel", BRIEF]);
+    let out = scratch_dir("kernel-thread").join("prof");
+    let run = profile_run(&out, 1000, &prog, &["kernel", "0.4"], &[]);
+    assert_unchanged("thread_life kernel", &plain, &run);
+    let t = truths(&run.stdout);
+    let threads = report_json(&out, &["--view", "threads"]);
+    let worker = threads["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| {
+            t["start_routine"]
+                .as_str()
+                .is_some_and(|s| name_matches(s, "kernel_thread"))
+        })
+        .unwrap_or_else(|| panic!("no kernel_thread thread: {threads}"));
+    let (got, want) = (work(worker, "totals"), t["kernel_work_ns"]);
+    assert!(
+        got.abs_diff(want) as f64 <= 0.01 * want as f64 + 2e6,
+        "kernel_thread: {got} ns of work, its kernel_work measured {want} ns (user mode {} \
+         ns)\n{}",
+        t["user_ns"],
+        run.describe()
+    );
 }
 
 /// A thread made by raw clone(2) has no timer (the runtime gives one to threads started by

@@ -21,16 +21,20 @@ pub const CHUNK_MAGIC: [u8; 4] = *b"BCK1";
 /// The format version this build writes and the newest it reads. Version 2 added
 /// [`RecordTag::ObjectSample`], [`RecordTag::LockStats`] and the monotonic times at the end
 /// of `ThreadStart`, `ThreadEnd` and `ProcessEnd`; version 3 added [`RecordTag::Time`];
-/// version 4 added [`RecordTag::LockInterval`] and [`LockStats::try_fail_site`]; versions 1
-/// to 3 still read (1 with no lock table, 1 and 2 with no sample times, 1 to 3 with no
-/// intervals).
-pub const FORMAT_VERSION: u32 = 4;
+/// version 4 added [`RecordTag::LockInterval`] and [`LockStats::try_fail_site`]; version 5
+/// added the thread's unsampled CPU time at the end of `ThreadEnd`; versions 1 to 4 still
+/// read (1 with no lock table, 1 and 2 with no sample times, 1 to 3 with no intervals, 1 to
+/// 4 with no unsampled tails).
+pub const FORMAT_VERSION: u32 = 5;
 /// The first version whose samples carry times ([`RecordTag::Time`]).
 pub const SAMPLE_TIME_VERSION: u32 = 3;
 /// The first version with lock statistics.
 pub const LOCK_TABLE_VERSION: u32 = 2;
 /// The first version with per-interval lock counts ([`RecordTag::LockInterval`]).
 pub const LOCK_INTERVAL_VERSION: u32 = 4;
+/// The first version whose `ThreadEnd` records carry the thread's CPU time after its last
+/// work sample (`read::ThreadInfo::tail_ns`).
+pub const TAIL_VERSION: u32 = 5;
 /// The length of the runtime's lock intervals ([`LockInterval`]): the finest interval a
 /// timeline can show.
 pub const LOCK_INTERVAL_NS: u64 = 100_000_000;

@@ -21,11 +21,14 @@
 //! the largest expansion, about 1 KiB of memory per byte of input.
 //!
 //! Files: this one holds the decoded types, [`read_profile`] and [`read_part`];
-//! `read/decode.rs` decodes a part's bytes ([`decode_part`]) and `read/keyed.rs` hashes call
-//! paths with the per-process key.
+//! `read/decode.rs` decodes a part's bytes ([`decode_part`]), `read/keyed.rs` hashes call
+//! paths with the per-process key, and `read/tails.rs` adds each thread's CPU time after its
+//! last sample, which [`read_profile`] does (a part as [`read_part`] returns it is as
+//! written).
 
 mod decode;
 mod keyed;
+mod tails;
 
 pub use decode::decode_part;
 
@@ -192,6 +195,9 @@ pub struct ThreadInfo {
     pub is_main: bool,
     /// CPU time at thread end, when the thread ended cleanly.
     pub cpu_ns: Option<u64>,
+    /// The part of it after the thread's last work sample, which no sample carried
+    /// (version 5; [`read_profile`] adds it at that sample's path: `read/tails.rs`).
+    pub tail_ns: Option<u64>,
     /// When the thread started and ended (monotonic ns; version 2 profiles).
     pub start_ns: Option<u64>,
     pub end_ns: Option<u64>,
@@ -321,6 +327,9 @@ pub fn read_profile(path: &Path, opts: ReadOptions) -> Result<Profile, ReadError
         }
     } else {
         processes.push(read_part(path, opts)?);
+    }
+    for p in &mut processes {
+        tails::add_tails(p);
     }
     processes.sort_by_key(|p| {
         (

@@ -16,6 +16,7 @@ use crate::sampler::clock::{other_thread_cpu_ns, thread_cpu_ns};
 use crate::sampler::config::{Config, Source};
 use crate::sampler::counters::{self, Counter};
 use crate::sampler::descriptors;
+use crate::sampler::handler;
 use crate::sampler::heap::HEAP;
 use crate::sampler::output;
 use crate::sampler::process::{self, sampling_enabled};
@@ -190,6 +191,9 @@ pub(crate) fn start_timer(state: &ThreadState, cfg: &Config, wanted: Source) -> 
             wanted
         }
     };
+    // The CPU time the thread's samples carry starts now: starting the timer (a perf counter
+    // takes several system calls) is the runtime's, not the first sample's path's.
+    state.last_cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
     state.in_runtime.store(false, Ordering::Relaxed);
     chosen
 }
@@ -339,6 +343,8 @@ fn record_thread_exit(value: *mut libc::c_void) {
     }
     crate::policy::record_deferred_wait(state);
     state.in_runtime.store(true, Ordering::Relaxed);
+    // The program's CPU time since the last sample, before the runtime's own teardown.
+    let tail = handler::unsampled_tail(state, thread_cpu_ns());
     crate::policy::abandon_wait(state);
     stop_timer(state);
     flush_thread(state);
@@ -358,7 +364,7 @@ fn record_thread_exit(value: *mut libc::c_void) {
     ENDED_CPU_NS.fetch_add(cpu, Ordering::Relaxed);
     ENDED_THREADS.fetch_add(1, Ordering::Relaxed);
     records::write(tid, |w| {
-        records::thread_end(w, tid, &name, image_cpu(tid, cpu))?;
+        records::thread_end(w, tid, &name, image_cpu(tid, cpu), tail)?;
         counters::encode(w)
     });
     thread_state::detach(state);
@@ -442,7 +448,8 @@ pub(crate) fn finish(reason: u8) -> bool {
         } else {
             other_thread_cpu_ns(tid)
         };
-        ends.push((tid, records::thread_name(tid), cpu));
+        let tail = handler::unsampled_tail(state, cpu);
+        ends.push((tid, records::thread_name(tid), cpu, tail));
     });
     counters::set(
         Counter::LockTablePeak,
@@ -475,8 +482,8 @@ pub(crate) fn finish(reason: u8) -> bool {
                 records::lock_interval(w, interval)?;
             }
         }
-        for (tid, name, cpu) in &ends {
-            records::thread_end(w, *tid, name, image_cpu(*tid, *cpu))?;
+        for (tid, name, cpu, tail) in &ends {
+            records::thread_end(w, *tid, name, image_cpu(*tid, *cpu), *tail)?;
         }
         // After the chunk's buffer is allocated, as the peak it reports always was.
         counters::set(Counter::RuntimeHeapPeak, HEAP.peak_bytes());

@@ -10,7 +10,8 @@
 //!    by its next sample; otherwise read the thread CPU clock: the sample's value is the time
 //!    used since the previous one; a thread blocked in a measured lock wait records nothing
 //!    (the measurement covers it), nor does a thread spinning on a spin lock (its spin is
-//!    measured the same way);
+//!    measured the same way), but the part of the time from before the wait is carried to
+//!    its next sample (`wait_cpu`);
 //! 4. refresh a one-shot perf counter, for a period drawn anew around the mean
 //!    (`timer::jittered_period`: a fixed one aliases with a program's periodic work);
 //! 5. if a waiter marked the thread as the holder of a lock it waits for
@@ -30,6 +31,7 @@ use super::counters::{self, Counter};
 use super::path::{record_path, How, Sample};
 use super::process;
 use super::thread_state::{lookup, ThreadState};
+use super::wait_cpu;
 use crate::format::{protocol, WaitKind};
 use crate::locks::held_marks::Read;
 use crate::sys::gettid;
@@ -111,19 +113,37 @@ fn rearm_perf(state: &ThreadState, tid: u32) {
 /// microseconds is already rare.
 const REARM_TRIES: usize = 4;
 
-/// Reads the thread's CPU time since its previous sample: the work to record. `None`:
-/// nothing to record (inside the runtime: deferred to the next sample; blocked in a measured
-/// wait or spinning on a spin lock: covered by the measurement; sampling stopped).
+/// Reads the thread's CPU time since its previous sample: the work to record, with what an
+/// earlier sample carried from before a wait (`wait_cpu`). `None`: nothing to record
+/// (inside the runtime: deferred to the next sample; blocked in a measured wait or spinning
+/// on a spin lock: covered by the measurement, but for what came before the wait, carried
+/// on; sampling stopped).
 fn charge(state: &ThreadState) -> Option<u64> {
     if state.in_runtime.load(Ordering::Relaxed) {
         return None;
     }
     let now = thread_cpu_ns();
     let value = now.saturating_sub(state.last_cpu_ns.swap(now, Ordering::Relaxed));
-    if !process::sampling_enabled() || state.blocked.load(Ordering::Relaxed) {
+    if !process::sampling_enabled() {
         return None;
     }
-    Some(value)
+    if state.blocked.load(Ordering::Relaxed) {
+        wait_cpu::sampled_inside(state, value);
+        return None;
+    }
+    Some(value.saturating_add(wait_cpu::take_carried(state)))
+}
+
+/// The CPU time of the thread (`state`'s, whose clock reads `cpu_ns` now) that no work
+/// sample has carried: since its last sample, with what a sample inside a wait carried on
+/// (`wait_cpu`). Taken, at the thread's end: its end record carries it
+/// (`format::read::ThreadInfo::tail_ns`). Sampling must be over for the thread (its timer
+/// stopped, or the process's sampling disabled).
+pub fn unsampled_tail(state: &ThreadState, cpu_ns: u64) -> u64 {
+    let last = state.last_cpu_ns.swap(cpu_ns, Ordering::Relaxed);
+    cpu_ns
+        .saturating_sub(last)
+        .saturating_add(wait_cpu::take_carried(state))
 }
 
 fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value: u64) {

@@ -32,4 +32,5 @@ pub mod sync_sample;
 pub mod thread_state;
 pub mod timer;
 pub mod tsc_clock;
+pub mod wait_cpu;
 pub mod wake_path;

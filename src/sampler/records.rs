@@ -125,12 +125,20 @@ pub fn thread_start(
     Ok(())
 }
 
-pub fn thread_end(w: &mut RecordWriter, tid: u32, name: &[u8], cpu_ns: u64) -> Result<(), Full> {
+/// A thread's end: its CPU time, and the part of it after its last work sample (`tail_ns`).
+pub fn thread_end(
+    w: &mut RecordWriter,
+    tid: u32,
+    name: &[u8],
+    cpu_ns: u64,
+    tail_ns: u64,
+) -> Result<(), Full> {
     w.tag(RecordTag::ThreadEnd)?;
     w.varint(u64::from(tid))?;
     w.bytes(name)?;
     w.varint(cpu_ns)?;
     w.varint(super::clock::monotonic_ns())?;
+    w.varint(tail_ns)?;
     w.commit();
     Ok(())
 }

@@ -93,8 +93,15 @@ pub struct ThreadState {
     /// The perf counter to refresh after each signal, or -1 (POSIX timer).
     pub perf_fd: AtomicI32,
     /// The thread is blocked in (or spinning on) a contended lock whose wait is measured:
-    /// samples taken meanwhile are covered by that measurement and record nothing.
+    /// samples taken meanwhile are covered by that measurement and record nothing (but the
+    /// first carries the CPU time from before the wait on: `wait_cpu`). Set and cleared
+    /// through [`wait_cpu`](super::wait_cpu).
     pub blocked: AtomicBool,
+    /// How the current measured wait began, for its first sample (`wait_cpu`).
+    pub wait_began_ns: AtomicU64,
+    /// CPU time used before measured waits whose samples landed inside them, for the next
+    /// work sample (`wait_cpu`).
+    pub carried_cpu_ns: AtomicU64,
     /// The thread's count of futex wakes (their `WakerId::seq`), from its attachment's
     /// epoch (high 32 bits, unique per [`attach`]).
     pub wake_seq: AtomicU64,
@@ -132,7 +139,7 @@ pub struct ThreadState {
 unsafe impl Sync for ThreadState {}
 
 impl ThreadState {
-    fn new() -> ThreadState {
+    pub(crate) fn new() -> ThreadState {
         ThreadState {
             tid: AtomicU32::new(0),
             in_runtime: AtomicBool::new(false),
@@ -142,6 +149,8 @@ impl ThreadState {
             last_cpu_ns: AtomicU64::new(0),
             perf_fd: AtomicI32::new(-1),
             blocked: AtomicBool::new(false),
+            wait_began_ns: AtomicU64::new(0),
+            carried_cpu_ns: AtomicU64::new(0),
             wake_seq: AtomicU64::new(0),
             deferred_wait_ns: AtomicU64::new(0),
             thinned: [THIN_CELLS, THIN_CELLS],
@@ -291,6 +300,8 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
     state.in_runtime.store(false, Ordering::Release);
     state.in_handler.store(false, Ordering::Release);
     state.blocked.store(false, Ordering::Release);
+    state.wait_began_ns.store(0, Ordering::Release);
+    state.carried_cpu_ns.store(0, Ordering::Release);
     state.deferred_wait_ns.store(0, Ordering::Release);
     // Each attachment counts its wakes from a new epoch, so that a `WakerId` (tid, seq)
     // names one wake of one thread even when the kernel reuses an ended thread's tid.

@@ -16,10 +16,18 @@
  *       computes in renamed_work; the main thread renames itself "renamed-main" and computes
  *       in main_work. Prints "truth renamed_work_ns=N main_work_ns=M" and
  *       "thread_life: names renamed-worker renamed-main".
+ *   kernel [CPU_SECONDS=0.4]
+ *       a pthread spends CPU_SECONDS of its CPU time in kernel_work, almost all of it in the
+ *       kernel: it reads /dev/zero a megabyte at a time (the kernel clears the buffer) and
+ *       computes in user mode for about 1% of its time (its own getrusage keeps the share).
+ *       A perf task clock counts user-mode time only, so such a thread is sampled a few times
+ *       in all. Prints "truth kernel_work_ns=N user_ns=U" (N: the thread CPU time of the
+ *       call, U: its user-mode part).
  * Exit status 0, or 1 after a message on stderr.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -27,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -162,6 +171,59 @@ static int run_rename(double secs) {
     return 0;
 }
 
+/* ---- kernel ---- */
+
+static unsigned long long kernel_ns_want, kernel_ns_took, kernel_user_ns;
+
+static unsigned long long user_ns(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return (unsigned long long)ru.ru_utime.tv_sec * 1000000000ULL +
+           (unsigned long long)ru.ru_utime.tv_usec * 1000ULL;
+}
+
+__attribute__((noinline, noclone)) unsigned long long kernel_work(unsigned long long ns) {
+    static char buf[1 << 20];
+    int fd = open("/dev/zero", O_RDONLY);
+    if (fd < 0) {
+        fail("open /dev/zero", errno);
+        exit(1);
+    }
+    unsigned long long start = thread_cpu_ns(), user0 = user_ns(), now = start;
+    volatile unsigned long x = 1;
+    while (now - start < ns) {
+        if (read(fd, buf, sizeof buf) < 0) {
+            fail("read /dev/zero", errno);
+            exit(1);
+        }
+        now = thread_cpu_ns();
+        /* About 1% in user mode: compute while the user part is under it. */
+        while ((user_ns() - user0) * 100 < now - start)
+            for (long i = 0; i < 20000; i++)
+                x = x * 13UL + (unsigned long)i;
+    }
+    kernel_user_ns = user_ns() - user0;
+    close(fd);
+    return thread_cpu_ns() - start;
+}
+
+static void *kernel_thread(void *unused) {
+    (void)unused;
+    kernel_ns_took = kernel_work(kernel_ns_want);
+    return NULL;
+}
+
+static int run_kernel(double secs) {
+    kernel_ns_want = (unsigned long long)(secs * 1e9);
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, kernel_thread, NULL);
+    if (rc)
+        return fail("pthread_create", rc);
+    pthread_join(t, NULL);
+    printf("truth kernel_work_ns=%llu user_ns=%llu\n", kernel_ns_took, kernel_user_ns);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "short") == 0)
@@ -170,6 +232,8 @@ int main(int argc, char **argv) {
         return run_clone(argc > 2 ? atof(argv[2]) : 0.4);
     if (strcmp(mode, "rename") == 0)
         return run_rename(argc > 2 ? atof(argv[2]) : 0.4);
-    fprintf(stderr, "usage: thread_life short|clone|rename [ARGS]\n");
+    if (strcmp(mode, "kernel") == 0)
+        return run_kernel(argc > 2 ? atof(argv[2]) : 0.4);
+    fprintf(stderr, "usage: thread_life short|clone|rename|kernel [ARGS]\n");
     return 2;
 }

@@ -9,7 +9,7 @@ use super::{ModuleInfo, ProcessProfile, ReadError, ReadOptions, Sample, ThreadIn
 use crate::wire::{CHUNK_HEADER_LEN, FILE_HEADER_LEN};
 use crate::{
     Frame, LockInterval, LockStats, MetricDef, RecordTag, CHUNK_MAGIC, FILE_MAGIC, FORMAT_VERSION,
-    MAX_STACK_DEPTH,
+    MAX_STACK_DEPTH, TAIL_VERSION,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -312,11 +312,15 @@ impl Builder {
                 let name = c.string()?;
                 let cpu = c.varint()?;
                 let end = (p.version >= 2).then(|| c.varint()).transpose()?;
+                let tail = (p.version >= TAIL_VERSION)
+                    .then(|| c.varint())
+                    .transpose()?;
                 let t = thread_entry(&mut p.threads, &mut self.thread_index, tid);
                 if !name.is_empty() {
                     t.name = name;
                 }
                 t.cpu_ns = Some(cpu);
+                t.tail_ns = tail;
                 t.end_ns = end.filter(|&v| v > 0).or(t.end_ns);
             }
             RecordTag::Sample | RecordTag::ObjectSample => {

@@ -17,7 +17,7 @@
 use blameprof_format::read::{decode_part, read_profile, ReadError, ReadOptions};
 use blameprof_format::wire::{chunk_header, file_header, RecordWriter, CHUNK_HEADER_LEN};
 use blameprof_format::{
-    Frame, LockInterval, LockStats, RecordTag, FORMAT_VERSION, MAX_STACK_DEPTH,
+    Frame, LockInterval, LockStats, RecordTag, FORMAT_VERSION, MAX_STACK_DEPTH, TAIL_VERSION,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -285,6 +285,7 @@ enum Rec {
         name: String,
         cpu: u64,
         end: u64,
+        tail: u64,
     },
     /// `keep`: root-side frames to share with the previous sample (at most its depth).
     Sample {
@@ -376,8 +377,8 @@ fn rec() -> impl Strategy<Value = Rec> {
         1 => (0..8u32).prop_map(Rec::ModuleUnload),
         1 => (1..6u32, frame(), text(), any::<bool>(), number())
             .prop_map(|(tid, routine, name, main, start)| Rec::ThreadStart { tid, routine, name, main, start }),
-        1 => (1..6u32, text(), number(), number())
-            .prop_map(|(tid, name, cpu, end)| Rec::ThreadEnd { tid, name, cpu, end }),
+        1 => (1..6u32, text(), number(), number(), number())
+            .prop_map(|(tid, name, cpu, end, tail)| Rec::ThreadEnd { tid, name, cpu, end, tail }),
         1 => (prop_oneof![Just("write_errors".to_string()), text()], number())
             .prop_map(|(name, value)| Rec::Counter { name, value }),
         1 => (0..2u8, number()).prop_map(|(reason, end)| Rec::ProcessEnd { reason, end }),
@@ -583,6 +584,7 @@ fn encode_rec(
             name,
             cpu,
             end,
+            tail,
         } => {
             w.tag(RecordTag::ThreadEnd).expect(OK);
             w.varint(u64::from(*tid)).expect(OK);
@@ -590,6 +592,9 @@ fn encode_rec(
             w.varint(*cpu).expect(OK);
             if version >= 2 {
                 w.varint(*end).expect(OK);
+            }
+            if version >= TAIL_VERSION {
+                w.varint(*tail).expect(OK);
             }
             e.tids.insert(*tid);
         }

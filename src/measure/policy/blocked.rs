@@ -27,6 +27,7 @@ use crate::sampler::counters::{self, Counter};
 use crate::sampler::path::Sample;
 use crate::sampler::sync_sample::record_captured;
 use crate::sampler::thread_state::ThreadState;
+use crate::sampler::wait_cpu;
 use std::sync::atomic::Ordering;
 
 /// A registered wait in progress: the thread is blocked, and samples its timer takes
@@ -107,7 +108,7 @@ impl Blocked {
             }
             owner.wait = Some(wait);
         }
-        state.blocked.store(true, Ordering::Relaxed);
+        wait_cpu::begin_blocking(state);
         Blocked {
             state,
             wait,
@@ -126,7 +127,7 @@ impl Blocked {
     /// Ends the wait, with its departure from the object at `depart_at`: how it is
     /// accounted, and how much of it no event took. Its caller counts it if unblamed.
     pub(super) fn end_at(&self, outcome: Outcome, depart_at: u64) -> (Departed, u64) {
-        self.state.blocked.store(false, Ordering::Relaxed);
+        wait_cpu::end(self.state);
         let _busy = Bookkeeping::enter(self.state);
         // SAFETY: as in `new`.
         unsafe { (*self.state.owner.get()).wait = None };

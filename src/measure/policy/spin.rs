@@ -24,7 +24,7 @@ use crate::sampler::counters::{self, Counter};
 use crate::sampler::process::sampling_enabled;
 use crate::sampler::sync_sample::capture_wait_path;
 use crate::sampler::thread_state::lookup;
-use std::sync::atomic::Ordering;
+use crate::sampler::wait_cpu;
 
 /// The sampler's side of the spin-lock protocols.
 pub struct SpinGlue {
@@ -38,7 +38,7 @@ impl spin::SpinHooks for SpinGlue {
 
     fn spin_begins(&self) {
         if let Some(state) = lookup(current_tid()) {
-            state.blocked.store(true, Ordering::Relaxed);
+            wait_cpu::begin_spin(state, monotonic_ns());
         }
     }
 
@@ -46,10 +46,11 @@ impl spin::SpinHooks for SpinGlue {
         if let Some(state) = lookup(current_tid()) {
             // A record deferred from an earlier hold first: its path is the captured one.
             record_deferred_wait(state);
-            state.blocked.store(true, Ordering::Relaxed);
+            let now = monotonic_ns();
+            wait_cpu::begin_spin(state, now);
             // The lock's row is found now, and the path unwound, while the thread waits
             // anyway.
-            lock_counts::prepare_waits(state, self.address, WaitKind::Spin, monotonic_ns());
+            lock_counts::prepare_waits(state, self.address, WaitKind::Spin, now);
             if worth_capturing(state) {
                 capture_wait_path();
             }
@@ -60,7 +61,7 @@ impl spin::SpinHooks for SpinGlue {
         let sample = idleness(WaitKind::Spin, self.address, ns, true).timed(end, ns);
         match lookup(current_tid()) {
             Some(state) => {
-                state.blocked.store(false, Ordering::Relaxed);
+                wait_cpu::end(state);
                 lock_counts::spun_pending(state, self.address, ns);
                 if !defer_wait_record(state, &sample) {
                     record_wait(state, &[sample]);
@@ -84,7 +85,7 @@ impl spin::SpinHooks for SpinGlue {
 
     fn spun_natively(&self, ns: u64) {
         if let Some(state) = lookup(current_tid()) {
-            state.blocked.store(false, Ordering::Relaxed);
+            wait_cpu::end(state);
         }
         counters::add(Counter::WaitsUnmonitored, 1);
         lock_counts::spun(self.address, ns);

@@ -11,7 +11,7 @@ use crate::sampler::clock::monotonic_ns;
 use crate::sampler::counters::{self, Counter};
 use crate::sampler::sync_sample::{record_at_function, record_here};
 use crate::sampler::thread_state::ThreadState;
-use std::sync::atomic::Ordering;
+use crate::sampler::wait_cpu;
 
 /// A thread is ending: whoever waits to join it (`thread`: its `pthread_t`) was waiting for
 /// this. The blame is recorded at the caller's context (`pthread_exit`), or, when the thread
@@ -50,7 +50,7 @@ pub fn abandon_wait(state: &ThreadState) {
     // SAFETY: per the contract, on the owner thread with `in_runtime` raised.
     let wait = unsafe { (*state.owner.get()).wait.take() };
     if let Some(wait) = wait {
-        state.blocked.store(false, Ordering::Relaxed);
+        wait_cpu::end(state);
         count_unblamed(table::depart(wait, monotonic_ns(), Outcome::Interrupted).0);
         // The waiting it carried in from earlier waits on the object is not recorded.
         counters::add(Counter::IdlenessUnrecorded, wait.carried.total);
