@@ -63,12 +63,12 @@ fn sample(context: *mut libc::c_void) {
     };
     let work = charge(state);
     rearm_perf(state, tid);
-    let Some(value) = work else {
+    let Some((value, carried)) = work else {
         return;
     };
     state.in_handler.store(true, Ordering::Relaxed);
     compiler_fence(Ordering::SeqCst);
-    take_sample(state, tid, context, value);
+    take_sample(state, tid, context, value, carried);
     compiler_fence(Ordering::SeqCst);
     state.in_handler.store(false, Ordering::Relaxed);
 }
@@ -113,12 +113,12 @@ fn rearm_perf(state: &ThreadState, tid: u32) {
 /// microseconds is already rare.
 const REARM_TRIES: usize = 4;
 
-/// Reads the thread's CPU time since its previous sample: the work to record, with what an
-/// earlier sample carried from before a wait (`wait_cpu`). `None`: nothing to record
+/// Reads the thread's CPU time since its previous sample, and what an earlier sample
+/// carried from before a wait (`wait_cpu`): the work to record is their sum. `None`: nothing to record
 /// (inside the runtime: deferred to the next sample; blocked in a measured wait or spinning
 /// on a spin lock: covered by the measurement, but for what came before the wait, carried
 /// on; sampling stopped).
-fn charge(state: &ThreadState) -> Option<u64> {
+fn charge(state: &ThreadState) -> Option<(u64, u64)> {
     if state.in_runtime.load(Ordering::Relaxed) {
         return None;
     }
@@ -131,7 +131,7 @@ fn charge(state: &ThreadState) -> Option<u64> {
         wait_cpu::sampled_inside(state, value);
         return None;
     }
-    Some(value.saturating_add(wait_cpu::take_carried(state)))
+    Some((value, wait_cpu::take_carried(state)))
 }
 
 /// The CPU time of the thread (`state`'s, whose clock reads `cpu_ns` now) that no work
@@ -146,7 +146,16 @@ pub fn unsampled_tail(state: &ThreadState, cpu_ns: u64) -> u64 {
         .saturating_add(wait_cpu::take_carried(state))
 }
 
-fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value: u64) {
+/// Records the work sample (`value` since the previous sample, and `carried` from before a
+/// wait), and `held.contended` for `value` alone when the thread holds a lock others wait
+/// for.
+fn take_sample(
+    state: &ThreadState,
+    tid: u32,
+    context: *mut libc::c_void,
+    value: u64,
+    carried: u64,
+) {
     // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
     let regs = unsafe { registers(context) };
     // Before the module set's read guard: the reads may sleep on the memory map's lock.
@@ -157,7 +166,7 @@ fn take_sample(state: &ThreadState, tid: u32, context: *mut libc::c_void, value:
     };
     let mut samples = [Sample {
         metric: protocol::WORK.index,
-        value,
+        value: value.saturating_add(carried),
         flags: 0,
         object: 0,
         at: 0,

@@ -13,16 +13,17 @@
 //!
 //! So the first sample inside each wait carries the part of its time that came before the
 //! wait to the thread's next work sample, and only the rest (inside the wait, which the
-//! wait's idleness counts) is dropped:
-//! - a blocking wait: the whole time since the previous sample, as the thread's CPU time
-//!   inside a blocking call (entering the kernel, switching, waking) is a few microseconds;
-//! - a spin: the time less the wall time the spin has lasted (a spinning thread computes
-//!   all along, so its spin's CPU time is at most that);
-//! - a later sample inside the same wait: all of it is the wait's.
+//! wait's idleness counts) is dropped. That part is estimated from below: the time less the
+//! wall time the wait has lasted (the thread's CPU time inside the wait is at most that).
+//! For a spin, or a mutex's spin before it sleeps, the two are the same; for a wait the
+//! thread slept in, the estimate is usually nothing (the sample is taken on its way back,
+//! after the sleep), as before. A later sample inside the same wait carries nothing. No
+//! wait's CPU time is ever counted as work this way.
 //!
 //! The carried time is charged at the path of the thread's next work sample, as time
 //! deferred from inside the runtime is: the sampling's usual approximation (a sample stands
-//! for the CPU time since the one before).
+//! for the CPU time since the one before). It is work only: not `held.contended`, which a
+//! sample charges for the lock held at its own instant.
 //!
 //! Async-signal-safe: atomics of the thread's own state; the handler and the owner thread
 //! are the only users, and the handler runs on the owner thread.
@@ -31,21 +32,13 @@ use super::clock::monotonic_ns;
 use super::thread_state::ThreadState;
 use std::sync::atomic::Ordering;
 
-/// [`ThreadState::wait_began_ns`] for a blocking wait.
-const BLOCKING: u64 = u64::MAX;
 /// [`ThreadState::wait_began_ns`] when no sample is owed a part: not in a wait, or its first
 /// sample has been taken.
 const TAKEN: u64 = 0;
 
-/// The thread enters a measured blocking wait: a sample landing in it is covered by the
-/// wait's measurement.
-pub fn begin_blocking(state: &ThreadState) {
-    state.wait_began_ns.store(BLOCKING, Ordering::Relaxed);
-    state.blocked.store(true, Ordering::Relaxed);
-}
-
-/// The thread starts spinning on a spin lock at `start` (monotonic ns), measured.
-pub fn begin_spin(state: &ThreadState, start: u64) {
+/// The thread enters a measured wait (blocking or spinning) that began at `start`
+/// (monotonic ns): a sample landing in it is covered by the wait's measurement.
+pub fn begin(state: &ThreadState, start: u64) {
     state.wait_began_ns.store(start.max(1), Ordering::Relaxed);
     state.blocked.store(true, Ordering::Relaxed);
 }
@@ -62,7 +55,6 @@ pub fn end(state: &ThreadState) {
 pub fn sampled_inside(state: &ThreadState, cpu_ns: u64) {
     let before = match state.wait_began_ns.swap(TAKEN, Ordering::Relaxed) {
         TAKEN => 0,
-        BLOCKING => cpu_ns,
         start => cpu_ns.saturating_sub(monotonic_ns().saturating_sub(start)),
     };
     if before > 0 {
@@ -82,31 +74,27 @@ mod tests {
     use crate::thread_state::ThreadState;
 
     #[test]
-    fn a_blocking_waits_first_sample_carries_its_time_and_a_second_carries_none() {
-        let s = ThreadState::new();
-        begin_blocking(&s);
-        sampled_inside(&s, 700);
-        sampled_inside(&s, 300);
-        end(&s);
-        assert_eq!(take_carried(&s), 700);
-        assert_eq!(take_carried(&s), 0, "taken once");
-    }
-
-    #[test]
-    fn a_spins_first_sample_carries_what_came_before_the_spin() {
+    fn a_waits_first_sample_carries_what_came_before_the_wait_and_a_second_none() {
         let s = ThreadState::new();
         let now = monotonic_ns();
-        // Spinning for 1 ms so far (at least: the clock moves on), of 3 ms since the
+        // Waiting for 1 ms so far (at least: the clock moves on), of 3 ms since the
         // previous sample: at most 2 ms came before it.
-        begin_spin(&s, now - 1_000_000);
+        begin(&s, now - 1_000_000);
         sampled_inside(&s, 3_000_000);
+        sampled_inside(&s, 3_000_000);
+        end(&s);
         let carried = take_carried(&s);
         assert!(
             (1_900_000..=2_000_000).contains(&carried),
             "carried {carried}"
         );
-        // A spin longer than the time since the previous sample: all of it is the spin's.
-        begin_spin(&s, monotonic_ns() - 5_000_000);
+        assert_eq!(take_carried(&s), 0, "taken once");
+    }
+
+    #[test]
+    fn a_wait_longer_than_the_time_since_the_previous_sample_carries_nothing() {
+        let s = ThreadState::new();
+        begin(&s, monotonic_ns() - 5_000_000);
         sampled_inside(&s, 3_000_000);
         end(&s);
         assert_eq!(take_carried(&s), 0);
@@ -115,7 +103,7 @@ mod tests {
     #[test]
     fn outside_a_wait_nothing_is_carried() {
         let s = ThreadState::new();
-        begin_blocking(&s);
+        begin(&s, monotonic_ns());
         end(&s);
         sampled_inside(&s, 500);
         assert_eq!(take_carried(&s), 0);

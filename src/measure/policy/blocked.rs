@@ -108,7 +108,7 @@ impl Blocked {
             }
             owner.wait = Some(wait);
         }
-        wait_cpu::begin_blocking(state);
+        wait_cpu::begin(state, wait.start_ns);
         Blocked {
             state,
             wait,

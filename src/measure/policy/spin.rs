@@ -38,7 +38,7 @@ impl spin::SpinHooks for SpinGlue {
 
     fn spin_begins(&self) {
         if let Some(state) = lookup(current_tid()) {
-            wait_cpu::begin_spin(state, monotonic_ns());
+            wait_cpu::begin(state, monotonic_ns());
         }
     }
 
@@ -47,7 +47,7 @@ impl spin::SpinHooks for SpinGlue {
             // A record deferred from an earlier hold first: its path is the captured one.
             record_deferred_wait(state);
             let now = monotonic_ns();
-            wait_cpu::begin_spin(state, now);
+            wait_cpu::begin(state, now);
             // The lock's row is found now, and the path unwound, while the thread waits
             // anyway.
             lock_counts::prepare_waits(state, self.address, WaitKind::Spin, now);
