@@ -563,6 +563,24 @@ fn barrier_waiting_is_blamed_on_the_late_work() {
         "late_slow_ns",
         0.15 + descheduled,
     );
+    // The findings name the imbalance where the threads' work differs: `stage` calls
+    // slow_stage on one thread and fast_stage on the other (5x the work).
+    let imbalance = view["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["kind"] == "load_imbalance");
+    c.that(
+        imbalance.is_some_and(|f| {
+            f["evidence"]["max_work_in"] == "slow_stage"
+                && f["evidence"]["min_work_in"] == "fast_stage"
+                && f["fix"].as_str().is_some_and(|t| t.contains("slow_stage"))
+        }),
+        format!(
+            "a load imbalance of stage naming slow_stage against fast_stage: {}",
+            view["findings"]
+        ),
+    );
     c.finish("late work at a barrier");
 }
 

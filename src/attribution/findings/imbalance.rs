@@ -6,7 +6,7 @@
 //! thread's waiting leaves out its joins (a parent waiting for its children is not
 //! imbalance). Not async-signal-safe (allocates); single-threaded.
 
-use super::roles::{group_roles, role_path};
+use super::roles::{group_roles, role_path, Label};
 use super::{
     ratio, Finding, Kind, Value, MIN_IMBALANCE_NS, MIN_IMBALANCE_OF_MEAN, MIN_STAGE_NS,
     STAGE_COMPUTING, STAGE_WAITING, THREAD_IMBALANCE,
@@ -14,6 +14,7 @@ use super::{
 use crate::attribution::calibration::Calibration;
 use crate::attribution::clock::end_of_image;
 use crate::attribution::symbolize::{CodeAddress, Symbolizer};
+use crate::attribution::tailcall::{CallSites, Callee};
 use crate::format::read::ProcessProfile;
 use crate::format::{protocol, Frame, WaitKind};
 use std::collections::{BTreeMap, HashMap};
@@ -32,6 +33,9 @@ pub(super) struct ThreadLoad {
     /// The waiting it made others do by its wakes ([`wakes_a_stage`]: its blame as a
     /// signaller, poster or barrier's last arrival).
     pub blame_ns: u64,
+    /// The function its stage calls for its work where another thread of the stage calls
+    /// another ([`role_names`]): what tells its share of the stage's work from theirs.
+    pub role_callee: Option<String>,
     /// When it started (monotonic ns) and how long it lived (none without thread times).
     pub start_ns: Option<u64>,
     pub life_ns: Option<u64>,
@@ -98,6 +102,7 @@ pub(super) fn thread_loads(
                     work_ns,
                     wait_ns,
                     blame_ns,
+                    role_callee: None,
                     start_ns: t.start_ns,
                     life_ns,
                 });
@@ -108,23 +113,79 @@ pub(super) fn thread_loads(
                 .map(|t| worked.get(&t.tid).and_then(|w| role_path(w)))
                 .collect();
             let (of_thread, labels) = group_roles(&paths);
-            let names: Vec<Option<String>> = labels
-                .iter()
-                .map(|label| {
-                    let frame = (*label)?;
-                    let call = CodeAddress::ReturnAddress(frame.offset);
-                    outermost_function(symbolizer, p, frame.module, call)
-                })
-                .collect();
+            let names = role_names(symbolizer, p, &labels);
             for (t, g) in threads.iter_mut().zip(of_thread) {
-                if let Some(name) = g.and_then(|g| names[g].as_ref()) {
+                let Some((name, called)) = g.map(|g| &names[g]) else {
+                    continue;
+                };
+                if let Some(name) = name {
                     t.routine = name.clone();
                 }
+                t.role_callee = called.clone();
             }
             out.extend(threads);
         }
     }
     out
+}
+
+/// Each role's name: the function of the call site where it parts from the others; and
+/// where two roles part at call sites of one function (`stage` calling `slow_stage` on one
+/// thread and `fast_stage` on another: one stage whose threads got different work), the
+/// function each calls there ([`ThreadLoad::role_callee`]).
+fn role_names(
+    symbolizer: &mut Symbolizer,
+    p: &ProcessProfile,
+    labels: &[Option<Label>],
+) -> Vec<(Option<String>, Option<String>)> {
+    let callers: Vec<Option<String>> = labels
+        .iter()
+        .map(|l| {
+            let call = l.as_ref()?.call;
+            let at = CodeAddress::ReturnAddress(call.offset);
+            outermost_function(symbolizer, p, call.module, at)
+        })
+        .collect();
+    let mut call_sites = CallSites::default();
+    labels
+        .iter()
+        .zip(&callers)
+        .map(|(label, caller)| {
+            let shared = caller.is_some() && callers.iter().filter(|c| *c == caller).count() > 1;
+            let called = match (shared, label) {
+                (true, Some(l)) => called(symbolizer, &mut call_sites, p, l),
+                _ => None,
+            };
+            (caller.clone(), called)
+        })
+        .collect()
+}
+
+/// The function the call site of `label` called: named by its call instruction (a tail
+/// call may have left no frame of it), else the function of the frame beneath it on the
+/// role's path.
+fn called(
+    symbolizer: &mut Symbolizer,
+    call_sites: &mut CallSites,
+    p: &ProcessProfile,
+    label: &Label,
+) -> Option<String> {
+    let module = label.call.module;
+    let path = p.module(module).map_or("", |m| m.path.as_str());
+    match call_sites.callee(path, label.call.offset) {
+        Some(Callee::Local(start)) => outermost_function(
+            symbolizer,
+            p,
+            module,
+            CodeAddress::InstructionPointer(start),
+        ),
+        Some(Callee::Import(name)) => Some(name),
+        None => {
+            let beneath = label.callee?;
+            let at = CodeAddress::ReturnAddress(beneath.offset);
+            outermost_function(symbolizer, p, beneath.module, at)
+        }
+    }
 }
 
 /// The outermost function of the inline chain at `address` in `module`: the function whose
@@ -384,33 +445,57 @@ fn thread_imbalance(pid: u32, s: &Stage) -> Option<Finding> {
     if !imbalanced {
         return None;
     }
+    // Where the threads' work differs, when the stage calls one function for the most
+    // loaded thread's work and another for the least loaded one's.
+    let code = match (&most.role_callee, &least.role_callee) {
+        (Some(heavy), Some(light)) if heavy != light => Some((heavy, light)),
+        _ => None,
+    };
+    let mut evidence = vec![
+        ("stage", Value::Name(s.routine.to_owned())),
+        ("threads", Value::Count(s.threads.len() as u64)),
+        ("max_work_ns", Value::Ns(most.work_ns)),
+        ("max_work_tid", Value::Id(u64::from(most.tid))),
+        ("min_work_ns", Value::Ns(least.work_ns)),
+        ("min_work_tid", Value::Id(u64::from(least.tid))),
+        ("mean_work_ns", Value::Ns(mean)),
+        ("min_work_idle_ns", Value::Ns(idle)),
+        (
+            "factor",
+            Value::Factor(ratio(most.work_ns as f64, least.work_ns as f64)),
+        ),
+    ];
+    let mut text = "its {threads} threads computed from {min_work_ns} (thread {min_work_tid}) to \
+                    {max_work_ns} (thread {max_work_tid}); mean {mean_work_ns}; the least \
+                    loaded one spent {min_work_idle_ns} more waiting or ended that much sooner"
+        .to_owned();
+    let mut fix = "divide the work of {stage} evenly: smaller tasks from a shared queue (dynamic \
+                   scheduling) rather than a fixed share per thread"
+        .to_owned();
+    if let Some((heavy, light)) = code {
+        evidence.push(("max_work_in", Value::Name(heavy.clone())));
+        evidence.push(("min_work_in", Value::Name(light.clone())));
+        text.push_str(
+            "; {stage} calls {max_work_in} for the most loaded one's work and {min_work_in} \
+             for the least loaded one's",
+        );
+        fix = "divide the work of {stage} evenly: {max_work_in}'s share against \
+               {min_work_in}'s is fixed per thread; split it into smaller tasks from a shared \
+               queue (dynamic scheduling), or make {max_work_in} faster"
+            .to_owned();
+    }
     Some(Finding {
         kind: Kind::LoadImbalance,
-        subject: s.routine.to_owned(),
+        subject: match code {
+            Some((heavy, light)) => format!("{} ({heavy} vs {light})", s.routine),
+            None => s.routine.to_owned(),
+        },
         pid,
         lock_kind: None,
         locks: Vec::new(),
-        evidence: vec![
-            ("stage", Value::Name(s.routine.to_owned())),
-            ("threads", Value::Count(s.threads.len() as u64)),
-            ("max_work_ns", Value::Ns(most.work_ns)),
-            ("max_work_tid", Value::Id(u64::from(most.tid))),
-            ("min_work_ns", Value::Ns(least.work_ns)),
-            ("min_work_tid", Value::Id(u64::from(least.tid))),
-            ("mean_work_ns", Value::Ns(mean)),
-            ("min_work_idle_ns", Value::Ns(idle)),
-            (
-                "factor",
-                Value::Factor(ratio(most.work_ns as f64, least.work_ns as f64)),
-            ),
-        ],
-        text: "its {threads} threads computed from {min_work_ns} (thread {min_work_tid}) to \
-               {max_work_ns} (thread {max_work_tid}); mean {mean_work_ns}; the least loaded \
-               one spent {min_work_idle_ns} more waiting or ended that much sooner"
-            .to_owned(),
-        fix: "divide the work of {stage} evenly: smaller tasks from a shared queue (dynamic \
-              scheduling) rather than a fixed share per thread"
-            .to_owned(),
+        evidence,
+        text,
+        fix,
         // What the least loaded thread could have computed: its extra idle time, at most the
         // work between it and the most loaded one.
         cost_ns: idle.min(difference),

@@ -93,10 +93,11 @@ fn ambiguous(paths: &[Option<Vec<Frame>>]) -> Vec<bool> {
 
 /// The threads of one start routine grouped by role: per thread (as `paths`, each a
 /// [`role_path`]) its group, and per group the call site that tells it from the others
-/// (its first frame no other group's common path shares; `None` when there is one group).
+/// (its first frame no other group's common path shares, and the frame beneath: [`Label`];
+/// `None` when there is one group).
 /// A thread whose path is ambiguous ([`ambiguous`]) joins no group (`None`): it stays in its
 /// routine's stage.
-pub fn group_roles(paths: &[Option<Vec<Frame>>]) -> (Vec<Option<usize>>, Vec<Option<Frame>>) {
+pub fn group_roles(paths: &[Option<Vec<Frame>>]) -> (Vec<Option<usize>>, Vec<Option<Label>>) {
     let ambiguous = ambiguous(paths);
     let paths: Vec<Option<Vec<Frame>>> = paths
         .iter()
@@ -170,10 +171,24 @@ pub fn group_roles(paths: &[Option<Vec<Frame>>]) -> (Vec<Option<usize>>, Vec<Opt
                 .map(|o| shared(common[g], common[o]))
                 .max()
                 .unwrap_or(0);
-            common[g].get(depth).copied()
+            let call = *common[g].get(depth)?;
+            Some(Label {
+                call,
+                callee: common[g].get(depth + 1).copied(),
+            })
         })
         .collect();
     (of_thread, labels)
+}
+
+/// What tells a role apart: the call site where its common path parts from the other
+/// roles', and the frame beneath it on that path, in the function called there, if the path
+/// reaches into it. Roles whose call sites lie in one function (`stage` calling
+/// `slow_stage` on one thread and `fast_stage` on another) are told apart by their callees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Label {
+    pub call: Frame,
+    pub callee: Option<Frame>,
 }
 
 #[cfg(test)]
@@ -182,6 +197,13 @@ mod tests {
 
     fn f(offset: u64) -> Frame {
         Frame { module: 1, offset }
+    }
+
+    fn label(call: u64, callee: u64) -> Option<Label> {
+        Some(Label {
+            call: f(call),
+            callee: Some(f(callee)),
+        })
     }
 
     /// `count` samples of value 1 of the leaf-first path of `root_first` offsets.
@@ -226,7 +248,12 @@ mod tests {
             [Some(0), Some(1), Some(0), Some(0)],
             "the light thread joins the largest role"
         );
-        assert_eq!(labels, [Some(f(10)), Some(f(20))]);
+        // The fill role's common path is the wide thread's, which stops at 10.
+        let fill_label = Some(Label {
+            call: f(10),
+            callee: None,
+        });
+        assert_eq!(labels, [fill_label, label(20, 21)]);
         // Threads doing the same work: one role, named by the routine.
         let (of, labels) = group_roles(&[fill.clone(), fill, None]);
         assert_eq!((of, labels), (vec![Some(0); 3], vec![None]));
@@ -243,7 +270,7 @@ mod tests {
         let short = path_of(&samples(&[1, 2, 3], 3));
         let (of, labels) = group_roles(&[fill.clone(), fill, read.clone(), short.clone(), read]);
         assert_eq!(of, [Some(0), Some(0), Some(1), None, Some(1)]);
-        assert_eq!(labels, [Some(f(10)), Some(f(20))]);
+        assert_eq!(labels, [label(10, 11), label(20, 21)]);
         // A prefix of one role only is that role.
         let fill = path_of(&samples(&[1, 2, 3, 10, 11], 40));
         let (of, _) = group_roles(&[fill.clone(), short, fill]);

@@ -819,6 +819,7 @@ fn load(tid: u32, routine: &str, work_ms: u64, wait_ms: u64) -> ThreadLoad {
         work_ns: work_ms * 1_000_000,
         wait_ns: wait_ms * 1_000_000,
         blame_ns: 0,
+        role_callee: None,
         start_ns: Some(0),
         life_ns: Some(2 * SECOND),
     }
