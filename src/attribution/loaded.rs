@@ -13,6 +13,7 @@
 
 use super::findings::{findings, Finding, Thresholds};
 use super::locks::{lock_table, LockTable};
+use super::shifts::Shifts;
 use super::symbolize::Symbolizer;
 use super::timeline::Timeline;
 use super::{analyze, metric_table, Analysis, AttributionError, Filter};
@@ -25,6 +26,8 @@ pub struct Loaded {
     pub filter: Filter,
     /// Shared by every step (its caches are warm after the first).
     pub symbolizer: Symbolizer,
+    /// The blame moved off its recorded paths, per process: made once for every step.
+    pub shifts: Shifts,
 }
 
 impl Loaded {
@@ -34,6 +37,7 @@ impl Loaded {
             profile,
             filter,
             symbolizer: Symbolizer::new(),
+            shifts: Shifts::default(),
         }
     }
 
@@ -58,12 +62,22 @@ impl Loaded {
 
     /// The analysis of the selected samples, every metric.
     pub fn analysis(&mut self) -> Result<Analysis, AttributionError> {
-        analyze(&self.profile, self.filter, &mut self.symbolizer)
+        analyze(
+            &self.profile,
+            self.filter,
+            &mut self.symbolizer,
+            &mut self.shifts,
+        )
     }
 
     /// The lock table of the selected processes.
     pub fn lock_table(&mut self) -> Result<LockTable, AttributionError> {
-        lock_table(&self.profile, self.filter, &mut self.symbolizer)
+        lock_table(
+            &self.profile,
+            self.filter,
+            &mut self.symbolizer,
+            &mut self.shifts,
+        )
     }
 
     /// The findings of `locks` (this profile's lock table) and `timeline` (the timeline of

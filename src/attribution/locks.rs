@@ -59,10 +59,9 @@ mod rows;
 mod waiting_for;
 
 use super::calibration::Calibration;
-use super::chains::chains;
-use super::late_work::late_work;
 use super::lock_forwarders::{CountedPath, Forwarders};
 use super::paths::{expand_each, RawKey};
+use super::shifts::Shifts;
 use super::symbolize::Symbolizer;
 use super::wait_class::path_of_a_lock;
 use super::{select_processes, AttributionError, Filter, Names};
@@ -280,6 +279,7 @@ pub fn lock_table(
     profile: &Profile,
     filter: Filter,
     symbolizer: &mut Symbolizer,
+    shifts: &mut Shifts,
 ) -> Result<LockTable, AttributionError> {
     let selected = select_processes(profile, filter)?;
     let mut table = LockTable {
@@ -327,7 +327,8 @@ pub fn lock_table(
             metric(protocol::HELD_CONTENDED.name),
             metric(protocol::HELD_BLOCKED.name),
         );
-        let moves = late_work(proc);
+        let shifted = shifts.of(profile, p);
+        let moves = &shifted.late_work;
         for (i, s) in proc
             .samples
             .iter()
@@ -373,9 +374,9 @@ pub fn lock_table(
             }
         }
         // Blame passed along chains (the root metric's hops), kept by the lock passing it.
-        let chained = chains(proc, calibration);
+        let chained = &shifted.chains;
         table.chains_cut_ns += chained.cut.round() as u64;
-        for (from, to, ns) in chained.passed {
+        for &(from, to, ns) in &chained.passed {
             let (from, to) = (&proc.samples[from], &proc.samples[to]);
             let mut index_of = |s: &crate::format::read::Sample| {
                 paths_seen.index((p, s.stack, s.first_is_return()))

@@ -30,6 +30,7 @@ pub mod lock_wrappers;
 pub mod locks;
 pub mod metrics;
 mod paths;
+pub mod shifts;
 pub mod symbolize;
 mod symtab;
 pub(crate) mod tailcall;
@@ -41,6 +42,7 @@ pub(crate) mod testutil;
 
 use crate::format::read::{ProcessProfile, Profile};
 use metrics::MetricTable;
+use shifts::Shifts;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use symbolize::{CodeAddress, Symbolizer};
@@ -233,6 +235,7 @@ pub fn analyze(
     profile: &Profile,
     filter: Filter,
     symbolizer: &mut Symbolizer,
+    shifts: &mut Shifts,
 ) -> Result<Analysis, AttributionError> {
     let selected = select(profile, filter)?;
     let (metrics, sample_maps) = metrics::merge(profile, &selected, filter.tid);
@@ -244,7 +247,7 @@ pub fn analyze(
         filter.tid,
         &sample_maps,
         (metrics.len(), metrics.id(metrics::ROOT).ok()),
-        symbolizer,
+        (symbolizer, shifts),
         &mut names,
     );
 

@@ -36,10 +36,9 @@
 //! Not async-signal-safe (allocates); single-threaded.
 
 use super::calibration::Calibration;
-use super::chains::{chains, Chains};
-use super::late_work::late_work;
 use super::lock_sites::is_runtime_module;
 use super::metrics::SampleMap;
+use super::shifts::Shifts;
 use super::symbolize::{CodeAddress, SourceFrame, Symbolizer};
 use super::tailcall::{tail_called_through, CallSites, Callee, Definition, Physical, Reach, Site};
 use super::{Loc, Names, SourceLine, WeightedPath};
@@ -88,7 +87,7 @@ pub(super) fn weigh(
     tid: Option<u32>,
     sample_maps: &[SampleMap],
     (metric_count, root): (usize, Option<usize>),
-    symbolizer: &mut Symbolizer,
+    (symbolizer, shifts): (&mut Symbolizer, &mut Shifts),
     names: &mut Names,
 ) -> Weighed {
     let mut totals = vec![0u64; metric_count];
@@ -109,12 +108,9 @@ pub(super) fn weigh(
             .position(|m| m.name == super::metrics::HELD_CONTENDED);
         // Blame of barriers and joins moves to the late thread's work meanwhile; the root
         // metric is blame passed along chains of waits.
-        let moves = late_work(proc);
+        let shifted = shifts.of(profile, p);
+        let (moves, chained) = (&shifted.late_work, &shifted.chains);
         let blame = proc.metric(super::metrics::BLAME).map(usize::from);
-        let chained = match (root, blame) {
-            (Some(_), Some(_)) => chains(proc, calibration),
-            _ => Chains::default(),
-        };
         for (i, s) in proc.samples.iter().enumerate() {
             if tid.is_some_and(|t| t != s.tid) {
                 continue;

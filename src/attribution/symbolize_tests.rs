@@ -311,7 +311,13 @@ fn analysis_expands_inlined_frames_into_the_tree() {
         processes: vec![p],
         skipped: Vec::new(),
     };
-    let a = analyze(&profile, Filter::default(), &mut sym).unwrap();
+    let a = analyze(
+        &profile,
+        Filter::default(),
+        &mut sym,
+        &mut Default::default(),
+    )
+    .unwrap();
     let t = top_down(&a);
     let mix = find_path(&a, &t, &["main", "hash_all", "mix"]);
     assert!(t.node(mix).inlined);

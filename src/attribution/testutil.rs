@@ -300,7 +300,13 @@ pub(crate) fn profile_of(stacks: &[(&[u64], u64)]) -> Profile {
 
 /// Analyses `profile` unfiltered and renames the fake addresses.
 pub(crate) fn analyze_renamed(profile: &Profile) -> Analysis {
-    let mut a = analyze(profile, Filter::default(), &mut Symbolizer::new()).expect("analysis");
+    let mut a = analyze(
+        profile,
+        Filter::default(),
+        &mut Symbolizer::new(),
+        &mut Default::default(),
+    )
+    .expect("analysis");
     let names = a.names.functions.iter_mut().map(|f| &mut f.name);
     let routines = a
         .threads
@@ -544,8 +550,13 @@ pub(crate) fn lock_table_of(p: ProcessProfile) -> super::locks::LockTable {
         processes: vec![p],
         skipped: Vec::new(),
     };
-    let mut t = super::locks::lock_table(&profile, Filter::default(), &mut Symbolizer::new())
-        .expect("lock table");
+    let mut t = super::locks::lock_table(
+        &profile,
+        Filter::default(),
+        &mut Symbolizer::new(),
+        &mut Default::default(),
+    )
+    .expect("lock table");
     for l in &mut t.locks {
         l.name = readable(&l.name);
         let Some(d) = l.detail.as_deref_mut() else {

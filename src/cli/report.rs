@@ -323,6 +323,7 @@ fn export(args: &ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         analysis,
         locks,
         symbolizer: loaded.symbolizer,
+        shifts: loaded.shifts,
         metric,
     };
     let mut out = io::BufWriter::new(out);

@@ -9,6 +9,7 @@
 //! Not async-signal-safe (allocates, does I/O).
 
 use crate::attribution::locks::LockTable;
+use crate::attribution::shifts::Shifts;
 use crate::attribution::symbolize::Symbolizer;
 use crate::attribution::Analysis;
 use crate::format::read::Profile;
@@ -22,6 +23,8 @@ pub struct Export {
     pub locks: LockTable,
     /// The symbolizer that named the analysis's frames (its caches are warm).
     pub symbolizer: Symbolizer,
+    /// The profile's blame moved off its recorded paths, as the analysis made it.
+    pub shifts: Shifts,
     /// Merged id of the metric `--metric` names (default: work).
     pub metric: usize,
 }
@@ -39,6 +42,7 @@ impl Export {
             analysis,
             locks,
             symbolizer: loaded.symbolizer,
+            shifts: loaded.shifts,
             metric,
         }
     }

@@ -50,13 +50,14 @@ fn build(export: &mut Export) -> io::Result<proto::Profile> {
         .iter()
         .map(|m| b.value_type(&m.name, pprof_unit(&m.unit)))
         .collect();
-    let symbolizer = &mut export.symbolizer;
+    let (symbolizer, shifts) = (&mut export.symbolizer, &mut export.shifts);
     for thread in threads(&export.profile, analysis) {
         let filter = Filter {
             pid: Some(thread.pid),
             tid: Some(thread.tid),
         };
-        let of_thread = analyze(&export.profile, filter, symbolizer).map_err(io::Error::other)?;
+        let of_thread =
+            analyze(&export.profile, filter, symbolizer, shifts).map_err(io::Error::other)?;
         b.add_thread(&thread, &of_thread, &analysis.metrics)?;
     }
     let processes: Vec<&ProcessProfile> = b.processes().collect();

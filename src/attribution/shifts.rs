@@ -1,0 +1,49 @@
+//! The blame that moves off the call paths it was recorded at, per process, computed once.
+//!
+//! Job: late work at barriers and joins ([`late_work`]) and the `root` metric's chains of
+//! waits ([`chains`]) each read a whole process's samples; the analysis, the lock table and
+//! a per-thread export (pprof's thread labels: one analysis per thread) all need them.
+//! [`Shifts`] keeps each process's, made at its first use, so that they are made once per
+//! loaded profile (a db_bench profile of 52 threads spent 25% of its pprof export
+//! remaking the chains, 53 times).
+//!
+//! Invariants: the cache belongs to one profile: it is keyed by process index, so it must
+//! never be shared between profiles (`Loaded` and an export each own one). Not
+//! async-signal-safe (allocates); single-threaded.
+
+use super::calibration::Calibration;
+use super::chains::{chains, Chains};
+use super::late_work::{late_work, Share};
+use crate::format::read::Profile;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// One process's moves: per blame sample (its index in the process's samples) the work
+/// paths its blame moves to, and its chains.
+#[derive(Debug, Default)]
+pub struct ProcessShifts {
+    pub late_work: HashMap<usize, Vec<Share>>,
+    pub chains: Chains,
+}
+
+/// The moves of a profile's processes, each made at its first use.
+#[derive(Debug, Default)]
+pub struct Shifts {
+    of: HashMap<usize, Rc<ProcessShifts>>,
+}
+
+impl Shifts {
+    /// Process `p`'s moves (of `profile`, the one profile this cache serves).
+    pub fn of(&mut self, profile: &Profile, p: usize) -> Rc<ProcessShifts> {
+        self.of
+            .entry(p)
+            .or_insert_with(|| {
+                let proc = &profile.processes[p];
+                Rc::new(ProcessShifts {
+                    late_work: late_work(proc),
+                    chains: chains(proc, Calibration::of(proc)),
+                })
+            })
+            .clone()
+    }
+}
