@@ -493,58 +493,85 @@ fn barrier_wait_is_blamed_on_the_straggler() {
 /// Issue 41: both threads call the barrier from one function, `stage`; only the work
 /// before it tells the late thread apart. The fast thread's waiting is blamed on
 /// `slow_stage`, the work the slow thread did while it waited, not on the shared barrier
-/// call. When the slow thread was descheduled inside its stage (a loaded machine: its own
-/// CPU over wall time says how much), that part of the waiting stays at its barrier call,
-/// and the tolerance widens by it.
+/// call, also while the slow thread was descheduled inside its stage (a loaded machine):
+/// its samples before and after say where it was.
 #[test]
 fn barrier_waiting_is_blamed_on_the_late_work() {
-    let p = profile(
-        "barrier_stages",
-        &c_prog("barrier_stages"),
-        &["40", "10", "2"],
-    );
+    // On a loaded machine the fast thread, descheduled, may arrive last in some rounds:
+    // the program then measures another workload (its late work in fast_stage), so the
+    // least disturbed of up to 3 runs is judged. The truths are per round and hold
+    // whichever thread was late; what needs the slow thread late in (almost) every round,
+    // the ranking and the findings, is judged only then.
+    let (p, swapped) = least_disturbed("barrier_stages", 0.1, |_| {
+        let p = profile(
+            "barrier_stages",
+            &c_prog("barrier_stages"),
+            &["40", "10", "2"],
+        );
+        let (rounds, late) = (p.t["rounds"], p.t["late_rounds"]);
+        let swapped = 1.0 - late as f64 / rounds.max(1) as f64;
+        (p, swapped)
+    });
+    let shaped = swapped <= 0.1;
     require_metrics(&p.flat, &["idleness.barrier", "blame.barrier"]);
     let fns = ["slow_stage", "fast_stage", "stage"];
     let mut c = Checks::new(&p, &fns);
-    let (rounds, late) = (c.truth("rounds"), c.truth("late_rounds"));
-    c.that(
-        late == rounds,
-        format!("workload: the slow thread arrived last in {late} of {rounds} rounds"),
-    );
     let descheduled = 1.0 - c.truth("slow_cpu_permille").min(1000) as f64 / 1000.0;
-    c.flat_near("stage", "idleness.barrier", "wait_ns", 0.15);
+    // The waiting of the thread that arrived first: the last arriver's barrier call waits
+    // for nobody (on a loaded machine it may be descheduled inside it). The program's
+    // clock reads around the call also hold the times it was descheduled just before the
+    // runtime's own reads inside it (session 42, beside a suite and two CPU hogs: 8-15%
+    // under, with the threads descheduled for 60% of their stages): the tolerance widens
+    // with the descheduling.
+    c.flat_near(
+        "stage",
+        "idleness.barrier",
+        "waiter_wait_ns",
+        0.15 + 0.15 * descheduled,
+    );
     c.flat_near(
         "slow_stage",
         "blame.barrier",
         "late_slow_ns",
-        0.15 + descheduled,
+        0.15 + 0.15 * descheduled,
     );
     let fast = flat_incl(&p.flat, "fast_stage", "blame.barrier");
     let total = total_or_zero(&p.flat, "blame.barrier");
+    let fast_truth = c.truth("late_fast_ns");
     c.that(
-        fast * 20 <= total,
+        fast.abs_diff(fast_truth) * 20 <= total,
         format!(
-            "blame.barrier of fast_stage {} of {} (want under 5%: it never arrived last)",
+            "blame.barrier of fast_stage {} of {} (the program's {}: want within 5% of the \
+             total)",
             ms(fast),
-            ms(total)
+            ms(total),
+            ms(fast_truth)
         ),
     );
     let at_call = path_sum(&p.td, &["stage", "pthread_barrier_wait"], "blame.barrier");
     c.that(
-        (at_call as f64) <= (0.15 + descheduled) * total as f64,
+        (at_call as f64) <= 0.15 * total as f64,
         format!(
-            "blame.barrier left at stage -> pthread_barrier_wait {} of {} (want at most \
-             {:.0}%: the slow thread computed through the waits)",
+            "blame.barrier left at stage -> pthread_barrier_wait {} of {} (want at most 15%: \
+             the late thread was in its stage through the waits, computing or descheduled)",
             ms(at_call),
             ms(total),
-            (0.15 + descheduled) * 100.0
         ),
     );
+    let run = report_ok(&p.dir, &["--view", "locks", "--format", "json"]);
+    let view: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    if !shaped {
+        skip(&format!(
+            "the fast thread arrived last in {:.0}% of the rounds in 3 runs: the ranking, the \
+             lock view's first late work and the findings are not judged",
+            swapped * 100.0
+        ));
+        c.finish("late work at a barrier");
+        return;
+    }
     c.ranks_first("blame", "slow_stage", &["slow_stage", "fast_stage"]);
     // The lock view keeps the barrier call as the holder and names the late work: the
     // first function where its path parts from the barrier call's.
-    let run = report_ok(&p.dir, &["--view", "locks", "--format", "json"]);
-    let view: Value = serde_json::from_str(&run.stdout).expect("JSON");
     let barrier = view["locks"]
         .as_array()
         .expect("locks")
@@ -561,7 +588,7 @@ fn barrier_waiting_is_blamed_on_the_late_work() {
         "the barrier's late work in the lock view",
         late_ns,
         "late_slow_ns",
-        0.15 + descheduled,
+        0.15 + 0.15 * descheduled,
     );
     // The findings name the imbalance where the threads' work differs: `stage` calls
     // slow_stage on one thread and fast_stage on the other (5x the work).

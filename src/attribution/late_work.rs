@@ -16,11 +16,22 @@
 //! time; the run's start when none) to `t`, the waiting it took being the waiting on `O`
 //! since its previous event. The waiters' intervals on `O` (their idleness samples: a
 //! wait's end and span), cut to the window, give `K`, the waiting of the window. Each work
-//! sample of `T` stands for its thread's CPU time since the thread's previous sample (at
-//! most its value); its weight `w` is that interval's overlap with the waiters' intervals,
-//! counted once per waiter. `B` moves `min(1, Σw / K)` of its value to those samples' call
-//! paths, in proportion to `w`. A window with no recorded waiting, a profile without times
-//! (format version 2), or a thread without work samples in it, moves nothing.
+//! sample of `T` stands for the stretch of time since the thread's previous sample (the
+//! first one, for its value: its CPU time), and the last one before `t` for the stretch up
+//! to `t` too (the thread went on in that code until it arrived or ended), less the
+//! thread's own recorded waits; its weight `w` is that stretch's overlap with the waiters'
+//! intervals, counted once per waiter. `B` moves `min(1, Σw / K)` of its value to those
+//! samples' call paths, in proportion to `w`. A window with no recorded waiting, a profile
+//! without times (format version 2), or a thread without work samples in it, moves
+//! nothing.
+//!
+//! A stretch is wall time, not only CPU time: a late thread descheduled in its work (a
+//! loaded machine) kept the others waiting as much as its computing did, and its samples
+//! before and after say where it was. Only its own recorded waits (a lock, an event it
+//! waited for: waiting it did not compute through, which the chains follow for locks) are
+//! not its work's; the blame of those stays at the call that ended the waits. (Charged by
+//! CPU time alone, a late thread descheduled for half its stage on a loaded machine left
+//! half the blame at its barrier call.)
 //!
 //! The lock view, its pairs and the timeline still name the call that ended the waits (its
 //! context); only the calling-context views (top-down, bottom-up, flat, flame graphs,
@@ -87,8 +98,9 @@ pub fn late_work(proc: &ProcessProfile) -> HashMap<usize, Vec<Share>> {
     if blames.is_empty() {
         return HashMap::new();
     }
-    // Per thread: its work samples' CPU intervals, in time order.
+    // Per thread: its work samples' stretches, in time order, and its own waits.
     let mut worked: HashMap<u32, Vec<Worked>> = HashMap::new();
+    let mut own_waits: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
     for s in &proc.samples {
         if s.metric == work && s.time > 0 && s.value > 0 {
             worked.entry(s.tid).or_default().push(Worked {
@@ -97,15 +109,20 @@ pub fn late_work(proc: &ProcessProfile) -> HashMap<usize, Vec<Share>> {
                 stack: s.stack,
                 first_is_return: s.first_is_return(),
             });
+        } else if s.metric == idleness && s.time > 0 && s.span > 0 {
+            let wait = (s.time.saturating_sub(s.span), s.time);
+            own_waits.entry(s.tid).or_default().push(wait);
         }
     }
     for samples in worked.values_mut() {
         samples.sort_by_key(|w| w.end);
-        // A sample stands for its thread's CPU time since the previous one, at most.
+        // A sample stands for the stretch since the previous one.
         for i in 1..samples.len() {
-            let previous = samples[i - 1].end;
-            samples[i].start = samples[i].start.max(previous);
+            samples[i].start = samples[i - 1].end;
         }
+    }
+    for waits in own_waits.values_mut() {
+        waits.sort_unstable();
     }
 
     let waits = Intervals::of(waits);
@@ -125,10 +142,12 @@ pub fn late_work(proc: &ProcessProfile) -> HashMap<usize, Vec<Share>> {
             if waited == 0 {
                 continue;
             }
-            let Some(samples) = worked.get(&proc.samples[index].tid) else {
+            let tid = proc.samples[index].tid;
+            let Some(samples) = worked.get(&tid) else {
                 continue;
             };
-            let shares = shares_of(samples, window, &overlapping, waited);
+            let own = own_waits.get(&tid).map_or(&[][..], Vec::as_slice);
+            let shares = shares_of(samples, own, window, (&overlapping, waited));
             if !shares.is_empty() {
                 moves.insert(index, shares);
             }
@@ -137,7 +156,7 @@ pub fn late_work(proc: &ProcessProfile) -> HashMap<usize, Vec<Share>> {
     moves
 }
 
-/// A work sample: the CPU interval it stands for and its call path.
+/// A work sample: the stretch of time it stands for and its call path.
 struct Worked {
     start: u64,
     end: u64,
@@ -145,22 +164,28 @@ struct Worked {
     first_is_return: bool,
 }
 
-/// The shares of the work `samples` (one thread's, in time order) that overlap `waits`
-/// (inside `window`, `waited` ns in all).
+/// The shares of the work `samples` (one thread's, in time order, whose own waits are
+/// `own`, sorted) that overlap `waits` (inside `window`, `waited` ns in all). The last
+/// sample before the window's end stands for the stretch up to it too.
 fn shares_of(
     samples: &[Worked],
+    own: &[(u64, u64)],
     window: (u64, u64),
-    waits: &[(u64, u64)],
-    waited: u64,
+    (waits, waited): (&[(u64, u64)], u64),
 ) -> Vec<Share> {
     let first = samples.partition_point(|w| w.end <= window.0);
+    let last_before = samples.partition_point(|w| w.end <= window.1);
     let weighted: Vec<(&Worked, u64)> = samples[first..]
         .iter()
-        .take_while(|w| w.start < window.1)
-        .map(|w| {
-            let weight = waits
-                .iter()
-                .filter_map(|&wait| clip((w.start, w.end), wait))
+        .enumerate()
+        .take_while(|(_, w)| w.start < window.1)
+        .map(|(i, w)| {
+            let end = match first + i + 1 == last_before {
+                true => window.1,
+                false => w.end,
+            };
+            let weight = without(own, (w.start, end))
+                .flat_map(|piece| waits.iter().filter_map(move |&wait| clip(piece, wait)))
                 .map(|(s, e)| e - s)
                 .sum();
             (w, weight)
@@ -180,6 +205,36 @@ fn shares_of(
             share: covered * weight as f64 / overlap as f64,
         })
         .collect()
+}
+
+/// The pieces of `stretch` outside the intervals `gaps` (sorted by start; they may
+/// overlap).
+fn without(gaps: &[(u64, u64)], stretch: (u64, u64)) -> impl Iterator<Item = (u64, u64)> + '_ {
+    // Gaps starting before the stretch's start may still reach into it: from the first
+    // that ends after it (a linear scan of those that start before it would do; the
+    // waits of one thread do not overlap, so their ends are sorted as their starts).
+    let from = gaps.partition_point(|g| g.1 <= stretch.0);
+    let mut at = stretch.0;
+    let mut rest = gaps[from..].iter().take_while(move |g| g.0 < stretch.1);
+    let mut done = false;
+    std::iter::from_fn(move || loop {
+        if done {
+            return None;
+        }
+        match rest.next() {
+            Some(&(s, e)) => {
+                let piece = (at, s.min(stretch.1));
+                at = at.max(e);
+                if piece.0 < piece.1 {
+                    return Some(piece);
+                }
+            }
+            None => {
+                done = true;
+                return (at < stretch.1).then_some((at, stretch.1));
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -237,23 +292,37 @@ mod tests {
     }
 
     #[test]
-    fn the_window_starts_at_the_previous_event_and_a_thread_off_the_cpu_keeps_the_rest() {
+    fn the_window_starts_at_the_previous_event_and_a_thread_waiting_itself_keeps_the_rest() {
         let mut p = process(1, &["work", "idleness", "blame"]);
-        // Round 1 ends at 10 ms, round 2 at 30 ms. In round 2 thread 2 computes only from
-        // 25 to 30 ms (its one sample since 10 ms: 5 ms of CPU), thread 3 waits 12-30 ms.
+        // Round 1 ends at 10 ms, round 2 at 30 ms. In round 2 thread 2 waits for a lock
+        // (0xc) from 12 to 20 ms, and computes (or is descheduled) the rest: its one sample
+        // since 10 ms ends at 25 ms; it arrives at 30 ms. Thread 3 waits 12-30 ms.
         add(&mut p, 2, 0, &[0x20], (0, 10, 0));
         add(&mut p, 3, 1, &[0x40], (0xb, 10, 4));
         add(&mut p, 2, 2, &[0x50], (0xb, 10, 0));
-        add(&mut p, 2, 0, &[0x30], (0, 30, 0));
+        add(&mut p, 2, 1, &[0x60], (0xc, 20, 8));
+        add(&mut p, 2, 0, &[0x30], (0, 25, 0));
         add(&mut p, 3, 1, &[0x40], (0xb, 30, 18));
         add(&mut p, 2, 2, &[0x50], (0xb, 30, 0));
-        let got = shares(&p, 5);
-        // 5 of the 18 ms of waiting lie in its work; the rest stays at the barrier call.
+        let got = shares(&p, 6);
+        // 10 of the 18 ms of waiting lie in its stretch from 10 ms to its arrival, less its
+        // own wait: to its work (the stretch up to 30 ms is its last sample's); the 8 ms it
+        // waited itself stay at the barrier call.
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0, vec![0x30]);
-        assert!((got[0].1 - 5.0 / 18.0).abs() < 1e-9, "{got:?}");
+        assert!((got[0].1 - 10.0 / 18.0).abs() < 1e-9, "{got:?}");
         // Round 1: the sample ending at 10 ms (5 ms of CPU) covers the whole 4 ms wait.
         assert_eq!(shares(&p, 2), vec![(vec![0x20], 1.0)]);
+    }
+
+    #[test]
+    fn a_stretch_less_its_own_waits_is_what_lies_outside_them() {
+        let gaps = [(2, 4), (3, 6), (8, 9), (12, 20)];
+        let pieces: Vec<_> = without(&gaps, (1, 15)).collect();
+        assert_eq!(pieces, [(1, 2), (6, 8), (9, 12)]);
+        assert_eq!(without(&gaps, (6, 8)).collect::<Vec<_>>(), [(6, 8)]);
+        assert_eq!(without(&gaps, (13, 18)).count(), 0);
+        assert_eq!(without(&[], (5, 7)).collect::<Vec<_>>(), [(5, 7)]);
     }
 
     #[test]

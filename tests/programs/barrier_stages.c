@@ -10,7 +10,9 @@
  *
  * Ground truth (CLOCK_MONOTONIC and the threads' CPU clocks): each thread's stage
  * [start, end] and barrier call [called, returned]. Prints
- *   truth wait_ns=<both threads' barrier waiting> late_slow_ns=<the waiting of the fast
+ *   truth wait_ns=<both threads' barrier waiting> waiter_wait_ns=<the waiting of the
+ *         thread that arrived first each round (the last arriver's call waits for nobody;
+ *         on a loaded machine it may be descheduled inside it)> late_slow_ns=<the waiting of the fast
  *         thread that lies inside slow_stage's runs> late_fast_ns=<the slow thread's
  *         waiting inside fast_stage's runs> slow_cpu_permille=<slow_stage's CPU time over
  *         its wall time, x1000: below 1000 when the thread was descheduled> late_rounds=
@@ -95,20 +97,23 @@ int main(int argc, char **argv) {
     uint64_t wall = now_ns() - t0;
     pthread_barrier_destroy(&bar);
 
-    uint64_t wait = 0, late_slow = 0, late_fast = 0, slow_cpu = 0, slow_wall = 0;
+    uint64_t wait = 0, waiter_wait = 0, late_slow = 0, late_fast = 0, slow_cpu = 0, slow_wall = 0;
     int late_rounds = 0;
     for (int r = 0; r < rounds; r++) {
         round_t *s = &log_of[0][r], *f = &log_of[1][r];
         wait += (s->wait_end - s->stage_end) + (f->wait_end - f->stage_end);
+        waiter_wait += s->stage_end > f->stage_end ? f->wait_end - f->stage_end
+                                                   : s->wait_end - s->stage_end;
         late_slow += overlap(f->stage_end, f->wait_end, s->stage_start, s->stage_end);
         late_fast += overlap(s->stage_end, s->wait_end, f->stage_start, f->stage_end);
         late_rounds += s->stage_end > f->stage_end;
         slow_cpu += s->cpu;
         slow_wall += s->stage_end - s->stage_start;
     }
-    printf("truth wait_ns=%llu late_slow_ns=%llu late_fast_ns=%llu slow_cpu_permille=%llu "
+    printf("truth wait_ns=%llu waiter_wait_ns=%llu late_slow_ns=%llu late_fast_ns=%llu slow_cpu_permille=%llu "
            "late_rounds=%d rounds=%d wall_ns=%llu\n",
-           (unsigned long long)wait, (unsigned long long)late_slow,
+           (unsigned long long)wait, (unsigned long long)waiter_wait,
+           (unsigned long long)late_slow,
            (unsigned long long)late_fast,
            (unsigned long long)(slow_wall ? slow_cpu * 1000 / slow_wall : 0), late_rounds,
            rounds, (unsigned long long)wall);
