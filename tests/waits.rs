@@ -1134,8 +1134,22 @@ fn a_timed_wait_loop_is_blamed_on_the_holder_that_ends_it() {
         format!("workload: {timeouts} timed-out waits for the GIL (want 50 or more)"),
     );
     c.flat_near("take_gil", "idleness", "wait_total_ns", 0.15);
-    c.flat_near("greedy_release", "blame", "blame_greedy_release_ns", 0.15);
-    c.flat_near("polite_release", "blame", "blame_polite_release_ns", 0.15);
+    // The program's truths are of the GIL's events: the condition variable's blame. Each
+    // release also unlocks the GIL's mutex, which a woken waiter retakes (`after_drop_ns`):
+    // that blame is the mutex's, more of it on a loaded machine (a releaser descheduled
+    // with the mutex held: 98.6 ms of polite_release's 717.5 ms beside two CPU hogs).
+    c.flat_near(
+        "greedy_release",
+        "blame.condvar",
+        "blame_greedy_release_ns",
+        0.15,
+    );
+    c.flat_near(
+        "polite_release",
+        "blame.condvar",
+        "blame_polite_release_ns",
+        0.15,
+    );
     let waited = flat_incl(&p.flat, "take_gil", "idleness");
     let nobodys = total_or_zero(&p.flat, "idleness.unblamed");
     c.that(
