@@ -70,12 +70,15 @@ pub const IDLENESS: Metric = Metric {
     unit: "ns",
     description: "time threads spent waiting (blocked or spinning, measured), at the waiter",
 };
-/// That waiting, charged to the holder at its unlock (or to the event's provider).
+/// That waiting, charged to the holder at its unlock (or to the event's provider; a
+/// barrier's or join's, by the analysis, to the late thread's work meanwhile).
 pub const BLAME: Metric = Metric {
     index: 2,
     name: "blame",
     unit: "ns",
-    description: "waiting time of other threads, charged to the lock holder at its unlock",
+    description: "waiting time of other threads, charged to the lock holder at its unlock, \
+                  the signal, post or wake that ended it, or the late thread's work at a \
+                  barrier or join",
 };
 
 /// The part of work done while holding a lock others waited for: CPU time inside
