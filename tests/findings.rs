@@ -456,11 +456,14 @@ fn waiters_woken_under_the_lock_are_woken_retake() {
     }
     assert_eq!(name(f, "woken_in"), "take_batch");
     assert!(name(f, "holds_end_in").contains("publish_batch"), "{f:#}");
-    // The retakes' waiting: a share of the lock's exact waiting by its waiter sites'
-    // samples; the program's is from the broadcast, the wake included: more, but for the
-    // share's own error: its samples are thinned, and beside a CPU hog the share read 1.078
-    // of the program's in 2 runs of 3 (session 39).
-    let retake = number(f, "retake_wait_ns");
+    // The waiters' retakes (take_batch's: the publisher's own retakes after its waits for
+    // them are the lock's too, 312 ms of 1.73 s beside two CPU hogs and a suite, and
+    // count in `retake_wait_ns`): a share of the lock's exact waiting by its waiter
+    // sites' samples; the program's is from the broadcast, the wake included: more, but
+    // for the share's own error: its samples are thinned, and beside a CPU hog the share
+    // read 1.078 of the program's in 2 runs of 3 (session 39).
+    let retake = number(f, "woken_in_ns");
+    assert!(number(f, "retake_wait_ns") >= retake, "{f:#}");
     let want = t["retake_ns"] as f64;
     assert!(
         retake <= 1.15 * want && retake >= 0.6 * want,

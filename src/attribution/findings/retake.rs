@@ -28,17 +28,17 @@ pub(super) fn woken_retake(s: &Subject, pressure: f64) -> Option<Finding> {
         return None;
     }
     let c = s.counts;
-    let woken_in = by
+    let (woken_in, in_site) = by
         .into_iter()
         .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
-        .map(|(caller, _)| caller.to_owned())?;
+        .map(|(caller, ns)| (caller.to_owned(), ns))?;
+    // The lock's exact waiting, split by the waiter sites' shares of its samples.
+    let of_waiting = |ns: u64| (c.runtime.wait_ns as f64 * ratio(ns as f64, total as f64)) as u64;
     let mut evidence = vec![
         ("retake_share", Value::Share(share)),
-        (
-            "retake_wait_ns",
-            Value::Ns((c.runtime.wait_ns as f64 * share) as u64),
-        ),
+        ("retake_wait_ns", Value::Ns(of_waiting(retake))),
         ("woken_in", Value::Name(woken_in)),
+        ("woken_in_ns", Value::Ns(of_waiting(in_site))),
         ("contended", Value::Count(c.runtime.contended)),
         ("pressure", Value::Share(pressure)),
         ("wait_ns", Value::Ns(c.runtime.wait_ns)),
@@ -54,8 +54,8 @@ pub(super) fn woken_retake(s: &Subject, pressure: f64) -> Option<Finding> {
     };
     let mut text = format!(
         "{{retake_share}} of its waiting ({{retake_wait_ns}}) is threads woken from a \
-         condition variable in {{woken_in}} waiting again for {mutex}; {{contended}} \
-         contended acquisitions, pressure {{pressure}}"
+         condition variable waiting again for {mutex}, {{woken_in_ns}} of it in \
+         {{woken_in}}; {{contended}} contended acquisitions, pressure {{pressure}}"
     );
     if let Some(hold) = c.contended_hold_avg() {
         evidence.push(("hold_avg_ns", Value::Ns(hold)));
