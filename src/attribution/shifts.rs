@@ -16,7 +16,6 @@ use super::chains::{chains, Chains};
 use super::late_work::{late_work, Share};
 use crate::format::read::Profile;
 use std::collections::HashMap;
-use std::rc::Rc;
 
 /// One process's moves: per blame sample (its index in the process's samples) the work
 /// paths its blame moves to, and its chains.
@@ -29,21 +28,18 @@ pub struct ProcessShifts {
 /// The moves of a profile's processes, each made at its first use.
 #[derive(Debug, Default)]
 pub struct Shifts {
-    of: HashMap<usize, Rc<ProcessShifts>>,
+    of: HashMap<usize, ProcessShifts>,
 }
 
 impl Shifts {
     /// Process `p`'s moves (of `profile`, the one profile this cache serves).
-    pub fn of(&mut self, profile: &Profile, p: usize) -> Rc<ProcessShifts> {
-        self.of
-            .entry(p)
-            .or_insert_with(|| {
-                let proc = &profile.processes[p];
-                Rc::new(ProcessShifts {
-                    late_work: late_work(proc),
-                    chains: chains(proc, Calibration::of(proc)),
-                })
-            })
-            .clone()
+    pub fn of(&mut self, profile: &Profile, p: usize) -> &ProcessShifts {
+        self.of.entry(p).or_insert_with(|| {
+            let proc = &profile.processes[p];
+            ProcessShifts {
+                late_work: late_work(proc),
+                chains: chains(proc, Calibration::of(proc)),
+            }
+        })
     }
 }

@@ -114,10 +114,10 @@ fn rearm_perf(state: &ThreadState, tid: u32) {
 const REARM_TRIES: usize = 4;
 
 /// Reads the thread's CPU time since its previous sample, and what an earlier sample
-/// carried from before a wait (`wait_cpu`): the work to record is their sum. `None`: nothing to record
-/// (inside the runtime: deferred to the next sample; blocked in a measured wait or spinning
-/// on a spin lock: covered by the measurement, but for what came before the wait, carried
-/// on; sampling stopped).
+/// carried from before a wait (`wait_cpu`): the work to record is their sum. `None`:
+/// nothing to record (inside the runtime: deferred to the next sample; blocked in a
+/// measured wait or spinning on a spin lock: covered by the measurement, but for what came
+/// before the wait, carried on; sampling stopped).
 fn charge(state: &ThreadState) -> Option<(u64, u64)> {
     if state.in_runtime.load(Ordering::Relaxed) {
         return None;
