@@ -352,8 +352,33 @@ fn hold_after_spin(m: &MonSpin, start: u64, won: u64, hooks: &impl SpinHooks) {
 }
 
 /// `pthread_spin_trylock`: 0, or EBUSY. Like glibc's, a try is one locked instruction on
-/// the program's word, whether or not the lock is free.
+/// the program's word, whether or not the lock is free: while no word of its bucket is
+/// monitored ([`CONVERTED`]) that instruction is all (no load of the word first, which
+/// would take its line shared before the compare-exchange takes it again); else the word
+/// is read first, out of line.
+#[inline(always)]
 pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
+    let address = lock as *const AtomicU32 as usize;
+    if converted_bucket(address).load(Ordering::Relaxed) == 0 {
+        match lock.compare_exchange(
+            NATIVE_UNLOCKED,
+            NATIVE_LOCKED,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return 0,
+            // Converted meanwhile (its count was published after the bucket was read).
+            Err(now) if monitored(now, address).is_some() => {}
+            Err(_) => return libc::EBUSY,
+        }
+    }
+    trylock_read(lock, hooks)
+}
+
+/// [`trylock`] of a word that may be monitored.
+#[cold]
+#[inline(never)]
+fn trylock_read(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     let address = lock as *const AtomicU32 as usize;
     loop {
         // Acquire: a monitored word's record was initialised before the word was published.
