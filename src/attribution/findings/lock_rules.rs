@@ -10,6 +10,7 @@
 
 use super::asymmetry::asymmetric;
 use super::blocked_holds::blocked_holds;
+use super::chained_holds::chained_holds;
 use super::retake::woken_retake;
 use super::subject::{
     acquisitions, acquisitions_low, acquisitions_low_by, chance_errors, largest_site, top_site,
@@ -112,12 +113,16 @@ pub(super) fn lock_findings(
             group: false,
             seconds: seconds(r.pid),
         };
-        // Holders that block make holds long that no shortening of their work helps.
+        // Holders that block, or wait for another lock, make holds long that no shortening
+        // of their work helps.
         let blocked = blocked_holds(&subject);
+        let chained = chained_holds(&subject);
+        let waiting_holders = blocked.is_some() || chained.is_some();
         let contended = contention(&subject, thresholds, counted)
-            .filter(|f| blocked.is_none() || f.kind != Kind::LongCriticalSections);
+            .filter(|f| !waiting_holders || f.kind != Kind::LongCriticalSections);
         let found = [
             blocked,
+            chained,
             contended,
             overhead(&subject, thresholds, counted),
             trylock_spin(&subject, r.try_site(), thresholds, counted),

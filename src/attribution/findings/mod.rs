@@ -62,12 +62,13 @@
 //! async-signal-safe (allocates); single-threaded.
 //!
 //! Files: this one holds the thresholds, the finding's types and [`findings`]; the rules
-//! are in `lock_rules.rs` (the lock table, with `retake.rs`, `blocked_holds.rs` and
+//! are in `lock_rules.rs` (the lock table, with `retake.rs`, `blocked_holds.rs`, `chained_holds.rs` and
 //! `asymmetry.rs`; `subject.rs` is what they read), `phases.rs` (the timeline's phases) and
 //! `imbalance.rs` (threads and stages).
 
 mod asymmetry;
 mod blocked_holds;
+mod chained_holds;
 mod imbalance;
 mod lock_rules;
 mod phases;
@@ -197,6 +198,7 @@ pub enum Kind {
     PhasedContention,
     LoadImbalance,
     BlockedHolds,
+    ChainedHolds,
 }
 
 impl Kind {
@@ -212,6 +214,7 @@ impl Kind {
             Kind::PhasedContention => "phased_contention",
             Kind::LoadImbalance => "load_imbalance",
             Kind::BlockedHolds => "blocked_holds",
+            Kind::ChainedHolds => "chained_holds",
         }
     }
 
@@ -227,6 +230,7 @@ impl Kind {
             Kind::PhasedContention => "phased contention",
             Kind::LoadImbalance => "load imbalance",
             Kind::BlockedHolds => "holders block inside the lock",
+            Kind::ChainedHolds => "holders wait for another lock inside the lock",
         }
     }
 }

@@ -6,7 +6,7 @@ use super::lock_rules::lock_findings;
 use super::phases::phase_findings;
 use super::*;
 use crate::attribution::locks::{
-    waits_for_a_lock, Counts, LockGroup, LockRow, LockTable, Naming, Site,
+    waits_for_a_lock, Chain, Counts, LockGroup, LockRow, LockTable, Naming, Site,
 };
 use crate::attribution::timeline::{LockSeries, Phase, Timeline};
 use crate::format::{LockStats, WaitKind};
@@ -193,6 +193,46 @@ fn holders_blocked_for_a_quarter_of_their_contended_holds_block_inside_the_lock(
     r.counts.blocked_ns = 490_000_000;
     let f = found(&table(vec![r]), 2);
     assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "state_lock")]);
+}
+
+#[test]
+fn holders_whose_blame_mostly_passes_on_along_a_chain_wait_inside_the_lock() {
+    // Long critical sections by its numbers, but its holders were waiting for log_lock
+    // (held by flush) during the holds others waited for: a quarter of its blame passed on
+    // makes it the chain, naming the largest hop.
+    let mut c = counts(30, 3, 350, 5_000_000);
+    c.blame_ns = 1_600_000_000;
+    c.runtime.timed_holds = 350;
+    c.runtime.contended_hold_ns = 2_000_000_000;
+    c.held_ns = 100_000_000;
+    let mut r = row("table_lock", c);
+    let chain = |holder: &str, to_holder: &str, ns| Chain {
+        holder: site(holder, "pthread_mutex_unlock"),
+        to: 0x2000,
+        to_lock: "log_lock".to_owned(),
+        to_holder: site(to_holder, "pthread_mutex_unlock"),
+        ns,
+    };
+    r.detail_mut().chains = vec![
+        chain("insert", "flush", 300_000_000),
+        chain("update", "flush", 100_000_000),
+    ];
+    let f = found(&table(vec![r.clone()]), 2);
+    assert_eq!(kinds(&f), [(Kind::ChainedHolds, "table_lock")]);
+    assert_eq!(
+        (
+            name(&f[0], "holder"),
+            name(&f[0], "waited_for"),
+            name(&f[0], "root_holder")
+        ),
+        ("insert", "log_lock", "flush")
+    );
+    assert_eq!(share(&f[0], "passed_share"), 0.25);
+    assert_eq!(f[0].cost_ns, 400_000_000);
+    // Less passed on: its long critical sections, as before.
+    r.detail_mut().chains[1].ns = 99_000_000;
+    let f = found(&table(vec![r]), 2);
+    assert_eq!(kinds(&f), [(Kind::LongCriticalSections, "table_lock")]);
 }
 
 #[test]
