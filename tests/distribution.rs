@@ -408,6 +408,39 @@ fn db_bench_idle_pool_is_waiting_for_events_not_a_culprit() {
     // never a coarse lock to stripe, nor lock overhead to replace by atomics (about 0.1% of
     // its running time).
     no_finding_of(summary, &["coarse lock", "lock overhead"]);
+    // Its own mutexes (`port::Mutex`, made by its constructor) are waited for and held
+    // through RocksDB's wrappers (`port::CondVar::Wait`, `InstrumentedMutex::Lock` over
+    // `port::Mutex::Lock`): the sites name the code that called them (`DBImpl::GetImpl ->
+    // ...`), not the wrapper alone, for nearly all of their waiting and blame.
+    let (mut by_wrapper, mut all) = (0u64, 0u64);
+    for l in lock_rows(&dir, "locks") {
+        if l["kind"] != "mutex" || !l["name"].as_str().unwrap_or("").contains("port::Mutex") {
+            continue;
+        }
+        for site in ["waiters", "holders"]
+            .iter()
+            .flat_map(|k| l[*k].as_array().cloned().unwrap_or_default())
+        {
+            let ns = site["ns"].as_u64().unwrap_or(0);
+            all += ns;
+            if site["caller"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("rocksdb::port::")
+            {
+                by_wrapper += ns;
+            }
+        }
+    }
+    assert!(
+        all > 0,
+        "no waiting at port::Mutex locks (its benchmark threads start by one):\n{summary}"
+    );
+    assert!(
+        by_wrapper * 10 <= all,
+        "{by_wrapper} ns of the {all} ns of waiting and blame at port::Mutex locks named by \
+         a port:: wrapper alone:\n{summary}"
+    );
     // Its 4 fill threads and then its 4 read threads start through one wrapper
     // (`StartThreadWrapper`): two stages by the work they do, never one of 8 whose light
     // half is "imbalance"; and the pool, which never computed, is no stage of theirs.

@@ -9,13 +9,18 @@
 //! another function that forwards, on the lock paths they are on and on all but
 //! [`OWN_WORK_SHARE`] of the CPU samples that have them on their path. A function that
 //! computes anything of note (CPU samples in it or in a callee that does not forward, a
-//! holder's samples inside its hold) does not forward. The frames that forward above a
+//! holder's samples inside its hold) does not forward, nor does one that calls several
+//! functions that do (a forwarder forwards to one thing: a program's `main` calling two
+//! helpers that lock, in a run too short for it to take a CPU sample, is neither's wrapper). The frames that forward above a
 //! lock function make a *chain*; the first frame above the chain that is not a language
 //! wrapper is its *distinguishing caller*. When the innermost function of a chain (the
-//! lock function's caller) is reached from two or more distinguishing callers, its sites
+//! lock function's caller) is reached from two or more distinguishing callers (or through
+//! two chains), its sites
 //! name `caller -> outermost of the chain` ([`Forwarders::caller_of`]): `lookup ->
 //! lock_measured`, not `lock_measured`. A helper reached from one caller only keeps its
-//! own name, which already tells it apart.
+//! own name, which already tells it apart; a chain of helpers reached from one caller is
+//! named by its outermost (`GetAndRefSuperVersion`, not the `port::Mutex::Lock` that every
+//! RocksDB mutex ends in).
 //!
 //! Invariants: the verdict is the profile's: the lock paths (waits, releases, holders'
 //! samples) first, then the paths of CPU samples, read only when some lock function's
@@ -107,33 +112,45 @@ impl Forwarders {
         f
     }
 
-    /// The caller to name for a lock function whose named caller is at `caller` in `locs`:
-    /// `Some((distinguishing, outermost))`, the indices of the frames to name, when the
-    /// caller's function is a wrapper; `None` to name the caller alone.
-    pub fn caller_of(&self, locs: &[Loc], caller: usize, names: &Names) -> Option<(usize, usize)> {
-        if !self.wrappers.contains(&locs[caller].function) {
-            return None;
+    /// The frames to name for a lock function whose named caller is at `caller` in `locs`:
+    /// `Some((Some(distinguishing), outermost))` when the caller's function is a wrapper
+    /// that several callers reach (`lookup -> lock_measured`); `Some((None, outermost))`
+    /// when it is the innermost of a chain of two or more forwarders reached from one
+    /// caller (the chain's outermost function names it: `GetAndRefSuperVersion`, not the
+    /// `port::Mutex::Lock` it ends in); `None` to name the caller alone.
+    pub fn caller_of(
+        &self,
+        locs: &[Loc],
+        caller: usize,
+        names: &Names,
+    ) -> Option<(Option<usize>, usize)> {
+        let (by, top) = self.chain_top(locs, caller, names)?;
+        if self.wrappers.contains(&locs[caller].function) {
+            Some((Some(by), top))
+        } else {
+            (top != caller).then_some((None, top))
         }
-        self.chain_top(locs, caller, names)
     }
 
-    /// The innermost functions of chains that two or more distinguishing callers reach.
+    /// The innermost functions of chains that two or more distinguishing callers reach (or
+    /// one, through two chains: `main -> open_db` and `main -> close_db` over one
+    /// `CondVar::Wait`).
     fn reached_by_several(
         &self,
         paths: &[Vec<Loc>],
         lock_at: &[Option<usize>],
         names: &Names,
     ) -> HashSet<FunctionId> {
-        let mut callers: HashMap<FunctionId, HashSet<FunctionId>> = HashMap::new();
+        let mut callers: HashMap<FunctionId, HashSet<(FunctionId, FunctionId)>> = HashMap::new();
         for (locs, lock) in paths.iter().zip(lock_at) {
             let Some(caller) = lock.and_then(|l| named_caller(names, locs, l)) else {
                 continue;
             };
-            if let Some((distinguishing, _)) = self.chain_top(locs, caller, names) {
+            if let Some((distinguishing, outermost)) = self.chain_top(locs, caller, names) {
                 callers
                     .entry(locs[caller].function)
                     .or_default()
-                    .insert(locs[distinguishing].function);
+                    .insert((locs[distinguishing].function, locs[outermost].function));
             }
         }
         callers
@@ -185,12 +202,14 @@ fn add_occurrences(
 }
 
 /// The functions that forward: every function seen, less, until nothing changes, those
-/// whose own computing (a leaf, or a callee that does not forward, below them) is more than
-/// [`OWN_WORK_SHARE`] of their samples.
+/// whose own computing (a leaf, or a callee that does not forward, below them; or any
+/// callee but the one they forward to most) is more than [`OWN_WORK_SHARE`] of their
+/// samples.
 fn fixed_point(below: &Occurrences) -> HashSet<FunctionId> {
     let mut forwarding: HashSet<FunctionId> = below.keys().map(|(f, _)| *f).collect();
     loop {
         let mut own: HashMap<FunctionId, (u64, u64)> = HashMap::new();
+        let mut targets: HashMap<FunctionId, HashMap<Below, u64>> = HashMap::new();
         for (&(f, b), &n) in below {
             if !forwarding.contains(&f) {
                 continue;
@@ -204,6 +223,20 @@ fn fixed_point(below: &Occurrences) -> HashSet<FunctionId> {
             *all += n;
             if computing {
                 *mine += n;
+            } else {
+                *targets.entry(f).or_default().entry(b).or_default() += n;
+            }
+        }
+        // A forwarder forwards to one thing (the lock functions, or one function that
+        // forwards): what it hands to any other callee is its own doing, as computing is
+        // (a program's `main`, or a thread's routine, that calls several helpers that lock
+        // is no wrapper of any of them).
+        for (f, by) in &targets {
+            let (sum, most) = by
+                .values()
+                .fold((0u64, 0u64), |(s, m), &n| (s + n, m.max(n)));
+            if let Some((mine, _)) = own.get_mut(f) {
+                *mine += sum - most;
             }
         }
         let out: Vec<FunctionId> = own
@@ -288,7 +321,8 @@ mod tests {
             let caller = locs.len() - 2;
             let name = |j: usize| self.names.function(locs[j].function).name.clone();
             match f.caller_of(locs, caller, &self.names) {
-                Some((by, wrapper)) => format!("{} -> {}", name(by), name(wrapper)),
+                Some((Some(by), wrapper)) => format!("{} -> {}", name(by), name(wrapper)),
+                Some((None, outermost)) => name(outermost),
                 None => name(caller),
             }
         }
@@ -355,6 +389,41 @@ mod tests {
             p.cpu_path(&["put", "write"], 10),
         ];
         assert_eq!(p.caller(cpu, 1), "put -> MutexLock");
+    }
+
+    #[test]
+    fn a_caller_of_several_helpers_that_lock_is_no_wrapper_of_them() {
+        // A short run: nothing took a CPU sample. main calls open_db and close_db, both of
+        // which wait through one condition-variable wrapper: main forwards to neither (it
+        // calls both), so the wrapper's sites are told apart by the helpers.
+        let mut p = Profile::new();
+        for helper in ["open_db", "close_db"] {
+            p.lock_path(&[
+                "_start",
+                "main",
+                helper,
+                "CondVar::Wait",
+                "pthread_cond_wait",
+            ]);
+        }
+        assert_eq!(p.caller(Vec::new(), 0), "main -> open_db");
+        assert_eq!(p.caller(Vec::new(), 1), "main -> close_db");
+    }
+
+    #[test]
+    fn a_chain_of_helpers_reached_from_one_caller_is_named_by_its_outermost() {
+        // RocksDB's shape: every mutex ends in port::Mutex::Lock, here reached only through
+        // GetAndRefSuperVersion -> GetThreadLocal, from GetImpl, which computes.
+        let mut p = Profile::new();
+        p.lock_path(&[
+            "GetImpl",
+            "GetAndRefSuperVersion",
+            "GetThreadLocal",
+            "port::Mutex::Lock",
+            "pthread_mutex_lock",
+        ]);
+        let cpu = vec![p.cpu_path(&["GetImpl", "Seek"], 50)];
+        assert_eq!(p.caller(cpu, 0), "GetAndRefSuperVersion");
     }
 
     #[test]

@@ -99,9 +99,10 @@ pub(super) fn site_of(locs: &[Loc], names: &Names, forwarders: &Forwarders) -> S
             caller: named_caller(names, locs, i).map_or_else(
                 || "[no caller]".to_owned(),
                 |c| match forwarders.caller_of(locs, c, names) {
-                    Some((by, wrapper)) => {
+                    Some((Some(by), wrapper)) => {
                         format!("{} -> {}", name(&locs[by]), name(&locs[wrapper]))
                     }
+                    Some((None, outermost)) => name(&locs[outermost]),
                     None => name(&locs[c]),
                 },
             ),
