@@ -360,19 +360,31 @@ fn hold_after_spin(m: &MonSpin, start: u64, won: u64, hooks: &impl SpinHooks) {
 pub fn trylock(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
     let address = lock as *const AtomicU32 as usize;
     if converted_bucket(address).load(Ordering::Relaxed) == 0 {
-        match lock.compare_exchange(
-            NATIVE_UNLOCKED,
-            NATIVE_LOCKED,
-            Ordering::Acquire,
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => return 0,
-            // Converted meanwhile (its count was published after the bucket was read).
-            Err(now) if monitored(now, address).is_some() => {}
-            Err(_) => return libc::EBUSY,
+        // `None`: converted meanwhile (its count was published after the bucket was read).
+        if let Some(rc) = try_native(lock, address) {
+            return rc;
         }
     }
     trylock_read(lock, hooks)
+}
+
+/// One try of the lock at `address` as a native word, glibc's one compare-exchange: 0
+/// (taken) or EBUSY, or `None` when the word is monitored (converted meanwhile): try
+/// that form.
+#[inline(always)]
+fn try_native(lock: &AtomicU32, address: usize) -> Option<i32> {
+    match lock.compare_exchange(
+        NATIVE_UNLOCKED,
+        NATIVE_LOCKED,
+        Ordering::Acquire,
+        Ordering::Relaxed,
+    ) {
+        Ok(_) => Some(0),
+        Err(now) if monitored(now, address).is_some() => None,
+        // 0, or another locked value glibc writes (an unprofiled process sharing the lock
+        // decrements it below zero when contended).
+        Err(_) => Some(libc::EBUSY),
+    }
 }
 
 /// [`trylock`] of a word that may be monitored.
@@ -406,19 +418,10 @@ fn trylock_read(lock: &AtomicU32, hooks: &impl SpinHooks) -> i32 {
                 Err(_) => continue,
             }
         }
-        match lock.compare_exchange(
-            NATIVE_UNLOCKED,
-            NATIVE_LOCKED,
-            Ordering::Acquire,
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => return 0,
-            // Converted meanwhile: try the monitored form.
-            Err(now) if monitored(now, address).is_some() => continue,
-            // 0, or another locked value glibc writes (an unprofiled process sharing the
-            // lock decrements it below zero when contended).
-            Err(_) => return libc::EBUSY,
+        if let Some(rc) = try_native(lock, address) {
+            return rc;
         }
+        // Converted meanwhile: try the monitored form.
     }
 }
 
