@@ -169,15 +169,23 @@ fn without_code_inside_the_fix_names_where_the_holds_end() {
     );
 }
 
-#[test]
-fn holders_blocked_for_a_quarter_of_their_contended_holds_block_inside_the_lock() {
-    // 350 acquisitions in 2 s, all contended, waits of 5 ms (pressure 17.5%): long critical
-    // sections, until its holders were blocked in a sleep for a quarter of its 2 s of holds.
+/// 350 acquisitions in 2 s, all contended, waits of 5 ms (pressure 17.5%), 1.6 s of blame
+/// over 2 s of timed holds in which the holders computed `held_ns`: long critical sections
+/// by these numbers alone.
+fn long_holds(held_ns: u64) -> Counts {
     let mut c = counts(30, 3, 350, 5_000_000);
     c.blame_ns = 1_600_000_000;
     c.runtime.timed_holds = 350;
     c.runtime.contended_hold_ns = 2_000_000_000;
-    c.held_ns = 1_500_000_000;
+    c.held_ns = held_ns;
+    c
+}
+
+#[test]
+fn holders_blocked_for_a_quarter_of_their_contended_holds_block_inside_the_lock() {
+    // Long critical sections, until its holders were blocked in a sleep for a quarter of
+    // its 2 s of holds.
+    let mut c = long_holds(1_500_000_000);
     c.blocked_ns = 500_000_000;
     let mut r = row("state_lock", c);
     r.detail_mut().blocked = vec![
@@ -200,12 +208,7 @@ fn holders_whose_blame_mostly_passes_on_along_a_chain_wait_inside_the_lock() {
     // Long critical sections by its numbers, but its holders were waiting for log_lock
     // (held by flush) during the holds others waited for: a quarter of its blame passed on
     // makes it the chain, naming the largest hop.
-    let mut c = counts(30, 3, 350, 5_000_000);
-    c.blame_ns = 1_600_000_000;
-    c.runtime.timed_holds = 350;
-    c.runtime.contended_hold_ns = 2_000_000_000;
-    c.held_ns = 100_000_000;
-    let mut r = row("table_lock", c);
+    let mut r = row("table_lock", long_holds(100_000_000));
     let chain = |holder: &str, to_holder: &str, ns| Chain {
         holder: site(holder, "pthread_mutex_unlock"),
         to: 0x2000,
