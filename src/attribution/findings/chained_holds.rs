@@ -6,8 +6,12 @@
 //! the second's holds, does (issue 41).
 //!
 //! Job: [`chained_holds`] reads a lock's chains (`LockRow::chains`: its releases' blame
-//! passed on, by holder site and the lock waited for) against its blame. Pure; not
-//! async-signal-safe; single-threaded.
+//! passed on, by holder site and the lock waited for) against its blame.
+//!
+//! Invariants: the blame passed on is part of the lock's blame (a chain carries part of a
+//! release's blame, never more), so the finding costs at most what the lock's contention
+//! findings would; its names (`holder`, `waited_for`, `root_holder`) are the largest hop's.
+//! Pure; not async-signal-safe; single-threaded.
 
 use super::blocked_holds::BLOCKED_SHARE;
 use super::subject::Subject;
