@@ -11,16 +11,15 @@
 //! computes anything of note (CPU samples in it or in a callee that does not forward, a
 //! holder's samples inside its hold) does not forward, nor does one that calls several
 //! functions that do (a forwarder forwards to one thing: a program's `main` calling two
-//! helpers that lock, in a run too short for it to take a CPU sample, is neither's wrapper). The frames that forward above a
-//! lock function make a *chain*; the first frame above the chain that is not a language
-//! wrapper is its *distinguishing caller*. When the innermost function of a chain (the
-//! lock function's caller) is reached from two or more distinguishing callers (or through
-//! two chains), its sites
-//! name `caller -> outermost of the chain` ([`Forwarders::caller_of`]): `lookup ->
-//! lock_measured`, not `lock_measured`. A helper reached from one caller only keeps its
-//! own name, which already tells it apart; a chain of helpers reached from one caller is
-//! named by its outermost (`GetAndRefSuperVersion`, not the `port::Mutex::Lock` that every
-//! RocksDB mutex ends in).
+//! helpers that lock, in a run too short for it to take a CPU sample, is neither's
+//! wrapper). The frames that forward above a lock function make a *chain*; the first frame
+//! above the chain that is not a language wrapper is its *distinguishing caller*. When the
+//! innermost function of a chain (the lock function's caller) is reached from two or more
+//! distinguishing callers (or through two chains), its sites name `caller -> outermost of
+//! the chain` ([`Forwarders::caller_of`]): `lookup -> lock_measured`, not `lock_measured`.
+//! A helper reached from one caller only keeps its own name, which already tells it apart;
+//! a chain of helpers reached from one caller is named by its outermost
+//! (`GetAndRefSuperVersion`, not the `port::Mutex::Lock` that every RocksDB mutex ends in).
 //!
 //! Invariants: the verdict is the profile's: the lock paths (waits, releases, holders'
 //! samples) first, then the paths of CPU samples, read only when some lock function's

@@ -16,7 +16,7 @@
 use super::blocked_holds::BLOCKED_SHARE;
 use super::subject::Subject;
 use super::{ratio, Finding, Kind, Value, MIN_CONTENDED, MIN_PRESSURE};
-use crate::attribution::locks::{Chain, Site};
+use crate::attribution::locks::Chain;
 
 /// Holders that wait inside the lock, or `None`: at least [`MIN_CONTENDED`] contended
 /// acquisitions, pressure at least [`MIN_PRESSURE`], and at least [`BLOCKED_SHARE`] of its
@@ -46,9 +46,9 @@ pub(super) fn chained_holds(s: &Subject) -> Option<Finding> {
         ("passed_ns", Value::Ns(passed)),
         ("passed_share", Value::Share(share)),
         ("blame_ns", Value::Ns(c.blame_ns)),
-        ("holder", Value::Name(caller(&top.holder))),
+        ("holder", Value::Name(top.holder.caller.clone())),
         ("waited_for", Value::Name(top.to_lock.clone())),
-        ("root_holder", Value::Name(caller(&top.to_holder))),
+        ("root_holder", Value::Name(top.to_holder.caller.clone())),
         ("root_ns", Value::Ns(top.ns)),
         ("wait_ns", Value::Ns(c.runtime.wait_ns)),
     ];
@@ -62,13 +62,4 @@ pub(super) fn chained_holds(s: &Subject) -> Option<Finding> {
                holding this one), or shorten {root_holder}'s hold of {waited_for}"
         .to_owned();
     Some(s.finding(Kind::ChainedHolds, evidence, (text, fix), passed))
-}
-
-/// The function a site's lock call was made from (the whole site when it has none).
-fn caller(site: &Site) -> String {
-    if site.caller.is_empty() {
-        site.label()
-    } else {
-        site.caller.clone()
-    }
 }

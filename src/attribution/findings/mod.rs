@@ -62,9 +62,9 @@
 //! async-signal-safe (allocates); single-threaded.
 //!
 //! Files: this one holds the thresholds, the finding's types and [`findings`]; the rules
-//! are in `lock_rules.rs` (the lock table, with `retake.rs`, `blocked_holds.rs`, `chained_holds.rs` and
-//! `asymmetry.rs`; `subject.rs` is what they read), `phases.rs` (the timeline's phases) and
-//! `imbalance.rs` (threads and stages).
+//! are in `lock_rules.rs` (the lock table, with `retake.rs`, `blocked_holds.rs`,
+//! `chained_holds.rs` and `asymmetry.rs`; `subject.rs` is what they read), `phases.rs` (the
+//! timeline's phases) and `imbalance.rs` (threads and stages).
 
 mod asymmetry;
 mod blocked_holds;
