@@ -14,6 +14,13 @@
 #      a hold), its fraction over the unprofiled one, and the unprofiled rounds' spread
 #      (lowest and highest of R). Where contention is low the fraction is set by whether
 #      the running threads fall into step, and a nanosecond moves it by a factor of several.
+#   3. With ONLY=paired: builds compared with each other in paired rounds, for telling a
+#      change to the runtime from the runs' spread (a single grid run cannot, by less than a
+#      factor of about 3: at low contention the program falls into a convoy or out of it,
+#      run by run). BUILDS names the `blameprof` binaries (the first is the baseline);
+#      each round runs every POINTS entry (hold/gap) unprofiled and under each build in
+#      turn; per point the median of R rounds; per build the geometric mean over the
+#      points of its median over the unprofiled one. Not part of the default run.
 #   2. Debian's `sysbench mutex` (4 threads, 2 mutexes): wall time unprofiled vs profiled,
 #      the median of N paired rounds' ratios, judged against [0.85, 1.15] (installed by
 #      `apt-get install sysbench`; the section says so and is skipped when it is absent).
@@ -21,7 +28,9 @@
 # Prints markdown on stdout, progress on stderr; asserts nothing (timing is never a test).
 # Environment: R (3 rounds a grid point), N (5 sysbench rounds), HZ (200), OPS (acquisitions
 #   per run, all threads: 1600000), WORK, BLAMEPROF, SKIP_BUILD=1, ONLY (grid|sysbench),
-#   LOCKS (the grid's locks: "mutex spin"), THREADS (its thread counts: "4 8").
+#   LOCKS (the grid's locks: "mutex spin"), THREADS (its thread counts: "4 8"); for
+#   ONLY=paired, BUILDS (blameprof binaries; default: $BLAMEPROF) and POINTS ("30/150
+#   60/150 60/300 120/300").
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -101,6 +110,37 @@ if [[ -z $ONLY || $ONLY == grid ]]; then
     echo "| lock | threads | hold + 1 / unprofiled | preloaded / unprofiled | profiled / unprofiled | within [0.8, 1.25] |"
     echo "|---|---:|---:|---:|---:|---|"
     printf '%s' "$summary"
+    echo
+fi
+
+if [[ $ONLY == paired ]]; then
+    read -r -a builds <<<"${BUILDS:-$BLAMEPROF}"
+    points=${POINTS:-30/150 60/150 60/300 120/300}
+    echo "## Builds in paired rounds (fidelity_trylock; medians of $R rounds a point; geometric means of profiled / unprofiled)"
+    echo
+    for lock in $LOCKS; do
+        for t in $THREADS; do
+            declare -A got=()
+            for ((i = 1; i <= R; i++)); do
+                for p in $points; do
+                    got[$p/plain]+=" $(fraction plain "$t" $((OPS / t)) "${p%/*}" "${p#*/}" "$lock")"
+                    for b in "${!builds[@]}"; do
+                        got[$p/$b]+=" $(BLAMEPROF=${builds[$b]} fraction prof "$t" $((OPS / t)) "${p%/*}" "${p#*/}" "$lock")"
+                    done
+                done
+                log "$lock $t threads: round $i of $R"
+            done
+            for b in "${!builds[@]}"; do
+                ratios=""
+                for p in $points; do
+                    # shellcheck disable=SC2086
+                    ratios+=" $(ratio "$(median ${got[$p/$b]})" "$(median ${got[$p/plain]})")"
+                done
+                echo "- $lock, $t threads, \`${builds[$b]}\`: **$(geomean $ratios)** (per point:$ratios)"
+            done
+            unset got
+        done
+    done
     echo
 fi
 
