@@ -1,5 +1,5 @@
-//! Late work: the blame of a barrier or a join goes to the work the thread that ended it
-//! did while the others waited (issue 41).
+//! Late work: the blame of a barrier, a join or an event goes to the work the thread that
+//! ended it did while the others waited (issue 41).
 //!
 //! Job: the runtime records a barrier's blame at its last arriver's `pthread_barrier_wait`
 //! call, and a join's at the joined thread's end (its `pthread_exit`, or its start
@@ -10,6 +10,15 @@
 //! sample, the late thread's own `work` samples during the waits it ended, and says which
 //! share of the blame moves to each of their call paths; the rest stays at the call that
 //! ended the waits (the thread was off the CPU for it: descheduled, or itself waiting).
+//!
+//! Events: a condition variable's blame is recorded at the signal, a semaphore's at the
+//! post, a futex's at the wake; when its waiters wait for an event (a queue's consumers
+//! for an item), what kept them waiting is what the signalling thread computed before it
+//! signalled, and that blame moves the same way. When the object is a lock built on it,
+//! its blame stays at the release, as a mutex's: taken in turns (a thread whose signal,
+//! post or wake ended waits also waited on it: a semaphore used as a mutex, a hand-written
+//! futex lock), or waited on at a path that is a lock's by its callers' names (the
+//! caller's `lock_path`, `wait_class`'s rule: CPython's GIL, a Rust mutex).
 //!
 //! The rule, per blame sample `B` of object `O` (a barrier, or a joined thread), recorded
 //! at time `t` by thread `T`: its *window* runs from the previous blame of `O` (an earlier
@@ -49,10 +58,52 @@ use crate::format::read::{ProcessProfile, StackId};
 use crate::format::WaitKind;
 use std::collections::HashMap;
 
-/// Whether blame of `kind` moves to the late work: the events whose provider is a thread
-/// arriving or ending (a barrier, a join), not a release of a lock.
+/// Whether blame of `kind` may move to the late work: the events whose provider is a
+/// thread arriving or ending (a barrier, a join), or signalling, posting or waking (a
+/// condition variable, a semaphore, a futex) when its waiters wait for an event rather
+/// than a lock built on it ([`late_work`]'s `lock_path` tells); never a release of a lock.
 pub fn moves_to_late_work(kind: WaitKind) -> bool {
-    matches!(kind, WaitKind::Barrier | WaitKind::Join)
+    matches!(
+        kind,
+        WaitKind::Barrier
+            | WaitKind::Join
+            | WaitKind::CondVar
+            | WaitKind::Semaphore
+            | WaitKind::Futex
+    )
+}
+
+/// How an object was waited on: its kind, the distinct paths of its waits, and the threads
+/// that waited.
+struct WaitedOn {
+    kind: WaitKind,
+    paths: Vec<(StackId, bool)>,
+    tids: Vec<u32>,
+}
+
+impl WaitedOn {
+    /// Whether every wait on the object is for an event, given the threads that took its
+    /// blame (`blamed`): a barrier's and a join's are; a condition variable's,
+    /// semaphore's or futex's are unless it is taken in turns, as a lock is (a thread
+    /// that ended waits on it also waited on it), or a waiter's path is a lock's by
+    /// `lock_path` (CPython's GIL, a Rust mutex): then its blame stays at the release, as
+    /// a mutex's does.
+    fn for_an_event(
+        &self,
+        blamed: impl IntoIterator<Item = u32>,
+        lock_path: &mut impl FnMut(StackId, bool) -> bool,
+    ) -> bool {
+        match self.kind {
+            WaitKind::Barrier | WaitKind::Join => true,
+            _ => {
+                !blamed.into_iter().any(|tid| self.tids.contains(&tid))
+                    && !self
+                        .paths
+                        .iter()
+                        .any(|&(stack, first)| lock_path(stack, first))
+            }
+        }
+    }
 }
 
 /// Where part of a blame sample's value goes: a work sample's call path and its share.
@@ -66,8 +117,13 @@ pub struct Share {
 }
 
 /// The shares of each blame sample that moves (by its index in `proc.samples`); blame
-/// samples not in it stay where they were recorded.
-pub fn late_work(proc: &ProcessProfile) -> HashMap<usize, Vec<Share>> {
+/// samples not in it stay where they were recorded. `lock_path(stack, first_is_return)`
+/// tells whether a waiter's path is a lock's (asked once per distinct path of the waits on
+/// condition variables, semaphores and futexes).
+pub fn late_work(
+    proc: &ProcessProfile,
+    mut lock_path: impl FnMut(StackId, bool) -> bool,
+) -> HashMap<usize, Vec<Share>> {
     let (Some(work), Some(idleness), Some(blame)) = (
         proc.metric(super::metrics::WORK),
         proc.metric(super::metrics::IDLENESS),
@@ -80,9 +136,24 @@ pub fn late_work(proc: &ProcessProfile) -> HashMap<usize, Vec<Share>> {
     // Per object: its waits and its blames (time, sample index).
     let mut waits: HashMap<u64, Vec<Waited>> = HashMap::new();
     let mut blames: HashMap<u64, Vec<(u64, usize)>> = HashMap::new();
+    let mut waited_on: HashMap<u64, WaitedOn> = HashMap::new();
     for (i, s) in proc.samples.iter().enumerate() {
         if s.object == 0 || s.time == 0 || !movable(s.flags) {
             continue;
+        }
+        if s.metric == idleness {
+            let on = waited_on.entry(s.object).or_insert_with(|| WaitedOn {
+                kind: WaitKind::from_flags(s.flags).expect("a movable kind"),
+                paths: Vec::new(),
+                tids: Vec::new(),
+            });
+            let path = (s.stack, s.first_is_return());
+            if !on.paths.contains(&path) {
+                on.paths.push(path);
+            }
+            if !on.tids.contains(&s.tid) {
+                on.tids.push(s.tid);
+            }
         }
         if s.metric == idleness && s.span > 0 {
             waits.entry(s.object).or_default().push(Waited {
@@ -95,6 +166,12 @@ pub fn late_work(proc: &ProcessProfile) -> HashMap<usize, Vec<Share>> {
             blames.entry(s.object).or_default().push((s.time, i));
         }
     }
+    blames.retain(|object, object_blames| {
+        let blamed = object_blames.iter().map(|&(_, i)| proc.samples[i].tid);
+        waited_on
+            .get(object)
+            .is_some_and(|on| on.for_an_event(blamed, &mut lock_path))
+    });
     if blames.is_empty() {
         return HashMap::new();
     }
@@ -260,7 +337,7 @@ mod tests {
     }
 
     fn shares(p: &ProcessProfile, index: usize) -> Vec<(Vec<u64>, f64)> {
-        late_work(p)
+        late_work(p, |_, _| false)
             .get(&index)
             .into_iter()
             .flatten()
@@ -334,13 +411,37 @@ mod tests {
         // A mutex's blame stays at its release.
         p.samples[2].flags = WaitKind::Mutex.flags();
         p.samples[1].flags = WaitKind::Mutex.flags();
-        assert!(late_work(&p).is_empty());
+        assert!(late_work(&p, |_, _| false).is_empty());
         // A barrier's, in a profile without times (format version 2), too.
         p.samples[2].flags = WaitKind::Barrier.flags();
         p.samples[1].flags = WaitKind::Barrier.flags();
         for s in &mut p.samples {
             (s.time, s.span) = (0, 0);
         }
-        assert!(late_work(&p).is_empty());
+        assert!(late_work(&p, |_, _| false).is_empty());
+    }
+
+    #[test]
+    fn an_events_blame_moves_unless_its_waiters_wait_for_a_lock_built_on_it() {
+        // A producer computes 10 ms (samples ending at 5 and 10 ms) and signals a
+        // condition variable at 10 ms that a consumer waited on from 2 ms.
+        let mut p = process(1, &["work", "idleness", "blame"]);
+        add(&mut p, 2, 0, &[0x10, 0x20], (0, 5, 0));
+        add(&mut p, 2, 0, &[0x10, 0x20], (0, 10, 0));
+        add(&mut p, 3, 1, &[0x10, 0x40], (0xb, 10, 8));
+        add(&mut p, 2, 2, &[0x10, 0x50], (0xb, 10, 0));
+        for i in [2, 3] {
+            p.samples[i].flags = WaitKind::CondVar.flags();
+        }
+        let consumer = p.samples[2].stack;
+        // Waiting for an item: the producer's computing made the consumer wait.
+        let moved: f64 = shares(&p, 3).iter().map(|(_, share)| share).sum();
+        assert!((moved - 1.0).abs() < 1e-9, "{moved}");
+        // Waiting at a lock built on the condition variable (a GIL): its release keeps it.
+        assert!(late_work(&p, |stack, _| stack == consumer).is_empty());
+        // Taken in turns, as a lock: the signaller also waits on it.
+        add(&mut p, 2, 1, &[0x10, 0x40], (0xb, 12, 1));
+        p.samples[4].flags = WaitKind::CondVar.flags();
+        assert!(late_work(&p, |_, _| false).is_empty());
     }
 }

@@ -60,7 +60,7 @@ mod waiting_for;
 
 use super::calibration::Calibration;
 use super::lock_forwarders::{CountedPath, Forwarders};
-use super::paths::{expand_each, RawKey};
+use super::paths::{expand_each, lock_path_of, RawKey};
 use super::shifts::Shifts;
 use super::symbolize::Symbolizer;
 use super::wait_class::path_of_a_lock;
@@ -327,7 +327,7 @@ pub fn lock_table(
             metric(protocol::HELD_CONTENDED.name),
             metric(protocol::HELD_BLOCKED.name),
         );
-        let shifted = shifts.of(profile, p);
+        let shifted = shifts.of(profile, p, lock_path_of(profile, p, symbolizer));
         let moves = &shifted.late_work;
         for (i, s) in proc
             .samples

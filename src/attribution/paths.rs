@@ -21,7 +21,7 @@
 //! functions is the runtime calling back into the program (the thread-start trampoline): it
 //! is left out, so threads read `start_thread -> worker`.
 //!
-//! A barrier's or join's blame lands on the late thread's work meanwhile
+//! A barrier's, join's or event's blame lands on the late thread's work meanwhile
 //! ([`super::late_work`]), and the analysis-only metric `root` takes each blame sample's
 //! amount after the chains of waits ([`super::chains`]), spread like its blame.
 //!
@@ -41,6 +41,7 @@ use super::metrics::SampleMap;
 use super::shifts::Shifts;
 use super::symbolize::{CodeAddress, SourceFrame, Symbolizer};
 use super::tailcall::{tail_called_through, CallSites, Callee, Definition, Physical, Reach, Site};
+use super::wait_class::path_of_a_lock;
 use super::{Loc, Names, SourceLine, WeightedPath};
 use crate::format::read::{ModuleInfo, ProcessProfile, Profile, StackId};
 use crate::format::Frame;
@@ -79,6 +80,27 @@ pub(super) fn expand_each(
         .collect()
 }
 
+/// Whether a recorded path of process `p` is a lock's by its callers' names
+/// (`wait_class::path_of_a_lock`): for the late work of condition variables, semaphores
+/// and futexes (`late_work`), which moves only an event's blame.
+pub(super) fn lock_path_of<'a>(
+    profile: &'a Profile,
+    p: usize,
+    symbolizer: &'a mut Symbolizer,
+) -> impl FnMut(StackId, bool) -> bool + 'a {
+    let mut names = Names::default();
+    move |stack, first_is_return| {
+        let locs = expand_each(
+            profile,
+            &[(p, stack, first_is_return)],
+            symbolizer,
+            &mut names,
+        );
+        locs.first()
+            .is_some_and(|locs| path_of_a_lock(&names, locs))
+    }
+}
+
 /// Adds up the samples of the `selected` processes (only thread `tid`, if given).
 /// `sample_maps[p]` maps process `p`'s samples to the merged ids they count in.
 pub(super) fn weigh(
@@ -106,9 +128,9 @@ pub(super) fn weigh(
             .metrics
             .iter()
             .position(|m| m.name == super::metrics::HELD_CONTENDED);
-        // Blame of barriers and joins moves to the late thread's work meanwhile; the root
-        // metric is blame passed along chains of waits.
-        let shifted = shifts.of(profile, p);
+        // Blame of barriers, joins and events moves to the late thread's work meanwhile;
+        // the root metric is blame passed along chains of waits.
+        let shifted = shifts.of(profile, p, lock_path_of(profile, p, symbolizer));
         let (moves, chained) = (&shifted.late_work, &shifted.chains);
         let blame = proc.metric(super::metrics::BLAME).map(usize::from);
         for (i, s) in proc.samples.iter().enumerate() {

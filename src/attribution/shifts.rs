@@ -1,8 +1,9 @@
 //! The blame that moves off the call paths it was recorded at, per process, computed once.
 //!
-//! Job: late work at barriers and joins ([`late_work`]) and the `root` metric's chains of
-//! waits ([`chains`]) each read a whole process's samples; the analysis, the lock table and
-//! a per-thread export (pprof's thread labels: one analysis per thread) all need them.
+//! Job: late work at barriers, joins and events ([`late_work`]) and the `root` metric's
+//! chains of waits ([`chains`]) each read a whole process's samples; the analysis, the lock
+//! table and a per-thread export (pprof's thread labels: one analysis per thread) all need
+//! them.
 //! [`Shifts`] keeps each process's, made at its first use, so that they are made once per
 //! loaded profile (a db_bench profile of 52 threads spent 25% of its pprof export
 //! remaking the chains, 53 times).
@@ -14,7 +15,7 @@
 use super::calibration::Calibration;
 use super::chains::{chains, Chains};
 use super::late_work::{late_work, Share};
-use crate::format::read::Profile;
+use crate::format::read::{Profile, StackId};
 use std::collections::HashMap;
 
 /// One process's moves: per blame sample (its index in the process's samples) the work
@@ -32,12 +33,19 @@ pub struct Shifts {
 }
 
 impl Shifts {
-    /// Process `p`'s moves (of `profile`, the one profile this cache serves).
-    pub fn of(&mut self, profile: &Profile, p: usize) -> &ProcessShifts {
+    /// Process `p`'s moves (of `profile`, the one profile this cache serves);
+    /// `lock_path(stack, first_is_return)` tells whether a waiter's recorded path is a
+    /// lock's by its names (`paths::lock_path_of`), asked only when they are made.
+    pub fn of(
+        &mut self,
+        profile: &Profile,
+        p: usize,
+        lock_path: impl FnMut(StackId, bool) -> bool,
+    ) -> &ProcessShifts {
         self.of.entry(p).or_insert_with(|| {
             let proc = &profile.processes[p];
             ProcessShifts {
-                late_work: late_work(proc),
+                late_work: late_work(proc, lock_path),
                 chains: chains(proc, Calibration::of(proc)),
             }
         })
