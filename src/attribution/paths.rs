@@ -89,15 +89,16 @@ pub(super) fn lock_path_of<'a>(
     symbolizer: &'a mut Symbolizer,
 ) -> impl FnMut(StackId, bool) -> bool + 'a {
     let mut names = Names::default();
+    // Many objects are waited on at one path (a pool's condition variables): each path is
+    // named once.
+    let mut known: HashMap<(StackId, bool), bool> = HashMap::new();
     move |stack, first_is_return| {
-        let locs = expand_each(
-            profile,
-            &[(p, stack, first_is_return)],
-            symbolizer,
-            &mut names,
-        );
-        locs.first()
-            .is_some_and(|locs| path_of_a_lock(&names, locs))
+        *known.entry((stack, first_is_return)).or_insert_with(|| {
+            let key = [(p, stack, first_is_return)];
+            let locs = expand_each(profile, &key, symbolizer, &mut names);
+            locs.first()
+                .is_some_and(|locs| path_of_a_lock(&names, locs))
+        })
     }
 }
 
