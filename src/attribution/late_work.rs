@@ -15,12 +15,14 @@
 //! post, a futex's at the wake; when its waiters wait for an event (a queue's consumers
 //! for an item), what kept them waiting is what the signalling thread computed before it
 //! signalled, and that blame moves the same way. When the object is a lock built on it,
-//! its blame stays at the release, as a mutex's: taken in turns (a thread whose signal,
-//! post or wake ended waits also waited on it: a semaphore used as a mutex, a hand-written
-//! futex lock), or waited on at a path that is a lock's by its callers' names (the
-//! caller's `lock_path`, `wait_class`'s rule: CPython's GIL, a Rust mutex).
+//! its blame stays at the release, as a mutex's: taken in turns (a thread that waited on
+//! it also ended others' waits on it, a wake of its own: a semaphore used as a mutex, a
+//! hand-written futex lock), or waited on at a path that is a lock's by its callers' names
+//! (the caller's `lock_paths`, `wait_class::path_of_a_lock`: CPython's GIL, a Rust mutex).
+//! An object is an address and a kind: an address reused by another primitive is another.
 //!
-//! The rule, per blame sample `B` of object `O` (a barrier, or a joined thread), recorded
+//! The rule, per blame sample `B` of object `O` (a barrier, a joined thread, an event),
+//! recorded
 //! at time `t` by thread `T`: its *window* runs from the previous blame of `O` (an earlier
 //! time; the run's start when none) to `t`, the waiting it took being the waiting on `O`
 //! since its previous event. The waiters' intervals on `O` (their idleness samples: a
@@ -56,12 +58,12 @@
 use super::intervals::{clip, Intervals, Waited};
 use crate::format::read::{ProcessProfile, StackId};
 use crate::format::WaitKind;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Whether blame of `kind` may move to the late work: the events whose provider is a
 /// thread arriving or ending (a barrier, a join), or signalling, posting or waking (a
 /// condition variable, a semaphore, a futex) when its waiters wait for an event rather
-/// than a lock built on it ([`late_work`]'s `lock_path` tells); never a release of a lock.
+/// than a lock built on it ([`late_work`] tells); never a release of a lock.
 pub fn moves_to_late_work(kind: WaitKind) -> bool {
     matches!(
         kind,
@@ -73,37 +75,47 @@ pub fn moves_to_late_work(kind: WaitKind) -> bool {
     )
 }
 
-/// How an object was waited on: its kind, the distinct paths of its waits, and the threads
-/// that waited.
-struct WaitedOn {
-    kind: WaitKind,
-    paths: Vec<(StackId, bool)>,
-    tids: Vec<u32>,
+/// An object as late work tells objects apart: its address and its kind's code (an
+/// address freed and reused by another primitive is another object), in one word (user
+/// addresses lie below 2^56).
+fn object_key(object: u64, kind: WaitKind) -> u64 {
+    object ^ (kind as u64) << 56
 }
 
-impl WaitedOn {
-    /// Whether every wait on the object is for an event, given the threads that took its
-    /// blame (`blamed`): a barrier's and a join's are; a condition variable's,
-    /// semaphore's or futex's are unless it is taken in turns, as a lock is (a thread
-    /// that ended waits on it also waited on it), or a waiter's path is a lock's by
-    /// `lock_path` (CPython's GIL, a Rust mutex): then its blame stays at the release, as
-    /// a mutex's does.
-    fn for_an_event(
-        &self,
-        blamed: impl IntoIterator<Item = u32>,
-        lock_path: &mut impl FnMut(StackId, bool) -> bool,
-    ) -> bool {
-        match self.kind {
-            WaitKind::Barrier | WaitKind::Join => true,
-            _ => {
-                !blamed.into_iter().any(|tid| self.tids.contains(&tid))
-                    && !self
-                        .paths
-                        .iter()
-                        .any(|&(stack, first)| lock_path(stack, first))
-            }
-        }
+/// How an object was waited on: the distinct paths of its waits, and the threads that
+/// waited.
+#[derive(Default)]
+struct WaitedOn {
+    paths: HashSet<(StackId, bool)>,
+    tids: HashSet<u32>,
+}
+
+/// Whether an object of `kind` whose blame samples are `blames` (time, sample index; in
+/// time order) is taken in turns, as a lock is: a thread that waited on it (`on`) also
+/// ended others' waits on it (a lock's waiter holds it next and wakes the next waiter at
+/// its release; an event's consumer does not signal what it consumes). A barrier and a
+/// join never are. A blame sample that shares its time with another thread's on the object
+/// is not a wake of that thread's own: a futex wake's blame is shared with the thread that
+/// woke the waker (the wake chain), at the waker's instant, and that thread may have waited
+/// on the same word (a consumer of a Rust condition variable).
+fn taken_in_turns(
+    proc: &ProcessProfile,
+    kind: WaitKind,
+    blames: &[(u64, usize)],
+    on: &WaitedOn,
+) -> bool {
+    if matches!(kind, WaitKind::Barrier | WaitKind::Join) {
+        return false;
     }
+    let tid = |i: usize| proc.samples[i].tid;
+    blames.iter().any(|&(time, i)| {
+        let same_time =
+            blames.partition_point(|&(t, _)| t < time)..blames.partition_point(|&(t, _)| t <= time);
+        let shared = blames[same_time]
+            .iter()
+            .any(|&(_, other)| tid(other) != tid(i));
+        on.tids.contains(&tid(i)) && !shared
+    })
 }
 
 /// Where part of a blame sample's value goes: a work sample's call path and its share.
@@ -117,12 +129,12 @@ pub struct Share {
 }
 
 /// The shares of each blame sample that moves (by its index in `proc.samples`); blame
-/// samples not in it stay where they were recorded. `lock_path(stack, first_is_return)`
-/// tells whether a waiter's path is a lock's (asked once per distinct path of the waits on
-/// condition variables, semaphores and futexes).
+/// samples not in it stay where they were recorded. `lock_paths` gives, of the distinct
+/// waiter paths (`(stack, first_is_return)`) of the condition variables, semaphores and
+/// futexes not taken in turns, those that are a lock's by their names (asked once).
 pub fn late_work(
     proc: &ProcessProfile,
-    mut lock_path: impl FnMut(StackId, bool) -> bool,
+    lock_paths: impl FnOnce(&[(StackId, bool)]) -> HashSet<(StackId, bool)>,
 ) -> HashMap<usize, Vec<Share>> {
     let (Some(work), Some(idleness), Some(blame)) = (
         proc.metric(super::metrics::WORK),
@@ -131,47 +143,57 @@ pub fn late_work(
     ) else {
         return HashMap::new();
     };
-    let movable = |flags: u8| WaitKind::from_flags(flags).is_some_and(moves_to_late_work);
 
-    // Per object: its waits and its blames (time, sample index).
+    // Per object (`object_key`): its waits, its blames (time, sample index), how it was
+    // waited on, and its kind.
     let mut waits: HashMap<u64, Vec<Waited>> = HashMap::new();
     let mut blames: HashMap<u64, Vec<(u64, usize)>> = HashMap::new();
     let mut waited_on: HashMap<u64, WaitedOn> = HashMap::new();
+    let mut kinds: HashMap<u64, WaitKind> = HashMap::new();
     for (i, s) in proc.samples.iter().enumerate() {
-        if s.object == 0 || s.time == 0 || !movable(s.flags) {
+        let Some(kind) = WaitKind::from_flags(s.flags).filter(|&k| moves_to_late_work(k)) else {
+            continue;
+        };
+        if s.object == 0 || s.time == 0 {
             continue;
         }
+        let object = object_key(s.object, kind);
+        kinds.insert(object, kind);
         if s.metric == idleness {
-            let on = waited_on.entry(s.object).or_insert_with(|| WaitedOn {
-                kind: WaitKind::from_flags(s.flags).expect("a movable kind"),
-                paths: Vec::new(),
-                tids: Vec::new(),
-            });
-            let path = (s.stack, s.first_is_return());
-            if !on.paths.contains(&path) {
-                on.paths.push(path);
-            }
-            if !on.tids.contains(&s.tid) {
-                on.tids.push(s.tid);
-            }
+            let on = waited_on.entry(object).or_default();
+            on.paths.insert((s.stack, s.first_is_return()));
+            on.tids.insert(s.tid);
         }
         if s.metric == idleness && s.span > 0 {
-            waits.entry(s.object).or_default().push(Waited {
+            waits.entry(object).or_default().push(Waited {
                 start: s.time.saturating_sub(s.span),
                 end: s.time,
                 tid: s.tid,
-                object: s.object,
+                object,
             });
         } else if s.metric == blame && s.value > 0 {
-            blames.entry(s.object).or_default().push((s.time, i));
+            blames.entry(object).or_default().push((s.time, i));
         }
     }
+    // An event's blame moves; a lock's built on a condition variable, semaphore or futex
+    // stays at its release: taken in turns, or waited on at a lock's path by its names.
+    let is_event_kind = |object: &u64| !matches!(kinds[object], WaitKind::Barrier | WaitKind::Join);
     blames.retain(|object, object_blames| {
-        let blamed = object_blames.iter().map(|&(_, i)| proc.samples[i].tid);
+        object_blames.sort_unstable();
         waited_on
             .get(object)
-            .is_some_and(|on| on.for_an_event(blamed, &mut lock_path))
+            .is_some_and(|on| !taken_in_turns(proc, kinds[object], object_blames, on))
     });
+    let mut undecided: Vec<(StackId, bool)> = blames
+        .keys()
+        .filter(|object| is_event_kind(object))
+        .flat_map(|object| waited_on[object].paths.iter().copied())
+        .collect();
+    undecided.sort_unstable_by_key(|&(stack, first)| (stack, first));
+    undecided.dedup();
+    let locks = lock_paths(&undecided);
+    blames
+        .retain(|object, _| !is_event_kind(object) || waited_on[object].paths.is_disjoint(&locks));
     if blames.is_empty() {
         return HashMap::new();
     }
@@ -337,7 +359,7 @@ mod tests {
     }
 
     fn shares(p: &ProcessProfile, index: usize) -> Vec<(Vec<u64>, f64)> {
-        late_work(p, |_, _| false)
+        late_work(p, |_| HashSet::new())
             .get(&index)
             .into_iter()
             .flatten()
@@ -411,14 +433,14 @@ mod tests {
         // A mutex's blame stays at its release.
         p.samples[2].flags = WaitKind::Mutex.flags();
         p.samples[1].flags = WaitKind::Mutex.flags();
-        assert!(late_work(&p, |_, _| false).is_empty());
+        assert!(late_work(&p, |_| HashSet::new()).is_empty());
         // A barrier's, in a profile without times (format version 2), too.
         p.samples[2].flags = WaitKind::Barrier.flags();
         p.samples[1].flags = WaitKind::Barrier.flags();
         for s in &mut p.samples {
             (s.time, s.span) = (0, 0);
         }
-        assert!(late_work(&p, |_, _| false).is_empty());
+        assert!(late_work(&p, |_| HashSet::new()).is_empty());
     }
 
     #[test]
@@ -438,10 +460,30 @@ mod tests {
         let moved: f64 = shares(&p, 3).iter().map(|(_, share)| share).sum();
         assert!((moved - 1.0).abs() < 1e-9, "{moved}");
         // Waiting at a lock built on the condition variable (a GIL): its release keeps it.
-        assert!(late_work(&p, |stack, _| stack == consumer).is_empty());
-        // Taken in turns, as a lock: the signaller also waits on it.
-        add(&mut p, 2, 1, &[0x10, 0x40], (0xb, 12, 1));
+        let named = |paths: &[(StackId, bool)]| {
+            paths
+                .iter()
+                .copied()
+                .filter(|&(stack, _)| stack == consumer)
+                .collect()
+        };
+        assert!(late_work(&p, named).is_empty());
+        // A blame a waiter took at the producer's instant (a wake chain's share of its
+        // wake) leaves it an event: the producer's blame still moves.
+        add(&mut p, 3, 2, &[0x10, 0x60], (0xb, 10, 0));
+        p.samples[4].value = MS;
         p.samples[4].flags = WaitKind::CondVar.flags();
-        assert!(late_work(&p, |_, _| false).is_empty());
+        assert!(late_work(&p, |_| HashSet::new()).contains_key(&3));
+        // Taken in turns, as a lock: the consumer also ends waits on it, by a wake of its
+        // own (at 12 ms).
+        add(&mut p, 3, 2, &[0x10, 0x60], (0xb, 12, 0));
+        p.samples[5].flags = WaitKind::CondVar.flags();
+        assert!(late_work(&p, |_| HashSet::new()).is_empty());
+        // A barrier at the same address is another object: its blame moves.
+        add(&mut p, 2, 1, &[0x10, 0x70], (0xb, 20, 4));
+        add(&mut p, 3, 0, &[0x10, 0x80], (0, 20, 0));
+        add(&mut p, 3, 2, &[0x10, 0x90], (0xb, 20, 0));
+        let moved = late_work(&p, |_| HashSet::new());
+        assert_eq!(moved.keys().copied().collect::<Vec<_>>(), vec![8]);
     }
 }

@@ -60,7 +60,7 @@ mod waiting_for;
 
 use super::calibration::Calibration;
 use super::lock_forwarders::{CountedPath, Forwarders};
-use super::paths::{expand_each, lock_path_of, RawKey};
+use super::paths::{expand_each, lock_paths_of, RawKey};
 use super::shifts::Shifts;
 use super::symbolize::Symbolizer;
 use super::wait_class::path_of_a_lock;
@@ -163,8 +163,8 @@ pub struct Detail {
     /// Where its holders blocked in a call (a sleep, a poll, a wait) inside holds others
     /// waited for, largest first: the call's site (`caller -> nanosleep`).
     pub blocked: Vec<(Site, u64)>,
-    /// What the threads that ended its waits (a barrier's last arrivals, joined threads)
-    /// computed while the others waited, largest first: the function and its caller, as
+    /// What the threads that ended its waits (a barrier's last arrivals, joined threads,
+    /// an event's signallers, posters and wakers) computed while the others waited, largest first: the function and its caller, as
     /// in `inside` (the blame that moved there: [`late_work`]).
     pub late_work: Vec<(Site, u64)>,
     /// Where its holders passed their blame on while they were themselves waiting inside
@@ -327,7 +327,7 @@ pub fn lock_table(
             metric(protocol::HELD_CONTENDED.name),
             metric(protocol::HELD_BLOCKED.name),
         );
-        let shifted = shifts.of(profile, p, lock_path_of(profile, p, symbolizer));
+        let shifted = shifts.of(profile, p, lock_paths_of(profile, p, symbolizer));
         let moves = &shifted.late_work;
         for (i, s) in proc
             .samples

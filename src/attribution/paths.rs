@@ -45,7 +45,7 @@ use super::wait_class::path_of_a_lock;
 use super::{Loc, Names, SourceLine, WeightedPath};
 use crate::format::read::{ModuleInfo, ProcessProfile, Profile, StackId};
 use crate::format::Frame;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 /// Sample values added up per path and per thread.
@@ -80,25 +80,27 @@ pub(super) fn expand_each(
         .collect()
 }
 
-/// Whether a recorded path of process `p` is a lock's by its callers' names
+/// Which of the recorded paths of process `p` given are a lock's by their callers' names
 /// (`wait_class::path_of_a_lock`): for the late work of condition variables, semaphores
-/// and futexes (`late_work`), which moves only an event's blame.
-pub(super) fn lock_path_of<'a>(
+/// and futexes (`late_work`), which moves only an event's blame. All named in one pass.
+pub(super) fn lock_paths_of<'a>(
     profile: &'a Profile,
     p: usize,
     symbolizer: &'a mut Symbolizer,
-) -> impl FnMut(StackId, bool) -> bool + 'a {
-    let mut names = Names::default();
-    // Many objects are waited on at one path (a pool's condition variables): each path is
-    // named once.
-    let mut known: HashMap<(StackId, bool), bool> = HashMap::new();
-    move |stack, first_is_return| {
-        *known.entry((stack, first_is_return)).or_insert_with(|| {
-            let key = [(p, stack, first_is_return)];
-            let locs = expand_each(profile, &key, symbolizer, &mut names);
-            locs.first()
-                .is_some_and(|locs| path_of_a_lock(&names, locs))
-        })
+) -> impl FnOnce(&[(StackId, bool)]) -> HashSet<(StackId, bool)> + 'a {
+    move |paths| {
+        let keys: Vec<RawKey> = paths
+            .iter()
+            .map(|&(stack, first)| (p, stack, first))
+            .collect();
+        let mut names = Names::default();
+        let expanded = expand_each(profile, &keys, symbolizer, &mut names);
+        paths
+            .iter()
+            .zip(&expanded)
+            .filter(|(_, locs)| path_of_a_lock(&names, locs))
+            .map(|(&path, _)| path)
+            .collect()
     }
 }
 
@@ -131,7 +133,7 @@ pub(super) fn weigh(
             .position(|m| m.name == super::metrics::HELD_CONTENDED);
         // Blame of barriers, joins and events moves to the late thread's work meanwhile;
         // the root metric is blame passed along chains of waits.
-        let shifted = shifts.of(profile, p, lock_path_of(profile, p, symbolizer));
+        let shifted = shifts.of(profile, p, lock_paths_of(profile, p, symbolizer));
         let (moves, chained) = (&shifted.late_work, &shifted.chains);
         let blame = proc.metric(super::metrics::BLAME).map(usize::from);
         for (i, s) in proc.samples.iter().enumerate() {

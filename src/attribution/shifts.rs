@@ -17,6 +17,7 @@ use super::chains::{chains, Chains};
 use super::late_work::{late_work, Share};
 use crate::format::read::{Profile, StackId};
 use std::collections::HashMap;
+use std::collections::HashSet;
 
 /// One process's moves: per blame sample (its index in the process's samples) the work
 /// paths its blame moves to, and its chains.
@@ -34,18 +35,18 @@ pub struct Shifts {
 
 impl Shifts {
     /// Process `p`'s moves (of `profile`, the one profile this cache serves);
-    /// `lock_path(stack, first_is_return)` tells whether a waiter's recorded path is a
-    /// lock's by its names (`paths::lock_path_of`), asked only when they are made.
+    /// `lock_paths` tells which waiters' recorded paths are a lock's by their names
+    /// (`paths::lock_paths_of`), asked only when they are made.
     pub fn of(
         &mut self,
         profile: &Profile,
         p: usize,
-        lock_path: impl FnMut(StackId, bool) -> bool,
+        lock_paths: impl FnOnce(&[(StackId, bool)]) -> HashSet<(StackId, bool)>,
     ) -> &ProcessShifts {
         self.of.entry(p).or_insert_with(|| {
             let proc = &profile.processes[p];
             ProcessShifts {
-                late_work: late_work(proc, lock_path),
+                late_work: late_work(proc, lock_paths),
                 chains: chains(proc, Calibration::of(proc)),
             }
         })

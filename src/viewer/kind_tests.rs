@@ -111,7 +111,7 @@ fn summary_breaks_waiting_down_by_primitive() {
     assert_eq!(
         listed("wakers"),
         [
-            "blameprof: top 1 wakers of those waits by blame, % of effort:",
+            "blameprof: top 1 wakers of those waits (or their work meanwhile) by blame, % of effort:",
             "blameprof:     9.6%    2.00 ms  insert  (pthread_cond_signal)  table.c:57",
         ],
         "{text}"

@@ -61,7 +61,7 @@ pub(super) struct Samples {
     pub releases: Vec<(u64, u64, usize, u64)>,
     pub held: Vec<(usize, u64)>,
     pub blocked: Vec<(usize, u64)>,
-    /// The work its providers did while others waited (barriers and joins): (the
+    /// The work its providers did while others waited (barriers, joins, events): (the
     /// release's path index, the work's, the part of the release's blame that moved to
     /// it: [`late_work`]).
     pub late: Vec<(usize, usize, u64)>,

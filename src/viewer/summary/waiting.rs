@@ -58,7 +58,11 @@ pub(super) fn lock_lines(
         (IDLENESS, WaitClass::Lock, "waiters for locks (victims)"),
         (BLAME, WaitClass::Lock, "culprits (perpetrators)"),
         (IDLENESS, WaitClass::Event, "waits for events"),
-        (BLAME, WaitClass::Event, "wakers of those waits"),
+        (
+            BLAME,
+            WaitClass::Event,
+            "wakers of those waits (or their work meanwhile)",
+        ),
     ];
     for (metric, class, who) in lists {
         let Ok(id) = a.metrics.id(metric) else {
