@@ -22,9 +22,8 @@
 //! An object is an address and a kind: an address reused by another primitive is another.
 //!
 //! The rule, per blame sample `B` of object `O` (a barrier, a joined thread, an event),
-//! recorded
-//! at time `t` by thread `T`: its *window* runs from the previous blame of `O` (an earlier
-//! time; the run's start when none) to `t`, the waiting it took being the waiting on `O`
+//! recorded at time `t` by thread `T`: its *window* runs from the previous blame of `O`
+//! (an earlier time; the run's start when none) to `t`, the waiting it took being the waiting on `O`
 //! since its previous event. The waiters' intervals on `O` (their idleness samples: a
 //! wait's end and span), cut to the window, give `K`, the waiting of the window. Each work
 //! sample of `T` stands for the stretch of time since the thread's previous sample (the
@@ -82,6 +81,15 @@ fn object_key(object: u64, kind: WaitKind) -> u64 {
     object ^ (kind as u64) << 56
 }
 
+/// Whether the object of `key` ([`object_key`]) is an event a lock may be built on (a
+/// condition variable, a semaphore, a futex), not a barrier or a join.
+fn may_be_a_lock(key: u64) -> bool {
+    !matches!(
+        WaitKind::from_code((key >> 56) as u8),
+        Some(WaitKind::Barrier | WaitKind::Join)
+    )
+}
+
 /// How an object was waited on: the distinct paths of its waits, and the threads that
 /// waited.
 #[derive(Default)]
@@ -90,23 +98,14 @@ struct WaitedOn {
     tids: HashSet<u32>,
 }
 
-/// Whether an object of `kind` whose blame samples are `blames` (time, sample index; in
-/// time order) is taken in turns, as a lock is: a thread that waited on it (`on`) also
-/// ended others' waits on it (a lock's waiter holds it next and wakes the next waiter at
-/// its release; an event's consumer does not signal what it consumes). A barrier and a
-/// join never are. A blame sample that shares its time with another thread's on the object
+/// Whether an object whose blame samples are `blames` (time, sample index; in time order)
+/// is taken in turns, as a lock is: a thread that waited on it (`on`) also ended others'
+/// waits on it (a lock's waiter holds it next and wakes the next waiter at its release;
+/// an event's consumer does not signal what it consumes). A blame sample that shares its time with another thread's on the object
 /// is not a wake of that thread's own: a futex wake's blame is shared with the thread that
 /// woke the waker (the wake chain), at the waker's instant, and that thread may have waited
 /// on the same word (a consumer of a Rust condition variable).
-fn taken_in_turns(
-    proc: &ProcessProfile,
-    kind: WaitKind,
-    blames: &[(u64, usize)],
-    on: &WaitedOn,
-) -> bool {
-    if matches!(kind, WaitKind::Barrier | WaitKind::Join) {
-        return false;
-    }
+fn taken_in_turns(proc: &ProcessProfile, blames: &[(u64, usize)], on: &WaitedOn) -> bool {
     let tid = |i: usize| proc.samples[i].tid;
     blames.iter().any(|&(time, i)| {
         let same_time =
@@ -144,12 +143,11 @@ pub fn late_work(
         return HashMap::new();
     };
 
-    // Per object (`object_key`): its waits, its blames (time, sample index), how it was
-    // waited on, and its kind.
+    // Per object (`object_key`): its waits, its blames (time, sample index) and how it was
+    // waited on.
     let mut waits: HashMap<u64, Vec<Waited>> = HashMap::new();
     let mut blames: HashMap<u64, Vec<(u64, usize)>> = HashMap::new();
     let mut waited_on: HashMap<u64, WaitedOn> = HashMap::new();
-    let mut kinds: HashMap<u64, WaitKind> = HashMap::new();
     for (i, s) in proc.samples.iter().enumerate() {
         let Some(kind) = WaitKind::from_flags(s.flags).filter(|&k| moves_to_late_work(k)) else {
             continue;
@@ -158,7 +156,6 @@ pub fn late_work(
             continue;
         }
         let object = object_key(s.object, kind);
-        kinds.insert(object, kind);
         if s.metric == idleness {
             let on = waited_on.entry(object).or_default();
             on.paths.insert((s.stack, s.first_is_return()));
@@ -177,23 +174,24 @@ pub fn late_work(
     }
     // An event's blame moves; a lock's built on a condition variable, semaphore or futex
     // stays at its release: taken in turns, or waited on at a lock's path by its names.
-    let is_event_kind = |object: &u64| !matches!(kinds[object], WaitKind::Barrier | WaitKind::Join);
-    blames.retain(|object, object_blames| {
+    // (Each object's blames sorted here, in time order for the turns and the windows.)
+    blames.retain(|&object, object_blames| {
         object_blames.sort_unstable();
         waited_on
-            .get(object)
-            .is_some_and(|on| !taken_in_turns(proc, kinds[object], object_blames, on))
+            .get(&object)
+            .is_some_and(|on| !may_be_a_lock(object) || !taken_in_turns(proc, object_blames, on))
     });
     let mut undecided: Vec<(StackId, bool)> = blames
         .keys()
-        .filter(|object| is_event_kind(object))
+        .filter(|&&object| may_be_a_lock(object))
         .flat_map(|object| waited_on[object].paths.iter().copied())
         .collect();
-    undecided.sort_unstable_by_key(|&(stack, first)| (stack, first));
+    undecided.sort_unstable();
     undecided.dedup();
     let locks = lock_paths(&undecided);
-    blames
-        .retain(|object, _| !is_event_kind(object) || waited_on[object].paths.is_disjoint(&locks));
+    blames.retain(|&object, _| {
+        !may_be_a_lock(object) || waited_on[&object].paths.is_disjoint(&locks)
+    });
     if blames.is_empty() {
         return HashMap::new();
     }
@@ -226,8 +224,7 @@ pub fn late_work(
 
     let waits = Intervals::of(waits);
     let mut moves = HashMap::new();
-    for (object, mut object_blames) in blames {
-        object_blames.sort_unstable();
+    for (object, object_blames) in blames {
         let mut previous_time = 0;
         let mut window_start = 0;
         for &(time, index) in &object_blames {

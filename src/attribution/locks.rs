@@ -164,8 +164,9 @@ pub struct Detail {
     /// waited for, largest first: the call's site (`caller -> nanosleep`).
     pub blocked: Vec<(Site, u64)>,
     /// What the threads that ended its waits (a barrier's last arrivals, joined threads,
-    /// an event's signallers, posters and wakers) computed while the others waited, largest first: the function and its caller, as
-    /// in `inside` (the blame that moved there: [`late_work`]).
+    /// an event's signallers, posters and wakers) computed while the others waited, largest
+    /// first: the function and its caller, as in `inside` (the blame that moved there:
+    /// [`late_work`]).
     pub late_work: Vec<(Site, u64)>,
     /// Where its holders passed their blame on while they were themselves waiting inside
     /// their holds (one hop of the `root` metric's chains), largest first.

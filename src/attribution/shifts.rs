@@ -16,8 +16,7 @@ use super::calibration::Calibration;
 use super::chains::{chains, Chains};
 use super::late_work::{late_work, Share};
 use crate::format::read::{Profile, StackId};
-use std::collections::HashMap;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// One process's moves: per blame sample (its index in the process's samples) the work
 /// paths its blame moves to, and its chains.
