@@ -8,6 +8,7 @@
 #   golang-go  Go's own `go tool pprof`, which must read `report --format pprof` (tests/exports.rs)
 #   chromium   a real headless browser for the HTML report (tests/html_report.rs)
 #   bsdutils   `script`, a pseudo-terminal for the terminal tests (tests/terminal.rs)
+#   libomp5    LLVM's OpenMP runtime, run in GCC's libgomp's place (tests/openmp.rs)
 #   sysbench, stress-ng, python3, rocksdb-tools (db_bench), memcached, libmemcached-tools
 #              (memcslap, its load generator)
 #              programs nobody here wrote, profiled as users bring them (tests/distribution.rs:
@@ -22,6 +23,7 @@ command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v script >/dev/null 2>&1 || missing+=(bsdutils)
+[ -e /usr/lib/x86_64-linux-gnu/libomp.so.5 ] || missing+=(libomp5)
 [ -x /usr/bin/sysbench ] || missing+=(sysbench)
 [ -x /usr/bin/stress-ng ] || missing+=(stress-ng)
 [ -x /usr/bin/python3 ] || missing+=(python3)
@@ -29,7 +31,7 @@ command -v script >/dev/null 2>&1 || missing+=(bsdutils)
 [ -x /usr/bin/memcached ] || missing+=(memcached)
 [ -x /usr/bin/memcslap ] || missing+=(libmemcached-tools)
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system packages: all present (gcc, g++, libc6-dev, valgrind, golang-go, chromium, bsdutils, sysbench, stress-ng, python3, rocksdb-tools, memcached, libmemcached-tools)"
+  echo "system packages: all present (gcc, g++, libc6-dev, valgrind, golang-go, chromium, bsdutils, libomp5, sysbench, stress-ng, python3, rocksdb-tools, memcached, libmemcached-tools)"
   exit 0
 fi
 echo "system packages: installing ${missing[*]}"

@@ -15,7 +15,9 @@
 //! descriptors survive a program that closes them all), in
 //! [`waits`] the waits that any signal would break with `EINTR`; and for blame shifting,
 //! [`locks`] (spin locks, mutexes), [`rwlock`], [`condvar`], [`semaphore`], [`barrier`] and
-//! [`futex`] (`syscall(SYS_futex)`: Rust's std locks, parking_lot).
+//! [`futex`] (`syscall(SYS_futex)`: Rust's std locks, parking_lot); in [`openmp`], GCC's
+//! OpenMP interface (`GOMP_parallel*`, `GOMP_barrier`, `GOMP_critical_*`: regions' ends and
+//! barriers, critical sections).
 
 mod barrier;
 mod condvar;
@@ -24,6 +26,7 @@ mod exec_variadic;
 mod futex;
 mod init_site;
 mod locks;
+mod openmp;
 mod plain_mutex;
 mod real;
 mod rwlock;

@@ -18,8 +18,10 @@
 //! is the interposed entry point the program called (`pthread_mutex_lock`, ...), so lock
 //! waits and blame read `... lookup -> pthread_mutex_lock` (docs/lock-blame-contract.md).
 //! A run whose outermost frame is not an entry point but one of the runtime's own (Rust)
-//! functions is the runtime calling back into the program (the thread-start trampoline): it
-//! is left out, so threads read `start_thread -> worker`.
+//! functions is the runtime calling back into the program (the thread-start trampoline, an
+//! OpenMP region's): it is left out, so threads read `start_thread -> worker`; a path that
+//! ends in such a run is named by the first entry point inside it, if any
+//! (`omp_implicit_barrier`, the end of an OpenMP region), else by its outermost frame.
 //!
 //! A barrier's, join's or event's blame lands on the late thread's work meanwhile
 //! ([`super::late_work`]), and the analysis-only metric `root` takes each blame sample's
@@ -281,6 +283,8 @@ impl<'a> Expander<'a> {
         let mut in_runtime = false;
         // A run of runtime frames whose outermost one is internal, not an entry point.
         let mut internal_run: Option<Range<usize>> = None;
+        // Whether that run's name is an entry point inside it rather than its outermost frame.
+        let mut run_named = false;
         // The previous (root-ward) frame, when it is a return address in the program.
         let mut caller: Option<Frame> = None;
         for (i, &frame) in frames.iter().enumerate().rev() {
@@ -301,9 +305,15 @@ impl<'a> Expander<'a> {
                 if expanded.runtime && self.is_runtime_internal(&expanded) {
                     // Left out unless the path ends in this run.
                     internal_run = Some(expanded.locs.clone());
+                    run_named = false;
                 } else {
                     out.extend_from_slice(&self.arena[expanded.locs]);
                 }
+            } else if internal_run.is_some() && !run_named && !self.is_runtime_internal(&expanded) {
+                // An entry point the runtime's own function called (the end of an OpenMP
+                // region, `omp_implicit_barrier`): it names the run if the path ends there.
+                internal_run = Some(expanded.locs.clone());
+                run_named = true;
             }
             if !expanded.runtime {
                 internal_run = None;

@@ -67,6 +67,9 @@ pub struct OwnerPart {
     /// How long its latest lock wait (mutex, rwlock) lasted: whether the next one is worth
     /// unwinding before it blocks.
     pub last_lock_wait_ns: u64,
+    /// The time inside its registered wait that the thread spent running other work (an
+    /// OpenMP task run from inside a barrier): not part of the wait's idleness.
+    pub paused_ns: u64,
     /// The rate of the thread's kept short samples, which sets its thinning windows'
     /// length.
     pub thin_rate: ThinRate,
@@ -172,6 +175,7 @@ impl ThreadState {
                 deferred_wait_object: 0,
                 deferred_wait_time: (0, 0),
                 last_lock_wait_ns: 0,
+                paused_ns: 0,
                 carry: None,
                 thin_rate: ThinRate::default(),
                 holds: HoldStarts::default(),
@@ -323,6 +327,7 @@ pub fn attach(tid: u32) -> Option<&'static ThreadState> {
         owner.last_wait = None;
         owner.wait_capture = None;
         owner.last_lock_wait_ns = 0;
+        owner.paused_ns = 0;
         owner.carry = None;
         owner.thin_rate = ThinRate::default();
         owner.holds = HoldStarts::default();

@@ -34,6 +34,49 @@ pub(super) fn symbol_name(
     })
 }
 
+/// The OpenMP name of a lock the runtime made for an OpenMP construct
+/// (`runtime/src/openmp.rs`): the unnamed critical section's mutex (`omp critical`), a
+/// named one's, whose init site is the address of the name's variable (GCC's
+/// `.gomp_critical_user_NAME`: `omp critical (NAME)`), and a parallel region's barrier,
+/// keyed by its outlined function (`omp parallel main._omp_fn.0`). None for any other lock.
+pub(super) fn openmp_name(
+    proc: &ProcessProfile,
+    (address, init_site): (u64, u64),
+    kind: Option<WaitKind>,
+    symbolizer: &mut Symbolizer,
+) -> Option<String> {
+    let module = proc
+        .modules
+        .iter()
+        .find(|m| (m.start..m.end).contains(&address))?;
+    let offset = address.checked_sub(module.base)?;
+    if kind == Some(WaitKind::Barrier) {
+        // A barrier at a function's first instruction is a region's.
+        let chain = symbolizer.symbolize(Some(module), CodeAddress::InstructionPointer(offset));
+        let region = chain.last()?;
+        return region
+            .function
+            .contains("._omp_fn.")
+            .then(|| format!("omp parallel {}", region.function));
+    }
+    if !is_runtime_module(&module.path) {
+        return None;
+    }
+    let (symbol, _) = symbolizer.data_symbol(module, offset)?;
+    match symbol.rsplit("::").next()? {
+        "UNNAMED" => Some("omp critical".to_owned()),
+        "NAMED_MUTEXES" => {
+            let variable = symbol_name(proc, init_site, symbolizer);
+            let name = variable
+                .as_deref()
+                .and_then(|v| v.strip_prefix(".gomp_critical_user_"))
+                .unwrap_or("?");
+            Some(format!("omp critical ({name})"))
+        }
+        _ => None,
+    }
+}
+
 /// `caller -> pthread_mutex_init` for a lock initialised by a call returning to `site`.
 pub(super) fn init_site_name(
     proc: &ProcessProfile,

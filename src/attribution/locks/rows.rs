@@ -6,7 +6,9 @@
 //! without samples keeps none). Not async-signal-safe (allocates); single-threaded.
 
 use super::chained::chains_of;
-use super::naming::{caller_of, init_site_name, joined_threads, symbol_name, try_function};
+use super::naming::{
+    caller_of, init_site_name, joined_threads, openmp_name, symbol_name, try_function,
+};
 use super::pairs::{pairs_of, share};
 use super::{a_held_lock, Counts, Detail, LockRow, Naming, Site};
 use crate::attribution::paths::RawKey;
@@ -184,7 +186,9 @@ pub(super) fn finish_row(
             lock_function: try_function(b.kind).to_owned(),
         }),
     };
-    let (name, naming) = match (symbol_name(proc, address, symbolizer), init, b.first_wait) {
+    let symbol = openmp_name(proc, (address, b.init_site), b.kind, symbolizer)
+        .or_else(|| symbol_name(proc, address, symbolizer));
+    let (name, naming) = match (symbol, init, b.first_wait) {
         (Some(name), _, _) => (name, Naming::Symbol),
         (None, Some(name), _) => (name, Naming::InitSite),
         // A join is named by the threads it waited for, as their ends (the releases that

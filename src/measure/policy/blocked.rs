@@ -107,6 +107,7 @@ impl Blocked {
                 owner.wait_capture = None;
             }
             owner.wait = Some(wait);
+            owner.paused_ns = 0;
         }
         wait_cpu::begin(state, wait.start_ns);
         Blocked {
@@ -186,8 +187,10 @@ impl Blocked {
         let address = self.wait.address;
         let (end, departed, unclaimed) = self.end(outcome);
         let blamed = matches!(departed, Departed::Blamed { .. });
+        // SAFETY: reading the owner part on the owner thread, outside the handler.
+        let paused = unsafe { (*state.owner.get()).paused_ns };
         let waited = if departed != Departed::NoWait {
-            end.saturating_sub(start)
+            end.saturating_sub(start).saturating_sub(paused)
         } else {
             0
         };
@@ -221,6 +224,33 @@ impl Blocked {
         }
         end
     }
+}
+
+/// Runs `work` (an OpenMP task the thread picked up while it waits at a barrier) as work:
+/// if the thread is in a registered wait, its samples meanwhile record the work, and the
+/// time is taken out of the wait's idleness ([`Blocked::finish`]). The wait stays
+/// registered: the barrier's blame, taken by its last arriver, still counts that time, and
+/// a wait inside `work` is not measured (one registered wait per thread).
+pub fn outside_the_wait<R>(work: impl FnOnce() -> R) -> R {
+    let Some(state) = monitored_thread() else {
+        return work();
+    };
+    // SAFETY: reading the owner part on the owner thread, outside the handler.
+    let Some(wait) = (unsafe { (*state.owner.get()).wait }) else {
+        return work();
+    };
+    wait_cpu::end(state);
+    let start = monotonic_ns();
+    let result = work();
+    let end = monotonic_ns();
+    {
+        let _busy = Bookkeeping::enter(state);
+        // SAFETY: on the owner thread with `in_runtime` raised (thread_state's rule).
+        let owner = unsafe { &mut *state.owner.get() };
+        owner.paused_ns += end.saturating_sub(start);
+    }
+    wait_cpu::begin(state, end.max(wait.start_ns));
+    result
 }
 
 /// Whether to unwind before a lock wait blocks: when its sample will probably be kept, as

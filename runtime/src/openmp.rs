@@ -1,0 +1,551 @@
+//! OpenMP programs built by GCC (`-fopenmp`): the entry points of its runtime interface
+//! (`GOMP_*`), on GNU libgomp and on LLVM's libomp (which exports the same interface).
+//! Thin entry points over `blameprof_measure::policy`.
+//!
+//! Both runtimes wait inside themselves, with inline `futex` calls and `pause` loops that no
+//! interposed libc function sees. So the waits are measured at the interface instead:
+//!
+//! - A parallel region (`GOMP_parallel`, the combined `GOMP_parallel_loop_*`,
+//!   `GOMP_parallel_sections`) runs its outlined function through [`region`], which each
+//!   thread of the team enters: it runs the program's function, then meets the others at an
+//!   explicit team barrier ([`omp_implicit_barrier`]), measured as a `pthread_barrier_wait`
+//!   is (the last thread to arrive takes the others' waiting as blame; the analysis moves
+//!   it to that thread's work meanwhile). The runtime's own end-of-region barrier then
+//!   finds the team already together. The region's barrier is an object keyed by the
+//!   outlined function's address (the lock view names it so), of the team's size.
+//! - `GOMP_barrier` (`#pragma omp barrier`, the end of a `single` or a loop without
+//!   `nowait`) inside such a region is the same barrier.
+//! - `GOMP_critical_start`/`_end` and `GOMP_critical_name_start`/`_end` are taken on
+//!   mutexes of the runtime's own (one for the unnamed critical section, one per name),
+//!   through the interposed `pthread_mutex_lock`, so contended critical sections are locks
+//!   with waiting, blame and a row in the lock view. Mutual exclusion is the same; only the
+//!   word it is kept in differs. Past [`NAMED`] names, a name's critical section is the
+//!   OpenMP runtime's own, unmeasured (each entry counted as `waits_unmonitored`).
+//!
+//! - A task (`GOMP_task`) runs through [`task_body`]: a thread that runs it from inside a
+//!   measured barrier wait (the runtime runs queued tasks there) computes, so its samples
+//!   are work and the task's time is not the wait's idleness. Its data is copied into the
+//!   task's block behind a header of the runtime's, as the runtime would copy it.
+//!
+//! Not covered: regions started another way (Clang's `__kmpc_fork_call` on libomp, GCC's
+//! pre-4.9 `GOMP_parallel_start`), which pass through unmeasured; `taskwait`, `taskgroup`,
+//! OpenMP locks, and tasks of a `taskloop` (whose runtime writes the bounds at the start
+//! of each task's data, where the header would be). Invariants: the program's function runs exactly once per thread, with its
+//! own argument; every thread of a team calls the extra barrier, so it cannot deadlock.
+//! Not async-signal-safe.
+
+use crate::locks::{pthread_mutex_lock, pthread_mutex_unlock};
+use blameprof_measure::policy;
+use blameprof_measure::sampler::counters::{self, Counter};
+use libc::{c_long, c_uint, c_void, pthread_mutex_t};
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+/// An outlined function of a parallel region (or a task).
+type OutlinedFn = unsafe extern "C" fn(*mut c_void);
+
+/// The OpenMP runtime's function `name` (NUL-terminated), resolved once into `slot`: the
+/// next definition after this library, or, for a runtime opened later with local symbols,
+/// libgomp's (libomp, installed as `libgomp.so.1`, answers to that name too).
+fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
+    let cached = slot.load(Ordering::Acquire);
+    if cached != 0 {
+        return cached;
+    }
+    // SAFETY: `name` is NUL-terminated; RTLD_NEXT looks past this library.
+    let mut p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    if p == 0 {
+        // SAFETY: RTLD_NOLOAD only finds an already loaded library; the name is a literal.
+        let handle = unsafe {
+            libc::dlopen(
+                c"libgomp.so.1".as_ptr(),
+                libc::RTLD_NOLOAD | libc::RTLD_LAZY,
+            )
+        };
+        if !handle.is_null() {
+            // SAFETY: a valid handle and a NUL-terminated name.
+            p = unsafe { libc::dlsym(handle, name.as_ptr().cast()) } as usize;
+        }
+    }
+    if p == 0 {
+        let msg = b"blameprof: fatal: an OpenMP entry point was called but no OpenMP runtime defines it\n";
+        // SAFETY: writing a static message to stderr, then stopping: without the real
+        // function the program cannot go on.
+        unsafe {
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::abort();
+        }
+    }
+    slot.store(p, Ordering::Release);
+    p
+}
+
+macro_rules! gomp_fns {
+    ($($fn_name:ident = $sym:literal : $ty:ty;)*) => {
+        $(
+            fn $fn_name() -> $ty {
+                static SLOT: AtomicUsize = AtomicUsize::new(0);
+                let p = resolve(&SLOT, $sym);
+                // SAFETY: `p` is the OpenMP runtime's function named `$sym`, of C type `$ty`.
+                unsafe { std::mem::transmute::<usize, $ty>(p) }
+            }
+        )*
+    };
+}
+
+gomp_fns! {
+    real_parallel = b"GOMP_parallel\0": unsafe extern "C" fn(OutlinedFn, *mut c_void, c_uint, c_uint);
+    real_parallel_sections = b"GOMP_parallel_sections\0":
+        unsafe extern "C" fn(OutlinedFn, *mut c_void, c_uint, c_uint, c_uint);
+    real_loop_static = b"GOMP_parallel_loop_static\0": LoopFn;
+    real_loop_dynamic = b"GOMP_parallel_loop_dynamic\0": LoopFn;
+    real_loop_guided = b"GOMP_parallel_loop_guided\0": LoopFn;
+    real_loop_nonmonotonic_dynamic = b"GOMP_parallel_loop_nonmonotonic_dynamic\0": LoopFn;
+    real_loop_nonmonotonic_guided = b"GOMP_parallel_loop_nonmonotonic_guided\0": LoopFn;
+    real_loop_runtime = b"GOMP_parallel_loop_runtime\0": RuntimeLoopFn;
+    real_loop_nonmonotonic_runtime = b"GOMP_parallel_loop_nonmonotonic_runtime\0": RuntimeLoopFn;
+    real_loop_maybe_nonmonotonic_runtime = b"GOMP_parallel_loop_maybe_nonmonotonic_runtime\0": RuntimeLoopFn;
+    real_barrier = b"GOMP_barrier\0": unsafe extern "C" fn();
+    real_task = b"GOMP_task\0": TaskFn;
+    real_critical_name_start = b"GOMP_critical_name_start\0": unsafe extern "C" fn(*mut *mut c_void);
+    real_critical_name_end = b"GOMP_critical_name_end\0": unsafe extern "C" fn(*mut *mut c_void);
+    omp_get_num_threads = b"omp_get_num_threads\0": unsafe extern "C" fn() -> libc::c_int;
+    omp_get_level = b"omp_get_level\0": unsafe extern "C" fn() -> libc::c_int;
+}
+
+/// A task's copy function: (destination, source).
+type CopyFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
+
+/// `GOMP_task`: function, data, copy function, data size and alignment, `if` clause, flags,
+/// dependences, priority, detach event (the last two read only when the flags say so, so
+/// a program built by an older GCC that passes fewer arguments forwards its registers as
+/// they are).
+type TaskFn = unsafe extern "C" fn(
+    OutlinedFn,
+    *mut c_void,
+    Option<CopyFn>,
+    c_long,
+    c_long,
+    bool,
+    c_uint,
+    *mut *mut c_void,
+    libc::c_int,
+    *mut c_void,
+);
+
+/// `GOMP_parallel_loop_{static,dynamic,guided,...}`: function, data, threads, start, end,
+/// increment, chunk size, flags.
+type LoopFn =
+    unsafe extern "C" fn(OutlinedFn, *mut c_void, c_uint, c_long, c_long, c_long, c_long, c_uint);
+/// `GOMP_parallel_loop_*runtime`: as [`LoopFn`] without the chunk size.
+type RuntimeLoopFn =
+    unsafe extern "C" fn(OutlinedFn, *mut c_void, c_uint, c_long, c_long, c_long, c_uint);
+
+/// One parallel region in flight, on its starting thread's stack (which outlives the
+/// region: the real `GOMP_parallel` returns after the team's last thread has left).
+struct Region {
+    body: OutlinedFn,
+    data: *mut c_void,
+    /// The team's barrier: the outlined function's address for a region started outside
+    /// any other, else this record's own (a nested region's function may run in several
+    /// teams at once), forgotten when the region ends.
+    key: usize,
+    /// 0: nobody entered yet; 1: the first thread sets the barrier up; 2: ready.
+    ready: AtomicU32,
+    /// The team's size, once `ready` is 2.
+    parties: AtomicU32,
+}
+
+impl Region {
+    fn new(body: OutlinedFn, data: *mut c_void) -> Region {
+        Region {
+            body,
+            data,
+            key: 0,
+            ready: AtomicU32::new(0),
+            parties: AtomicU32::new(0),
+        }
+    }
+
+    /// Runs the region: `start` is the real entry point, called with [`region`] and this
+    /// record in place of the program's function and data.
+    fn run(mut self, start: impl FnOnce(OutlinedFn, *mut c_void)) {
+        // SAFETY: the runtime's own query, on the thread about to start the region.
+        let nested = unsafe { omp_get_level()() } > 0;
+        self.key = if nested {
+            &self as *const Region as usize
+        } else {
+            self.body as usize
+        };
+        start(region, &self as *const Region as *mut c_void);
+        if nested {
+            policy::forget(self.key);
+        }
+    }
+
+    /// The team's size, the barrier set up by whichever thread enters first.
+    fn enter(&self) -> u32 {
+        if self
+            .ready
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire)
+            .is_ok()
+        {
+            // SAFETY: called inside the region, where the runtime knows its team.
+            let parties = unsafe { omp_get_num_threads()() }.max(1) as u32;
+            if parties > 1 {
+                policy::barrier_init(self.key, parties);
+            }
+            self.parties.store(parties, Ordering::Relaxed);
+            self.ready.store(2, Ordering::Release);
+            return parties;
+        }
+        // The first thread is setting the barrier up: a table update, no blocking.
+        while self.ready.load(Ordering::Acquire) != 2 {
+            std::hint::spin_loop();
+        }
+        self.parties.load(Ordering::Relaxed)
+    }
+}
+
+std::thread_local! {
+    /// The innermost region this thread runs (its barrier key and size), or (0, 0).
+    /// Constant-initialised, no destructor: no allocation.
+    static CURRENT: Cell<(usize, u32)> = const { Cell::new((0, 0)) };
+}
+
+/// What every thread of a team runs instead of the outlined function: the function, then
+/// the team's barrier, measured.
+unsafe extern "C" fn region(data: *mut c_void) {
+    // SAFETY: `data` is the `Region` that the starting thread passed, alive until the real
+    // `GOMP_parallel` returns, which is after every thread of the team has left here.
+    let region = unsafe { &*(data as *const Region) };
+    let parties = region.enter();
+    let outer = CURRENT.replace((region.key, parties));
+    // SAFETY: the program's outlined function with its own argument, as the runtime would.
+    unsafe { (region.body)(region.data) };
+    if parties > 1 {
+        omp_implicit_barrier();
+    }
+    CURRENT.set(outer);
+}
+
+/// The end of a parallel region: the team's barrier, measured. A function of its own (not
+/// inlined), so waits there read `... -> omp_implicit_barrier`.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn omp_implicit_barrier() {
+    let (key, _) = CURRENT.get();
+    policy::barrier_wait(key, || {
+        // SAFETY: called by every thread of the team, inside the region.
+        unsafe { real_barrier()() };
+        0
+    });
+    // The frame stays, so that the analysis names the wait after this function.
+    std::hint::black_box(());
+}
+
+/// # Safety
+/// Same contract as libgomp's `GOMP_parallel`.
+#[no_mangle]
+pub unsafe extern "C" fn GOMP_parallel(
+    body: OutlinedFn,
+    data: *mut c_void,
+    threads: c_uint,
+    flags: c_uint,
+) {
+    // SAFETY: the program's arguments, its function wrapped by `region`.
+    Region::new(body, data).run(|f, d| unsafe { real_parallel()(f, d, threads, flags) })
+}
+
+/// # Safety
+/// Same contract as libgomp's `GOMP_parallel_sections`.
+#[no_mangle]
+pub unsafe extern "C" fn GOMP_parallel_sections(
+    body: OutlinedFn,
+    data: *mut c_void,
+    threads: c_uint,
+    count: c_uint,
+    flags: c_uint,
+) {
+    // SAFETY: as in `GOMP_parallel`.
+    Region::new(body, data)
+        .run(|f, d| unsafe { real_parallel_sections()(f, d, threads, count, flags) })
+}
+
+macro_rules! parallel_loops {
+    ($($name:ident => $real:ident;)*) => {$(
+        /// # Safety
+        /// Same contract as libgomp's function of this name.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $name(
+            body: OutlinedFn,
+            data: *mut c_void,
+            threads: c_uint,
+            start: c_long,
+            end: c_long,
+            incr: c_long,
+            chunk: c_long,
+            flags: c_uint,
+        ) {
+            // SAFETY: as in `GOMP_parallel`.
+            Region::new(body, data).run(|f, d| unsafe {
+                $real()(f, d, threads, start, end, incr, chunk, flags)
+            })
+        }
+    )*};
+}
+
+parallel_loops! {
+    GOMP_parallel_loop_static => real_loop_static;
+    GOMP_parallel_loop_dynamic => real_loop_dynamic;
+    GOMP_parallel_loop_guided => real_loop_guided;
+    GOMP_parallel_loop_nonmonotonic_dynamic => real_loop_nonmonotonic_dynamic;
+    GOMP_parallel_loop_nonmonotonic_guided => real_loop_nonmonotonic_guided;
+}
+
+macro_rules! parallel_runtime_loops {
+    ($($name:ident => $real:ident;)*) => {$(
+        /// # Safety
+        /// Same contract as libgomp's function of this name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            body: OutlinedFn,
+            data: *mut c_void,
+            threads: c_uint,
+            start: c_long,
+            end: c_long,
+            incr: c_long,
+            flags: c_uint,
+        ) {
+            // SAFETY: as in `GOMP_parallel`.
+            Region::new(body, data)
+                .run(|f, d| unsafe { $real()(f, d, threads, start, end, incr, flags) })
+        }
+    )*};
+}
+
+parallel_runtime_loops! {
+    GOMP_parallel_loop_runtime => real_loop_runtime;
+    GOMP_parallel_loop_nonmonotonic_runtime => real_loop_nonmonotonic_runtime;
+    GOMP_parallel_loop_maybe_nonmonotonic_runtime => real_loop_maybe_nonmonotonic_runtime;
+}
+
+/// # Safety
+/// Same contract as libgomp's `GOMP_barrier`.
+#[no_mangle]
+pub unsafe extern "C" fn GOMP_barrier() {
+    let (key, parties) = CURRENT.get();
+    if parties <= 1 {
+        // Outside a region started here, or a team of one.
+        // SAFETY: the program's call, forwarded.
+        return unsafe { real_barrier()() };
+    }
+    policy::barrier_wait(key, || {
+        // SAFETY: the program's call, forwarded.
+        unsafe { real_barrier()() };
+        0
+    });
+}
+
+/// A mutex of the runtime's own standing for a critical section.
+struct Critical(UnsafeCell<pthread_mutex_t>);
+
+// SAFETY: the mutex is only touched through pthread calls, which synchronise it.
+unsafe impl Sync for Critical {}
+
+impl Critical {
+    const fn new() -> Critical {
+        Critical(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER))
+    }
+
+    /// Takes the mutex. Its result is kept by the caller ([`kept`]), so that the caller's
+    /// frame stays on the stack and waits read `... -> GOMP_critical_start`.
+    fn lock(&self) -> libc::c_int {
+        // SAFETY: a valid, statically initialised default mutex.
+        unsafe { pthread_mutex_lock(self.0.get()) }
+    }
+
+    /// Releases the mutex, as [`Critical::lock`].
+    fn unlock(&self) -> libc::c_int {
+        // SAFETY: held by this thread (OpenMP's rule for a critical section's end).
+        unsafe { pthread_mutex_unlock(self.0.get()) }
+    }
+}
+
+/// Keeps a lock call's result, so that the entry point calling it is not left by a tail
+/// call: the analysis names a run of runtime frames by its outermost one.
+#[inline(always)]
+fn kept(rc: libc::c_int) {
+    std::hint::black_box(rc);
+}
+
+/// The unnamed critical section (all of a program's unnamed ones are one).
+static UNNAMED: Critical = Critical::new();
+
+/// How many named critical sections get a measured mutex.
+const NAMED: usize = 64;
+
+/// The named critical sections' mutexes, by the address of the name's variable (the
+/// `void **` GCC passes): filled in order, never freed.
+static NAMES: [AtomicUsize; NAMED] = [const { AtomicUsize::new(0) }; NAMED];
+static NAMED_MUTEXES: [Critical; NAMED] = [const { Critical::new() }; NAMED];
+
+/// The mutex of the critical section named by `name`, claiming a slot at its first use;
+/// `None` when every slot is taken by other names.
+fn named(name: usize) -> Option<&'static Critical> {
+    for (slot, mutex) in NAMES.iter().zip(NAMED_MUTEXES.iter()) {
+        match slot.compare_exchange(0, name, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {
+                // The lock view names the mutex after the name's variable (its "init site").
+                policy::init_site(mutex.0.get() as usize, name);
+                return Some(mutex);
+            }
+            Err(held) if held == name => return Some(mutex),
+            Err(_) => {}
+        }
+    }
+    None
+}
+
+/// # Safety
+/// Same contract as libgomp's `GOMP_critical_start`.
+#[no_mangle]
+pub unsafe extern "C" fn GOMP_critical_start() {
+    kept(UNNAMED.lock());
+}
+
+/// # Safety
+/// Same contract as libgomp's `GOMP_critical_end`.
+#[no_mangle]
+pub unsafe extern "C" fn GOMP_critical_end() {
+    kept(UNNAMED.unlock());
+}
+
+/// # Safety
+/// Same contract as libgomp's `GOMP_critical_name_start`.
+#[no_mangle]
+pub unsafe extern "C" fn GOMP_critical_name_start(name: *mut *mut c_void) {
+    match named(name as usize) {
+        Some(mutex) => kept(mutex.lock()),
+        None => {
+            counters::add(Counter::WaitsUnmonitored, 1);
+            // SAFETY: the program's call, forwarded.
+            unsafe { real_critical_name_start()(name) }
+        }
+    }
+}
+
+/// # Safety
+/// Same contract as libgomp's `GOMP_critical_name_end`.
+#[no_mangle]
+pub unsafe extern "C" fn GOMP_critical_name_end(name: *mut *mut c_void) {
+    match named(name as usize) {
+        Some(mutex) => kept(mutex.unlock()),
+        // SAFETY: the program's call, forwarded.
+        None => unsafe { real_critical_name_end()(name) },
+    }
+}
+
+/// What a wrapped task carries before the program's data: its function, and how to copy
+/// the data. The creator's copy (on its stack) points at the program's data; the runtime
+/// copies it, through [`task_copy`], into the task's own block, the program's data
+/// following at `header_len`.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct TaskHeader {
+    body: OutlinedFn,
+    copy: Option<CopyFn>,
+    data: *mut c_void,
+    size: c_long,
+    header_len: usize,
+    /// Set in the task's own block; clear in the creator's (libomp runs an undeferred task
+    /// on the data it was given, without copying).
+    copied: bool,
+}
+
+/// # Safety
+/// Same contract as libgomp's `GOMP_task`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn GOMP_task(
+    body: OutlinedFn,
+    data: *mut c_void,
+    copy: Option<CopyFn>,
+    size: c_long,
+    align: c_long,
+    if_clause: bool,
+    flags: c_uint,
+    depend: *mut *mut c_void,
+    priority: libc::c_int,
+    detach: *mut c_void,
+) {
+    // The header is padded to the data's alignment, so that the data stays aligned in a
+    // block aligned to at least that.
+    let align = align.max(std::mem::align_of::<TaskHeader>() as c_long);
+    let header_len = std::mem::size_of::<TaskHeader>().next_multiple_of(align as usize);
+    let header = TaskHeader {
+        body,
+        copy,
+        data,
+        size,
+        header_len,
+        copied: false,
+    };
+    let source = &header as *const TaskHeader as *mut c_void;
+    // SAFETY: the program's task, its function and data wrapped by `task_body` and
+    // `task_copy`, which hand the program's function a faithful copy of its data (or the
+    // data itself, as the runtime would have); the header outlives the call, in which the
+    // runtime copies it.
+    unsafe {
+        real_task()(
+            task_body,
+            source,
+            Some(task_copy),
+            header_len as c_long + size,
+            align,
+            if_clause,
+            flags,
+            depend,
+            priority,
+            detach,
+        )
+    }
+}
+
+/// Copies a wrapped task's header and the program's data into the task's block `to`.
+unsafe extern "C" fn task_copy(to: *mut c_void, from: *mut c_void) {
+    // SAFETY: `from` is the creator's header (`GOMP_task`); `to` is the runtime's block of
+    // `header_len + size` bytes, aligned to the header's alignment and the data's.
+    unsafe {
+        let header = *(from as *const TaskHeader);
+        (to as *mut TaskHeader).write(TaskHeader {
+            copied: true,
+            ..header
+        });
+        let data = (to as *mut u8).add(header.header_len).cast::<c_void>();
+        match header.copy {
+            Some(copy) => copy(data, header.data),
+            None => std::ptr::copy_nonoverlapping(
+                header.data as *const u8,
+                data as *mut u8,
+                header.size as usize,
+            ),
+        }
+    }
+}
+
+/// Runs a wrapped task: the program's function on its data, as work even when the thread
+/// runs it from inside a measured barrier wait.
+unsafe extern "C" fn task_body(block: *mut c_void) {
+    // SAFETY: `block` is a header written by `GOMP_task` or `task_copy`.
+    let header = unsafe { *(block as *const TaskHeader) };
+    let data = if header.copied {
+        // SAFETY: the program's data follows the header in the task's block.
+        unsafe { (block as *mut u8).add(header.header_len).cast::<c_void>() }
+    } else {
+        header.data
+    };
+    // SAFETY: the program's task function on its data.
+    policy::outside_the_wait(|| unsafe { (header.body)(data) });
+}
