@@ -22,6 +22,13 @@
 //!   word it is kept in differs. Past [`NAMED`] names, a name's critical section is the
 //!   OpenMP runtime's own, unmeasured (each entry counted as `waits_unmonitored`).
 //!
+//! - A worker (a thread of a top-level team other than the one that started it) is docked
+//!   in its thread pool from its region's end to its next region ([`omp_worker_idle`]), a
+//!   barrier-kind wait that the next region's start ends: the starting thread takes the
+//!   docked workers' waiting as blame ([`policy::wake_all`]), which the analysis moves to
+//!   its work meanwhile (its serial code). A worker's spinning and sleeping there is
+//!   waiting, not work. The time after the last region is not recorded (the wait is still
+//!   open at exit).
 //! - A task (`GOMP_task`) runs through [`task_body`]: a thread that runs it from inside a
 //!   measured barrier wait (the runtime runs queued tasks there) computes, so its samples
 //!   are work and the task's time is not the wait's idleness. Its data is copied into the
@@ -154,6 +161,10 @@ struct Region {
     ready: AtomicU32,
     /// The team's size, once `ready` is 2.
     parties: AtomicU32,
+    /// Started inside another region.
+    nested: bool,
+    /// The thread that started it (its pthread id): the others are the team's workers.
+    starter: libc::pthread_t,
 }
 
 impl Region {
@@ -164,6 +175,9 @@ impl Region {
             key: 0,
             ready: AtomicU32::new(0),
             parties: AtomicU32::new(0),
+            nested: false,
+            // SAFETY: no preconditions.
+            starter: unsafe { libc::pthread_self() },
         }
     }
 
@@ -172,9 +186,13 @@ impl Region {
     fn run(mut self, start: impl FnOnce(OutlinedFn, *mut c_void)) {
         // SAFETY: the runtime's own query, on the thread about to start the region.
         let nested = unsafe { omp_get_level()() } > 0;
+        self.nested = nested;
         self.key = if nested {
             &self as *const Region as usize
         } else {
+            // The workers docked since the last region wait no more: the waiting was this
+            // thread's (its work since then, by late work).
+            policy::wake_all(pool_key());
             self.body as usize
         };
         start(region, &self as *const Region as *mut c_void);
@@ -219,6 +237,11 @@ unsafe extern "C" fn region(data: *mut c_void) {
     // SAFETY: `data` is the `Region` that the starting thread passed, alive until the real
     // `GOMP_parallel` returns, which is after every thread of the team has left here.
     let region = unsafe { &*(data as *const Region) };
+    // SAFETY: no preconditions.
+    let pooled = !region.nested && unsafe { libc::pthread_self() } != region.starter;
+    if pooled {
+        omp_worker_idle();
+    }
     let parties = region.enter();
     let outer = CURRENT.replace((region.key, parties));
     // SAFETY: the program's outlined function with its own argument, as the runtime would.
@@ -227,6 +250,34 @@ unsafe extern "C" fn region(data: *mut c_void) {
         omp_implicit_barrier();
     }
     CURRENT.set(outer);
+    if pooled {
+        // Docked until the next region (its spinning, then its sleep, are waiting).
+        DOCKED.set(policy::open_wait(pool_key()));
+    }
+}
+
+std::thread_local! {
+    /// A worker's wait in its thread pool since its last region, if open. No destructor:
+    /// no allocation.
+    static DOCKED: Cell<Option<policy::OpenWait>> = const { Cell::new(None) };
+}
+
+/// The object a pool's docked workers wait on (one for the process): this static's address
+/// (mutable, so that it has one, of its own, which the lock view names).
+fn pool_key() -> usize {
+    static POOL: AtomicU32 = AtomicU32::new(0);
+    &POOL as *const AtomicU32 as usize
+}
+
+/// A worker comes back from its thread pool into a region: its wait there ends. A function
+/// of its own (not inlined), so that the wait reads `... -> omp_worker_idle`.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn omp_worker_idle() {
+    if let Some(wait) = DOCKED.take() {
+        wait.close();
+    }
+    std::hint::black_box(());
 }
 
 /// The end of a parallel region: the team's barrier, measured. A function of its own (not

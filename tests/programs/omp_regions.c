@@ -17,6 +17,10 @@
  *   tasks     one parallel region; one thread creates `rounds` tasks of quick_ms in
  *             `task_step` (`single nowait`), and both meet at `#pragma omp barrier`, where
  *             they run the tasks.
+ *   serial    each round a parallel region where both threads run `even_step` (quick_ms),
+ *             then the initial thread alone runs `serial_step` (slow_ms).
+ *   entries   every combined construct's entry point once (loops of each schedule but
+ *             static, which GCC inlines, and sections), printing their sum.
  *   balanced  each round a parallel region where both threads run `even_step` (quick_ms).
  *
  * Ground truth (CLOCK_MONOTONIC):
@@ -25,6 +29,10 @@
  *     balanced, to neither: blame_quick_ns); wait_upper_ns adds what the machine added,
  *     the time to leave: in barrier the threads' own measure around `#pragma omp barrier`,
  *     in region and balanced up to the initial thread's return from the region.
+ *   serial: the worker waits in its thread pool while the initial thread runs its serial
+ *     step (wait_ns = blame_slow_ns: the serial steps' time, but the last one's), and at
+ *     most from the end of its step in one region to the start of its step in the next
+ *     (wait_upper_ns).
  *   tasks: the time the threads spent in the barrier less the tasks' (wall) time in it
  *     (wait_ns = wait_upper_ns); work_ns: the tasks' CPU time.
  *   critical, named: a wait is from the call to entering the critical section, charged to the
@@ -54,6 +62,7 @@ STEP slow_holder(unsigned seed) { busy_for(slow_ns, seed); }
 STEP quick_holder(unsigned seed) { busy_for(quick_ns / 10, seed); }
 STEP between(unsigned seed) { busy_for(quick_ns, seed); }
 STEP task_step(unsigned seed) { busy_for(quick_ns, seed); }
+STEP serial_step(unsigned seed) { busy_for(slow_ns, seed); }
 
 static uint64_t wait_ns, wait_upper_ns, blame_slow_ns, blame_quick_ns, work_ns;
 static int slow_last;
@@ -161,6 +170,41 @@ static void criticals(int rounds, int named) {
     blame_quick_ns = blame[1];
 }
 
+static long entry_sum;
+
+#define SUM_LOOP(SCHEDULE)                                                                     \
+    do {                                                                                       \
+        _Pragma(SCHEDULE) for (int i = 0; i < 1000; i++) {                                     \
+            _Pragma("omp atomic") entry_sum += i;                                              \
+        }                                                                                      \
+    } while (0)
+
+/* Every combined construct GCC starts a team for, each summing 0..999 (or 1 + 2). */
+static void entries(void) {
+    SUM_LOOP("omp parallel for schedule(monotonic: dynamic, 4) num_threads(2)");
+    SUM_LOOP("omp parallel for schedule(nonmonotonic: dynamic, 4) num_threads(2)");
+    SUM_LOOP("omp parallel for schedule(monotonic: guided, 4) num_threads(2)");
+    SUM_LOOP("omp parallel for schedule(nonmonotonic: guided, 4) num_threads(2)");
+    SUM_LOOP("omp parallel for schedule(monotonic: runtime) num_threads(2)");
+    SUM_LOOP("omp parallel for schedule(nonmonotonic: runtime) num_threads(2)");
+    SUM_LOOP("omp parallel for schedule(runtime) num_threads(2)");
+#pragma omp parallel sections num_threads(2)
+    {
+#pragma omp section
+        {
+#pragma omp atomic
+            entry_sum += 1;
+        }
+#pragma omp section
+        {
+#pragma omp atomic
+            entry_sum += 2;
+        }
+    }
+    /* 7 loops of 499500, and the sections' 3. */
+    printf("entries sum=%ld expected=%ld\n", entry_sum, 7 * 499500L + 3);
+}
+
 /* Task times by the thread that ran them. */
 static uint64_t task_wall[2], task_cpu[2];
 
@@ -190,6 +234,30 @@ static void tasks(int rounds) {
     work_ns = task_cpu[0] + task_cpu[1];
 }
 
+static void serials(int rounds) {
+    uint64_t arrived = 0;
+    for (int r = 0; r < rounds; r++) {
+        uint64_t started = 0, left = 0;
+#pragma omp parallel num_threads(2)
+        {
+            int worker = omp_get_thread_num() == 1;
+            if (worker)
+                started = now_ns();
+            even_step((unsigned)r);
+            if (worker)
+                left = now_ns();
+        }
+        if (r > 0)
+            wait_upper_ns += started - arrived;
+        arrived = left;
+        uint64_t s0 = now_ns();
+        serial_step((unsigned)r);
+        if (r + 1 < rounds)
+            wait_ns += now_ns() - s0;
+    }
+    blame_slow_ns = wait_ns;
+}
+
 static void balanced(int rounds) {
     for (int r = 0; r < rounds; r++) {
         uint64_t arrive[2] = {0, 0};
@@ -207,7 +275,7 @@ static void balanced(int rounds) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: omp_regions region|barrier|critical|named|tasks|balanced [rounds] "
+        fprintf(stderr, "usage: omp_regions region|barrier|critical|named|tasks|serial|entries|balanced [rounds] "
                         "[slow_ms] [quick_ms]\n");
         return 2;
     }
@@ -224,6 +292,10 @@ int main(int argc, char **argv) {
         criticals(rounds, 0);
     else if (!strcmp(mode, "named"))
         criticals(rounds, 1);
+    else if (!strcmp(mode, "entries"))
+        entries();
+    else if (!strcmp(mode, "serial"))
+        serials(rounds);
     else if (!strcmp(mode, "tasks"))
         tasks(rounds);
     else if (!strcmp(mode, "balanced"))

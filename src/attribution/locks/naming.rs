@@ -37,8 +37,9 @@ pub(super) fn symbol_name(
 /// The OpenMP name of a lock the runtime made for an OpenMP construct
 /// (`runtime/src/openmp.rs`): the unnamed critical section's mutex (`omp critical`), a
 /// named one's, whose init site is the address of the name's variable (GCC's
-/// `.gomp_critical_user_NAME`: `omp critical (NAME)`), and a parallel region's barrier,
-/// keyed by its outlined function (`omp parallel main._omp_fn.0`). None for any other lock.
+/// `.gomp_critical_user_NAME`: `omp critical (NAME)`), the object workers docked between
+/// regions wait on (`omp thread pool`), and a parallel region's barrier, keyed by its
+/// outlined function (`omp parallel main._omp_fn.0`). None for any other lock.
 pub(super) fn openmp_name(
     proc: &ProcessProfile,
     (address, init_site): (u64, u64),
@@ -50,7 +51,10 @@ pub(super) fn openmp_name(
         .iter()
         .find(|m| (m.start..m.end).contains(&address))?;
     let offset = address.checked_sub(module.base)?;
-    if kind == Some(WaitKind::Barrier) {
+    if !is_runtime_module(&module.path) {
+        if kind != Some(WaitKind::Barrier) {
+            return None;
+        }
         // A barrier at a function's first instruction is a region's.
         let chain = symbolizer.symbolize(Some(module), CodeAddress::InstructionPointer(offset));
         let region = chain.last()?;
@@ -59,11 +63,9 @@ pub(super) fn openmp_name(
             .contains("._omp_fn.")
             .then(|| format!("omp parallel {}", region.function));
     }
-    if !is_runtime_module(&module.path) {
-        return None;
-    }
     let (symbol, _) = symbolizer.data_symbol(module, offset)?;
     match symbol.rsplit("::").next()? {
+        "POOL" => Some("omp thread pool".to_owned()),
         "UNNAMED" => Some("omp critical".to_owned()),
         "NAMED_MUTEXES" => {
             let variable = symbol_name(proc, init_site, symbolizer);

@@ -42,7 +42,7 @@ pub mod spin;
 pub mod threads;
 
 pub use acquire::{acquired, acquired_if, release, wait};
-pub use barrier::{barrier_init, barrier_wait};
+pub use barrier::{barrier_init, barrier_wait, open_wait, wake_all, OpenWait};
 pub use blocked::{outside_the_wait, record_deferred_wait};
 pub use blocking::blocking;
 pub use condvar::{cond_wait, cond_wake};
