@@ -9,6 +9,7 @@
 #   chromium   a real headless browser for the HTML report (tests/html_report.rs)
 #   bsdutils   `script`, a pseudo-terminal for the terminal tests (tests/terminal.rs)
 #   libomp5    LLVM's OpenMP runtime, run in GCC's libgomp's place (tests/openmp.rs)
+#   gettext    msgmerge, an OpenMP program nobody here wrote (tests/distribution.rs)
 #   sysbench, stress-ng, python3, rocksdb-tools (db_bench), memcached, libmemcached-tools
 #              (memcslap, its load generator)
 #              programs nobody here wrote, profiled as users bring them (tests/distribution.rs:
@@ -24,6 +25,7 @@ command -v go >/dev/null 2>&1 || missing+=(golang-go)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v script >/dev/null 2>&1 || missing+=(bsdutils)
 [ -e /usr/lib/x86_64-linux-gnu/libomp.so.5 ] || missing+=(libomp5)
+[ -x /usr/bin/msgmerge ] || missing+=(gettext)
 [ -x /usr/bin/sysbench ] || missing+=(sysbench)
 [ -x /usr/bin/stress-ng ] || missing+=(stress-ng)
 [ -x /usr/bin/python3 ] || missing+=(python3)
@@ -31,7 +33,7 @@ command -v script >/dev/null 2>&1 || missing+=(bsdutils)
 [ -x /usr/bin/memcached ] || missing+=(memcached)
 [ -x /usr/bin/memcslap ] || missing+=(libmemcached-tools)
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system packages: all present (gcc, g++, libc6-dev, valgrind, golang-go, chromium, bsdutils, libomp5, sysbench, stress-ng, python3, rocksdb-tools, memcached, libmemcached-tools)"
+  echo "system packages: all present (gcc, g++, libc6-dev, valgrind, golang-go, chromium, bsdutils, libomp5, gettext, sysbench, stress-ng, python3, rocksdb-tools, memcached, libmemcached-tools)"
   exit 0
 fi
 echo "system packages: installing ${missing[*]}"

@@ -18,7 +18,9 @@
 //! lock waiting, no pressure, no contention finding; (6) memcached serving memcslap's
 //! clients keeps its own count of the sets it served and its exit status, its mutex
 //! waiting is told as lock waiting with the blame in its own code, and no advice is given
-//! under its cost.
+//! under its cost; (7) gettext's `msgmerge`, whose fuzzy matching is an OpenMP loop
+//! (libgomp), writes the same catalogue, its worker's computing is work, the OpenMP
+//! runtime's spinning is not shown as hot code, and the region's end is a barrier wait.
 //!
 //! These programs print no truth of their waiting, so the figures checked are the ones
 //! they do state (counts, output) and the ones no load can change (where blame lands, that
@@ -689,4 +691,105 @@ fn memcached_under_memcslap_is_told_its_lock_waiting_without_advice_under_its_co
         "the lock view's mutex waiting ({rows_wait} ns) is not the call paths' \
          idleness.mutex ({waiting} ns)"
     );
+}
+
+/// A catalogue of `n` messages (`old`: every other one, reworded and translated), for
+/// msgmerge's fuzzy matching.
+fn catalogue(n: usize, old: bool) -> String {
+    const WORDS: [&str; 12] = [
+        "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "sigma",
+        "omega", "rho",
+    ];
+    let mut out =
+        String::from("msgid \"\"\nmsgstr \"\"\n\"Content-Type: text/plain; charset=UTF-8\\n\"\n\n");
+    let mut x: u64 = 1;
+    for i in 0..n {
+        let mut words = Vec::new();
+        for _ in 0..8 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            words.push(WORDS[(x >> 33) as usize % WORDS.len()]);
+        }
+        let id = format!("{} {i}", words.join(" "));
+        if !old {
+            out.push_str(&format!("msgid \"{id}\"\nmsgstr \"\"\n\n"));
+        } else if i % 2 == 0 {
+            let id = format!("{} x", id.replace("alpha", "alfa"));
+            out.push_str(&format!("msgid \"{id}\"\nmsgstr \"T {id}\"\n\n"));
+        }
+    }
+    out
+}
+
+#[test]
+fn msgmerge_openmp_loop_keeps_its_output_and_its_spinning_is_not_work() {
+    let Some(msgmerge) = installed("msgmerge", "gettext") else {
+        return;
+    };
+    let _machine = machine();
+    let dir = scratch_dir("msgmerge");
+    let (old, new) = (dir.join("old.po"), dir.join("new.pot"));
+    std::fs::write(&old, catalogue(1600, true)).unwrap();
+    std::fs::write(&new, catalogue(1600, false)).unwrap();
+    let args = |out: &Path| {
+        vec![
+            "-q".to_owned(),
+            old.display().to_string(),
+            new.display().to_string(),
+            "-o".to_owned(),
+            out.display().to_string(),
+        ]
+    };
+    let (plain_out, profiled_out) = (dir.join("plain.po"), dir.join("profiled.po"));
+    let plain_args = args(&plain_out);
+    plain(
+        &msgmerge,
+        &plain_args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let profiled_args = args(&profiled_out);
+    let (prof, run) = profiled(
+        "msgmerge-prof",
+        &msgmerge,
+        &profiled_args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        std::fs::read(&plain_out).unwrap(),
+        std::fs::read(&profiled_out).unwrap(),
+        "msgmerge wrote another catalogue under the profiler\n{}",
+        run.describe()
+    );
+    let f = flat(&prof);
+    let work = total_work(&f);
+    // The OpenMP runtime's own code (its spinning) is not the program's hot code.
+    let in_gomp: u64 = roots(&f)
+        .iter()
+        .filter(|n| n["module"].as_str().unwrap_or("").contains("libgomp"))
+        .map(|n| n["exclusive"]["work"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(
+        in_gomp * 20 <= work,
+        "{in_gomp} ns of {work} ns of work inside libgomp\n{}",
+        run.stderr
+    );
+    // The loop's other thread computes: its work is there.
+    let td = report_json(&prof, &["--view", "top-down"]);
+    let worker = path_sum(&td, &["start_thread"], "work");
+    assert!(
+        worker * 4 >= work,
+        "the OpenMP worker thread has {worker} ns of {work} ns of work\n{}",
+        run.stderr
+    );
+    // Waiting, if any, is the region's end (a barrier) or msgmerge's own mutex, taken
+    // inside the loop; blamed no more than it waited.
+    let idle = total_or_zero(&f, "idleness");
+    let at_end = flat_incl(&f, "omp_implicit_barrier", "idleness")
+        + flat_incl(&f, "omp_worker_idle", "idleness");
+    let at_lock = total_or_zero(&f, "idleness.mutex");
+    assert!(
+        (at_end + at_lock) * 10 >= idle * 9,
+        "idleness {idle} ns, {at_end} ns of it at the region's end, {at_lock} ns at a mutex\n{}",
+        run.stderr
+    );
+    assert!(total_or_zero(&f, "blame") <= idle + idle / 10 + 1_000_000);
 }
