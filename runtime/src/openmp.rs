@@ -13,15 +13,15 @@
 //!   it to that thread's work meanwhile). The runtime's own end-of-region barrier then
 //!   finds the team already together. The region's barrier is an object keyed by the
 //!   outlined function's address (the lock view names it so), of the team's size.
-//! - `GOMP_barrier` (`#pragma omp barrier`, the end of a `single` or a loop without
-//!   `nowait`) inside such a region is the same barrier.
+//! - `GOMP_barrier` (`#pragma omp barrier`, the end of a `single` or a static loop without
+//!   `nowait`), `GOMP_loop_end` (other loops) and `GOMP_sections_end` inside such a region
+//!   are the same barrier (their cancellable forms are not measured).
 //! - `GOMP_critical_start`/`_end` and `GOMP_critical_name_start`/`_end` are taken on
 //!   mutexes of the runtime's own (one for the unnamed critical section, one per name),
 //!   through the interposed `pthread_mutex_lock`, so contended critical sections are locks
 //!   with waiting, blame and a row in the lock view. Mutual exclusion is the same; only the
-//!   word it is kept in differs. Past [`NAMED`] names, a name's critical section is the
+//!   word it is kept in differs. Past 64 names ([`critical`]), a name's critical section is the
 //!   OpenMP runtime's own, unmeasured (each entry counted as `waits_unmonitored`).
-//!
 //! - A worker (a thread of a top-level team other than the one that started it) is docked
 //!   in its thread pool from its region's end to its next region ([`omp_worker_idle`]), a
 //!   barrier-kind wait that the next region's start ends: the starting thread takes the
@@ -29,31 +29,37 @@
 //!   its work meanwhile (its serial code). A worker's spinning and sleeping there is
 //!   waiting, not work. The time after the last region is not recorded (the wait is still
 //!   open at exit).
-//! - A task (`GOMP_task`) runs through [`task_body`]: a thread that runs it from inside a
+//! - A task (`GOMP_task`) runs through [`tasks`]: a thread that runs it from inside a
 //!   measured barrier wait (the runtime runs queued tasks there) computes, so its samples
 //!   are work and the task's time is not the wait's idleness. Its data is copied into the
 //!   task's block behind a header of the runtime's, as the runtime would copy it.
 //!
 //! Not covered: regions started another way (Clang's `__kmpc_fork_call` on libomp, GCC's
-//! pre-4.9 `GOMP_parallel_start`), which pass through unmeasured; `taskwait`, `taskgroup`,
-//! OpenMP locks, and tasks of a `taskloop` (whose runtime writes the bounds at the start
-//! of each task's data, where the header would be). Invariants: the program's function runs exactly once per thread, with its
-//! own argument; every thread of a team calls the extra barrier, so it cannot deadlock.
-//! Not async-signal-safe.
+//! pre-4.9 `GOMP_parallel_start`, `GOMP_parallel_reductions`, host `teams`), which pass
+//! through unmeasured (docked workers that run one keep their pool wait open);
+//! `taskwait`, `taskgroup`, OpenMP locks, and tasks of a `taskloop` (whose runtime writes
+//! the bounds at the start of each task's data, where the header would be).
+//!
+//! Invariants: the program's function runs exactly once per thread, with its own
+//! argument; every thread of a team calls the extra barrier, so it cannot deadlock. Not
+//! async-signal-safe.
 
-use crate::locks::{pthread_mutex_lock, pthread_mutex_unlock};
+mod critical;
+mod tasks;
+
 use blameprof_measure::policy;
-use blameprof_measure::sampler::counters::{self, Counter};
-use libc::{c_long, c_uint, c_void, pthread_mutex_t};
-use std::cell::{Cell, UnsafeCell};
+use libc::{c_long, c_uint, c_void};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use tasks::TaskFn;
 
 /// An outlined function of a parallel region (or a task).
 type OutlinedFn = unsafe extern "C" fn(*mut c_void);
 
 /// The OpenMP runtime's function `name` (NUL-terminated), resolved once into `slot`: the
-/// next definition after this library, or, for a runtime opened later with local symbols,
-/// libgomp's (libomp, installed as `libgomp.so.1`, answers to that name too).
+/// next definition after this library, or, for a runtime opened with local symbols (a
+/// library of its own, such as a Python wheel's `libgomp-<hash>.so.1`), the first loaded
+/// object besides this library that defines `GOMP_parallel` ([`local_runtime`]).
 fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
     let cached = slot.load(Ordering::Acquire);
     if cached != 0 {
@@ -62,13 +68,7 @@ fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
     // SAFETY: `name` is NUL-terminated; RTLD_NEXT looks past this library.
     let mut p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
     if p == 0 {
-        // SAFETY: RTLD_NOLOAD only finds an already loaded library; the name is a literal.
-        let handle = unsafe {
-            libc::dlopen(
-                c"libgomp.so.1".as_ptr(),
-                libc::RTLD_NOLOAD | libc::RTLD_LAZY,
-            )
-        };
+        let handle = local_runtime();
         if !handle.is_null() {
             // SAFETY: a valid handle and a NUL-terminated name.
             p = unsafe { libc::dlsym(handle, name.as_ptr().cast()) } as usize;
@@ -85,6 +85,40 @@ fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
     }
     slot.store(p, Ordering::Release);
     p
+}
+
+/// A handle of the first loaded object, other than this library, that defines
+/// `GOMP_parallel`; null if none. Walks the loaded objects (`dl_iterate_phdr`, outside any
+/// signal handler) and opens each by its name without loading anything (`RTLD_NOLOAD`).
+fn local_runtime() -> *mut c_void {
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        found: *mut c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader passes a valid record; `found` is the caller's slot.
+        unsafe {
+            let name = (*info).dlpi_name;
+            if name.is_null() || *name == 0 {
+                return 0;
+            }
+            let handle = libc::dlopen(name, libc::RTLD_NOLOAD | libc::RTLD_LAZY);
+            if handle.is_null() {
+                return 0;
+            }
+            let p = libc::dlsym(handle, c"GOMP_parallel".as_ptr());
+            if !p.is_null() && !std::ptr::eq(p, GOMP_parallel as *const () as *const c_void) {
+                *(found as *mut *mut c_void) = handle;
+                return 1;
+            }
+            libc::dlclose(handle);
+            0
+        }
+    }
+    let mut found: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `visit` only reads the records and writes `found`.
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut found as *mut *mut c_void as *mut c_void) };
+    found
 }
 
 macro_rules! gomp_fns {
@@ -113,32 +147,14 @@ gomp_fns! {
     real_loop_nonmonotonic_runtime = b"GOMP_parallel_loop_nonmonotonic_runtime\0": RuntimeLoopFn;
     real_loop_maybe_nonmonotonic_runtime = b"GOMP_parallel_loop_maybe_nonmonotonic_runtime\0": RuntimeLoopFn;
     real_barrier = b"GOMP_barrier\0": unsafe extern "C" fn();
+    real_loop_end = b"GOMP_loop_end\0": unsafe extern "C" fn();
+    real_sections_end = b"GOMP_sections_end\0": unsafe extern "C" fn();
     real_task = b"GOMP_task\0": TaskFn;
     real_critical_name_start = b"GOMP_critical_name_start\0": unsafe extern "C" fn(*mut *mut c_void);
     real_critical_name_end = b"GOMP_critical_name_end\0": unsafe extern "C" fn(*mut *mut c_void);
     omp_get_num_threads = b"omp_get_num_threads\0": unsafe extern "C" fn() -> libc::c_int;
     omp_get_level = b"omp_get_level\0": unsafe extern "C" fn() -> libc::c_int;
 }
-
-/// A task's copy function: (destination, source).
-type CopyFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
-
-/// `GOMP_task`: function, data, copy function, data size and alignment, `if` clause, flags,
-/// dependences, priority, detach event (the last two read only when the flags say so, so
-/// a program built by an older GCC that passes fewer arguments forwards its registers as
-/// they are).
-type TaskFn = unsafe extern "C" fn(
-    OutlinedFn,
-    *mut c_void,
-    Option<CopyFn>,
-    c_long,
-    c_long,
-    bool,
-    c_uint,
-    *mut *mut c_void,
-    libc::c_int,
-    *mut c_void,
-);
 
 /// `GOMP_parallel_loop_{static,dynamic,guided,...}`: function, data, threads, start, end,
 /// increment, chunk size, flags.
@@ -217,9 +233,17 @@ impl Region {
             self.ready.store(2, Ordering::Release);
             return parties;
         }
-        // The first thread is setting the barrier up: a table update, no blocking.
+        // The first thread is setting the barrier up: a table update, no blocking; past a
+        // few hundred turns it was preempted, and the CPU goes back to it.
+        let mut turns = 0u32;
         while self.ready.load(Ordering::Acquire) != 2 {
-            std::hint::spin_loop();
+            turns += 1;
+            if turns.is_multiple_of(256) {
+                // SAFETY: no preconditions.
+                unsafe { libc::sched_yield() };
+            } else {
+                std::hint::spin_loop();
+            }
         }
         self.parties.load(Ordering::Relaxed)
     }
@@ -239,9 +263,9 @@ unsafe extern "C" fn region(data: *mut c_void) {
     let region = unsafe { &*(data as *const Region) };
     // SAFETY: no preconditions.
     let pooled = !region.nested && unsafe { libc::pthread_self() } != region.starter;
-    if pooled {
-        omp_worker_idle();
-    }
+    // Whatever the region, a thread that comes into one from its pool stops waiting there
+    // (libomp also gives pooled threads to nested teams).
+    omp_worker_idle();
     let parties = region.enter();
     let outer = CURRENT.replace((region.key, parties));
     // SAFETY: the program's outlined function with its own argument, as the runtime would.
@@ -386,217 +410,37 @@ parallel_runtime_loops! {
 /// Same contract as libgomp's `GOMP_barrier`.
 #[no_mangle]
 pub unsafe extern "C" fn GOMP_barrier() {
+    // SAFETY: the program's call, forwarded.
+    team_barrier(|| unsafe { real_barrier()() });
+}
+
+/// A team barrier inside a region started here, measured as [`GOMP_barrier`] is; outside
+/// one (or in a team of one), `real` alone.
+fn team_barrier(real: impl FnOnce()) {
     let (key, parties) = CURRENT.get();
     if parties <= 1 {
-        // Outside a region started here, or a team of one.
-        // SAFETY: the program's call, forwarded.
-        return unsafe { real_barrier()() };
+        return real();
     }
     policy::barrier_wait(key, || {
-        // SAFETY: the program's call, forwarded.
-        unsafe { real_barrier()() };
+        real();
         0
     });
 }
 
-/// A mutex of the runtime's own standing for a critical section.
-struct Critical(UnsafeCell<pthread_mutex_t>);
-
-// SAFETY: the mutex is only touched through pthread calls, which synchronise it.
-unsafe impl Sync for Critical {}
-
-impl Critical {
-    const fn new() -> Critical {
-        Critical(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER))
-    }
-
-    /// Takes the mutex. Its result is kept by the caller ([`kept`]), so that the caller's
-    /// frame stays on the stack and waits read `... -> GOMP_critical_start`.
-    fn lock(&self) -> libc::c_int {
-        // SAFETY: a valid, statically initialised default mutex.
-        unsafe { pthread_mutex_lock(self.0.get()) }
-    }
-
-    /// Releases the mutex, as [`Critical::lock`].
-    fn unlock(&self) -> libc::c_int {
-        // SAFETY: held by this thread (OpenMP's rule for a critical section's end).
-        unsafe { pthread_mutex_unlock(self.0.get()) }
-    }
-}
-
-/// Keeps a lock call's result, so that the entry point calling it is not left by a tail
-/// call: the analysis names a run of runtime frames by its outermost one.
-#[inline(always)]
-fn kept(rc: libc::c_int) {
-    std::hint::black_box(rc);
-}
-
-/// The unnamed critical section (all of a program's unnamed ones are one).
-static UNNAMED: Critical = Critical::new();
-
-/// How many named critical sections get a measured mutex.
-const NAMED: usize = 64;
-
-/// The named critical sections' mutexes, by the address of the name's variable (the
-/// `void **` GCC passes): filled in order, never freed.
-static NAMES: [AtomicUsize; NAMED] = [const { AtomicUsize::new(0) }; NAMED];
-static NAMED_MUTEXES: [Critical; NAMED] = [const { Critical::new() }; NAMED];
-
-/// The mutex of the critical section named by `name`, claiming a slot at its first use;
-/// `None` when every slot is taken by other names.
-fn named(name: usize) -> Option<&'static Critical> {
-    for (slot, mutex) in NAMES.iter().zip(NAMED_MUTEXES.iter()) {
-        match slot.compare_exchange(0, name, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => {
-                // The lock view names the mutex after the name's variable (its "init site").
-                policy::init_site(mutex.0.get() as usize, name);
-                return Some(mutex);
-            }
-            Err(held) if held == name => return Some(mutex),
-            Err(_) => {}
-        }
-    }
-    None
+/// # Safety
+/// Same contract as libgomp's `GOMP_loop_end` (the end of a worksharing loop without
+/// `nowait`: a team barrier).
+#[no_mangle]
+pub unsafe extern "C" fn GOMP_loop_end() {
+    // SAFETY: the program's call, forwarded.
+    team_barrier(|| unsafe { real_loop_end()() });
 }
 
 /// # Safety
-/// Same contract as libgomp's `GOMP_critical_start`.
+/// Same contract as libgomp's `GOMP_sections_end` (the end of `sections` without
+/// `nowait`: a team barrier).
 #[no_mangle]
-pub unsafe extern "C" fn GOMP_critical_start() {
-    kept(UNNAMED.lock());
-}
-
-/// # Safety
-/// Same contract as libgomp's `GOMP_critical_end`.
-#[no_mangle]
-pub unsafe extern "C" fn GOMP_critical_end() {
-    kept(UNNAMED.unlock());
-}
-
-/// # Safety
-/// Same contract as libgomp's `GOMP_critical_name_start`.
-#[no_mangle]
-pub unsafe extern "C" fn GOMP_critical_name_start(name: *mut *mut c_void) {
-    match named(name as usize) {
-        Some(mutex) => kept(mutex.lock()),
-        None => {
-            counters::add(Counter::WaitsUnmonitored, 1);
-            // SAFETY: the program's call, forwarded.
-            unsafe { real_critical_name_start()(name) }
-        }
-    }
-}
-
-/// # Safety
-/// Same contract as libgomp's `GOMP_critical_name_end`.
-#[no_mangle]
-pub unsafe extern "C" fn GOMP_critical_name_end(name: *mut *mut c_void) {
-    match named(name as usize) {
-        Some(mutex) => kept(mutex.unlock()),
-        // SAFETY: the program's call, forwarded.
-        None => unsafe { real_critical_name_end()(name) },
-    }
-}
-
-/// What a wrapped task carries before the program's data: its function, and how to copy
-/// the data. The creator's copy (on its stack) points at the program's data; the runtime
-/// copies it, through [`task_copy`], into the task's own block, the program's data
-/// following at `header_len`.
-#[derive(Clone, Copy)]
-#[repr(C)]
-struct TaskHeader {
-    body: OutlinedFn,
-    copy: Option<CopyFn>,
-    data: *mut c_void,
-    size: c_long,
-    header_len: usize,
-    /// Set in the task's own block; clear in the creator's (libomp runs an undeferred task
-    /// on the data it was given, without copying).
-    copied: bool,
-}
-
-/// # Safety
-/// Same contract as libgomp's `GOMP_task`.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn GOMP_task(
-    body: OutlinedFn,
-    data: *mut c_void,
-    copy: Option<CopyFn>,
-    size: c_long,
-    align: c_long,
-    if_clause: bool,
-    flags: c_uint,
-    depend: *mut *mut c_void,
-    priority: libc::c_int,
-    detach: *mut c_void,
-) {
-    // The header is padded to the data's alignment, so that the data stays aligned in a
-    // block aligned to at least that.
-    let align = align.max(std::mem::align_of::<TaskHeader>() as c_long);
-    let header_len = std::mem::size_of::<TaskHeader>().next_multiple_of(align as usize);
-    let header = TaskHeader {
-        body,
-        copy,
-        data,
-        size,
-        header_len,
-        copied: false,
-    };
-    let source = &header as *const TaskHeader as *mut c_void;
-    // SAFETY: the program's task, its function and data wrapped by `task_body` and
-    // `task_copy`, which hand the program's function a faithful copy of its data (or the
-    // data itself, as the runtime would have); the header outlives the call, in which the
-    // runtime copies it.
-    unsafe {
-        real_task()(
-            task_body,
-            source,
-            Some(task_copy),
-            header_len as c_long + size,
-            align,
-            if_clause,
-            flags,
-            depend,
-            priority,
-            detach,
-        )
-    }
-}
-
-/// Copies a wrapped task's header and the program's data into the task's block `to`.
-unsafe extern "C" fn task_copy(to: *mut c_void, from: *mut c_void) {
-    // SAFETY: `from` is the creator's header (`GOMP_task`); `to` is the runtime's block of
-    // `header_len + size` bytes, aligned to the header's alignment and the data's.
-    unsafe {
-        let header = *(from as *const TaskHeader);
-        (to as *mut TaskHeader).write(TaskHeader {
-            copied: true,
-            ..header
-        });
-        let data = (to as *mut u8).add(header.header_len).cast::<c_void>();
-        match header.copy {
-            Some(copy) => copy(data, header.data),
-            None => std::ptr::copy_nonoverlapping(
-                header.data as *const u8,
-                data as *mut u8,
-                header.size as usize,
-            ),
-        }
-    }
-}
-
-/// Runs a wrapped task: the program's function on its data, as work even when the thread
-/// runs it from inside a measured barrier wait.
-unsafe extern "C" fn task_body(block: *mut c_void) {
-    // SAFETY: `block` is a header written by `GOMP_task` or `task_copy`.
-    let header = unsafe { *(block as *const TaskHeader) };
-    let data = if header.copied {
-        // SAFETY: the program's data follows the header in the task's block.
-        unsafe { (block as *mut u8).add(header.header_len).cast::<c_void>() }
-    } else {
-        header.data
-    };
-    // SAFETY: the program's task function on its data.
-    policy::outside_the_wait(|| unsafe { (header.body)(data) });
+pub unsafe extern "C" fn GOMP_sections_end() {
+    // SAFETY: the program's call, forwarded.
+    team_barrier(|| unsafe { real_sections_end()() });
 }

@@ -20,7 +20,8 @@
  *   serial    each round a parallel region where both threads run `even_step` (quick_ms),
  *             then the initial thread alone runs `serial_step` (slow_ms).
  *   entries   every combined construct's entry point once (loops of each schedule but
- *             static, which GCC inlines, and sections), printing their sum.
+ *             static, which GCC inlines, and sections), and a loop and sections inside a
+ *             region, printing their sum.
  *   balanced  each round a parallel region where both threads run `even_step` (quick_ms).
  *
  * Ground truth (CLOCK_MONOTONIC):
@@ -201,8 +202,32 @@ static void entries(void) {
             entry_sum += 2;
         }
     }
-    /* 7 loops of 499500, and the sections' 3. */
-    printf("entries sum=%ld expected=%ld\n", entry_sum, 7 * 499500L + 3);
+    /* Worksharing inside a region: a loop and sections ending in their team barriers. */
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp for schedule(dynamic, 4)
+        for (int i = 0; i < 1000; i++) {
+#pragma omp atomic
+            entry_sum += i;
+        }
+#pragma omp sections
+        {
+#pragma omp section
+            {
+#pragma omp atomic
+                entry_sum += 1;
+            }
+#pragma omp section
+            {
+#pragma omp atomic
+                entry_sum += 2;
+            }
+        }
+        /* Work after the sections keeps their barrier (GCC drops it at a region's end). */
+        wt_sink[omp_get_thread_num()] += 1;
+    }
+    /* 8 loops of 499500, and two sections' 3. */
+    printf("entries sum=%ld expected=%ld\n", entry_sum, 8 * 499500L + 6);
 }
 
 /* Task times by the thread that ran them. */

@@ -239,6 +239,10 @@ pub fn outside_the_wait<R>(work: impl FnOnce() -> R) -> R {
     let Some(wait) = (unsafe { (*state.owner.get()).wait }) else {
         return work();
     };
+    if !state.blocked.load(std::sync::atomic::Ordering::Relaxed) {
+        // Already outside it (a task run by a task): the outer one counts the time.
+        return work();
+    }
     wait_cpu::end(state);
     let start = monotonic_ns();
     let result = work();
