@@ -74,19 +74,39 @@ pub unsafe extern "C" fn GOMP_task(
     detach: *mut c_void,
 ) {
     let real = real_task();
+    // The program's call, passed on as it is.
+    // SAFETY: the program's arguments, forwarded unchanged.
+    let as_given = || unsafe {
+        real(
+            body, data, copy, size, align, if_clause, flags, depend, priority, detach,
+        )
+    };
     if flags & TASK_DETACH != 0 || size < 0 {
         // The runtime writes into the data's first word: given as the program gave it.
-        // SAFETY: the program's call, forwarded.
-        return unsafe {
-            real(
-                body, data, copy, size, align, if_clause, flags, depend, priority, detach,
-            )
-        };
+        return as_given();
     }
     // The header is padded to the data's alignment, so that the data stays aligned in a
     // block aligned to at least that.
     let align = align.max(std::mem::align_of::<TaskHeader>() as c_long);
     let header_len = std::mem::size_of::<TaskHeader>().next_multiple_of(align as usize);
+    // The task wrapped: `task_body` on `block` (`len` bytes), copied by `copy`.
+    // SAFETY: `task_body` and `task_copy` hand the program's function its data as the
+    // runtime would have (a copy made byte for byte or by its own copy function, or the
+    // creator's data itself); `block` outlives the call, in which the runtime copies it.
+    let wrapped = |block: *mut c_void, copy: Option<CopyFn>, len: usize| unsafe {
+        real(
+            task_body,
+            block,
+            copy,
+            len as c_long,
+            align,
+            if_clause,
+            flags,
+            depend,
+            priority,
+            detach,
+        )
+    };
     let mut header = TaskHeader {
         body,
         copy,
@@ -97,45 +117,19 @@ pub unsafe extern "C" fn GOMP_task(
     };
     if copy.is_some() {
         let source = &header as *const TaskHeader as *mut c_void;
-        // SAFETY: the program's task, its function and data wrapped by `task_body` and
-        // `task_copy`, which hand the program's function a copy of its data made by its
-        // own copy function (or the data itself, as the runtime would have); the header
-        // outlives the call, in which the runtime copies it.
-        return unsafe {
-            real(
-                task_body,
-                source,
-                Some(task_copy),
-                header_len as c_long + size,
-                align,
-                if_clause,
-                flags,
-                depend,
-                priority,
-                detach,
-            )
-        };
+        return wrapped(source, Some(task_copy), header_len + size as usize);
     }
     header.copied = true;
     let total = header_len + size as usize;
     let Ok(layout) = std::alloc::Layout::from_size_align(total, align as usize) else {
-        // SAFETY: the program's call, forwarded (an alignment no block can have).
-        return unsafe {
-            real(
-                body, data, copy, size, align, if_clause, flags, depend, priority, detach,
-            )
-        };
+        // An alignment no block can have.
+        return as_given();
     };
     // SAFETY: `layout` is non-zero-sized (the header); the block is freed below, after the
     // runtime has copied it.
     let block = unsafe { std::alloc::alloc(layout) };
     if block.is_null() {
-        // SAFETY: as above.
-        return unsafe {
-            real(
-                body, data, copy, size, align, if_clause, flags, depend, priority, detach,
-            )
-        };
+        return as_given();
     }
     // SAFETY: `block` holds `header_len + size` bytes; the program's data is `size` bytes.
     unsafe {
@@ -143,20 +137,10 @@ pub unsafe extern "C" fn GOMP_task(
         if size > 0 {
             std::ptr::copy_nonoverlapping(data as *const u8, block.add(header_len), size as usize);
         }
-        real(
-            task_body,
-            block.cast(),
-            None,
-            total as c_long,
-            align,
-            if_clause,
-            flags,
-            depend,
-            priority,
-            detach,
-        );
-        std::alloc::dealloc(block, layout);
     }
+    wrapped(block.cast(), None, total);
+    // SAFETY: allocated above with `layout`; the runtime no longer reads it.
+    unsafe { std::alloc::dealloc(block, layout) };
 }
 
 /// Copies a wrapped task's header and the program's data into the task's block `to`.

@@ -13,9 +13,16 @@ use crate::attribution::lock_wrappers::{is_wrapper, named_caller};
 use crate::attribution::paths::RawKey;
 use crate::attribution::symbolize::{CodeAddress, Symbolizer};
 use crate::attribution::{Loc, Names};
-use crate::format::read::{ProcessProfile, Profile};
+use crate::format::read::{ModuleInfo, ProcessProfile, Profile};
 use crate::format::{protocol, WaitKind};
 use std::collections::HashMap;
+
+/// The loaded module whose mapping holds `address`.
+fn module_of(proc: &ProcessProfile, address: u64) -> Option<&ModuleInfo> {
+    proc.modules
+        .iter()
+        .find(|m| (m.start..m.end).contains(&address))
+}
 
 /// `symbol` or `symbol+0xOFF` of the variable the lock lies in.
 pub(super) fn symbol_name(
@@ -23,10 +30,7 @@ pub(super) fn symbol_name(
     address: u64,
     symbolizer: &mut Symbolizer,
 ) -> Option<String> {
-    let module = proc
-        .modules
-        .iter()
-        .find(|m| (m.start..m.end).contains(&address))?;
+    let module = module_of(proc, address)?;
     let (name, within) = symbolizer.data_symbol(module, address.checked_sub(module.base)?)?;
     Some(match within {
         0 => name,
@@ -46,10 +50,7 @@ pub(super) fn openmp_name(
     kind: Option<WaitKind>,
     symbolizer: &mut Symbolizer,
 ) -> Option<String> {
-    let module = proc
-        .modules
-        .iter()
-        .find(|m| (m.start..m.end).contains(&address))?;
+    let module = module_of(proc, address)?;
     let offset = address.checked_sub(module.base)?;
     if !is_runtime_module(&module.path) {
         if kind != Some(WaitKind::Barrier) {
